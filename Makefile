@@ -1,0 +1,52 @@
+# Build: `make` (bin/train), `make test`, `make bench`.
+# Portable build (no -march=native, e.g. to copy binaries to another CPU):
+#   make PORTABLE=1
+CC ?= gcc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+ifdef PORTABLE
+ARCH_FLAGS ?= -O3
+else
+ARCH_FLAGS ?= -O3 -march=native
+endif
+CFLAGS ?= $(ARCH_FLAGS)
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -MMD -MP
+LDLIBS = -lm -lcjson
+BUILD = build
+
+MODEL_SRC = model/util.c model/matmul.c model/ops.c model/attention.c model/gpt.c \
+            model/safetensors.c model/checkpoint.c
+DATA_SRC = data/vocab.c data/dataset.c
+TRAIN_LIB_SRC = train/options.c train/adamw.c train/train_state.c
+LIB_SRC = $(MODEL_SRC) $(DATA_SRC)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+TEST_SRC = $(wildcard tests/*.c)
+TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+PROGRAMS = bin/train
+
+all: $(PROGRAMS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+test: bin/tests $(PROGRAMS)
+	OMP_NUM_THREADS=2 ./bin/tests
+
+clean:
+	rm -rf $(BUILD) bin
+
+.PHONY: all test clean
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,49 @@
+// dataset.h: a corpus file as token ids, its train/validation split, and the
+// batches drawn from it.
+#ifndef DATASET_H
+#define DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/util.h"
+#include "vocab.h"
+
+typedef struct {
+    Vocab vocab;
+    uint16_t *tokens;    // (num_tokens) the whole corpus as ids
+    size_t num_tokens;
+    size_t train_tokens; // tokens [0, train_tokens) train, the rest validation
+} Corpus;
+
+// Load a UTF-8 corpus: the file is mapped (not copied), its vocabulary
+// built, and it is encoded into one uint16_t array. The first
+// (1 - val_fraction) of the tokens are the training split. Errors (missing,
+// a directory, empty, invalid UTF-8 with the byte offset, ...) return 0
+// with a message naming the file.
+int corpus_load(Corpus *corpus, const char *path, double val_fraction, char *err,
+                size_t err_len);
+void corpus_free(Corpus *corpus);
+
+// A split: a view of the corpus tokens.
+typedef struct {
+    const uint16_t *tokens;
+    size_t len;
+} Split;
+
+Split corpus_train(const Corpus *corpus);
+Split corpus_val(const Corpus *corpus);
+
+// Each split must hold at least T+1 tokens for one window; else returns 0
+// with "validation split has N tokens, need at least T+1 (context T + 1)".
+int corpus_check_splits(const Corpus *corpus, const char *path, int T, char *err,
+                        size_t err_len);
+
+// B random windows of T+1 tokens: inputs (B,T) = window[0..T),
+// targets (B,T) = window[1..T]. Starts are drawn from rng.
+void batch_random(Split split, int B, int T, Rng *rng, int *inputs, int *targets);
+// Evaluation batch `index` of `count`: B*count windows spread evenly over
+// the split, the same every time.
+void batch_eval(Split split, int B, int T, int index, int count, int *inputs, int *targets);
+
+#endif

@@ -1,0 +1,40 @@
+// vocab.h: UTF-8 text <-> token ids. The vocabulary is the set of distinct
+// Unicode code points of a corpus, ordered by code point, so the same corpus
+// always gives the same ids.
+#ifndef VOCAB_H
+#define VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Token ids are stored as uint16_t, so a vocabulary holds at most this many.
+#define VOCAB_MAX_SIZE 65535
+
+typedef struct {
+    int size;
+    uint32_t *code_points; // (size) id -> code point, strictly increasing
+} Vocab;
+
+// Decode one code point from s[*pos..len). On success stores it, advances
+// *pos and returns 1; on invalid UTF-8 (bad lead or continuation byte,
+// truncated sequence, overlong form, surrogate, > U+10FFFF) returns 0 and
+// leaves *pos at the offending sequence's first byte.
+int utf8_decode(const unsigned char *s, size_t len, size_t *pos, uint32_t *code_point);
+// Encode a code point into out (up to 4 bytes); returns the byte count.
+int utf8_encode(uint32_t code_point, char out[4]);
+
+// Build the vocabulary of a UTF-8 text. Errors (returns 0, message in err):
+// invalid UTF-8 "invalid UTF-8 at byte offset N", more than VOCAB_MAX_SIZE
+// distinct characters.
+int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, size_t err_len);
+// Build from a list of code points (e.g. a checkpoint's); they must be
+// strictly increasing and valid scalar values, else returns 0 with a message.
+int vocab_from_code_points(Vocab *vocab, const uint32_t *code_points, int n, char *err,
+                           size_t err_len);
+// Id of a code point, or -1 if it is not in the vocabulary.
+int vocab_id(const Vocab *vocab, uint32_t code_point);
+// 1 when the two vocabularies hold the same code points.
+int vocab_equal(const Vocab *a, const Vocab *b);
+void vocab_free(Vocab *vocab);
+
+#endif

@@ -1,0 +1,26 @@
+// attention.h: scaled dot-product attention over H heads, with q, k and v as
+// separate inputs so that the same primitive serves self-attention (q, k, v
+// from one sequence, causal) and cross-attention (q from one sequence, k and
+// v from another, no mask).
+//
+//   q (B,Tq,C), k (B,Tk,C), v (B,Tk,C), C = NH * hs, head h uses channels
+//   [h*hs, (h+1)*hs).
+//   scores (B,NH,Tq,Tk) = q_h . k_h^T / sqrt(hs)
+//   causal: query i sees key j only when j <= i + (Tk - Tq) (queries are the
+//           last Tq positions of the keys' sequence; for Tq == Tk, j <= i).
+//           Masked scores are -inf, so their probability is exactly 0.
+//   probs (B,NH,Tq,Tk) = softmax over j of scores
+//   out (B,Tq,C): head h's slice = probs_h . v_h
+#ifndef ATTENTION_H
+#define ATTENTION_H
+
+void attention_forward(float *out, float *probs, const float *q, const float *k,
+                       const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
+
+// Accumulates (+=) into d_q (B,Tq,C), d_k (B,Tk,C), d_v (B,Tk,C), given
+// d_out (B,Tq,C) and the probs saved by the forward.
+void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
+                        const float *probs, const float *q, const float *k, const float *v,
+                        int B, int Tq, int Tk, int C, int NH, int causal);
+
+#endif

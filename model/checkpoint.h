@@ -1,0 +1,27 @@
+// checkpoint.h: a GPT and its vocabulary as a safetensors file that PyTorch
+// loads with no reshaping. Tensor names: wte [V,C], wpe [T,C],
+// h.{i}.ln_1.weight/.bias [C], h.{i}.attn.w_q.weight [C,C] /.bias [C] (and
+// w_k, w_v, w_o), h.{i}.ln_2.weight/.bias, h.{i}.mlp.fc.weight [4C,C] /.bias
+// [4C], h.{i}.mlp.proj.weight [C,4C] /.bias [C], ln_f.weight/.bias [C].
+// Metadata: format_version "1", config {"layers","heads","dim","context",
+// "vocab_size"} as JSON, vocab: the code points in id order as a JSON array
+// of one-character strings.
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "../data/vocab.h"
+#include "gpt.h"
+
+#define CHECKPOINT_FORMAT_VERSION "1"
+
+// Atomic write of the model's parameters. Returns 0 with a message on error.
+int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, size_t err_len);
+// Load a checkpoint: validates everything, builds the model (gpt_build)
+// from the stored config and fills its parameters and the vocabulary.
+// Returns 0 with a message naming the file and the problem on error, with
+// nothing left allocated.
+int gpt_load(const char *path, GPT *model, Vocab *vocab, char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,168 @@
+// ops.c: embedding, LayerNorm, GELU, residual, softmax + cross-entropy.
+// Forward and backward side by side; shapes in ops.h.
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+// ---- embedding
+
+void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                       int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *tok = wte + (long)tokens[bt] * C;
+        const float *pos = wpe + (long)(bt % T) * C;
+        float *o = out + (long)bt * C;
+        for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
+    }
+}
+
+void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const int *tokens,
+                        int B, int T, int C) {
+    // Several positions may share a token, so rows of d_wte are written by
+    // many (b,t). Splitting by channel instead gives each thread its own
+    // columns: no races, and a fixed summation order.
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        for (int bt = 0; bt < B * T; bt++) {
+            float g = d_out[(long)bt * C + c];
+            d_wte[(long)tokens[bt] * C + c] += g;
+            d_wpe[(long)(bt % T) * C + c] += g;
+        }
+    }
+}
+
+// ---- LayerNorm
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *weight, const float *bias, int N, int C) {
+    const float eps = 1e-5f;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        float m = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        float var = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            var += d * d;
+        }
+        var /= C;
+        float s = 1.0f / sqrtf(var + eps);
+        float *o = out + (long)n * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C) {
+    // d_inp: per row. With xhat = (x - mean) * rstd and g = d_out * weight,
+    //   d_x = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        const float *dy = d_out + (long)n * C;
+        float m = mean[n], s = rstd[n];
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float g = dy[c] * weight[c];
+            g_mean += g;
+            gx_mean += g * (x[c] - m) * s;
+        }
+        g_mean /= C;
+        gx_mean /= C;
+        float *dx = d_inp + (long)n * C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * s;
+            dx[c] += s * (dy[c] * weight[c] - g_mean - xhat * gx_mean);
+        }
+    }
+    // d_weight, d_bias: sums over rows, split by channel (no races, fixed order).
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        float dw = 0.0f, db = 0.0f;
+        for (int n = 0; n < N; n++) {
+            float dy = d_out[(long)n * C + c];
+            dw += dy * (inp[(long)n * C + c] - mean[n]) * rstd[n];
+            db += dy;
+        }
+        d_weight[c] += dw;
+        d_bias[c] += db;
+    }
+}
+
+// ---- GELU (tanh form)
+
+#define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
+
+void gelu_forward(float *out, const float *inp, long n) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+}
+
+void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
+    // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx,
+    // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        d_inp[i] += d_out[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du);
+    }
+}
+
+// ---- residual
+
+void residual_forward(float *out, const float *a, const float *b, long n) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// ---- softmax + cross-entropy
+
+float crossentropy_forward(float *probs, float *losses, const float *logits,
+                           const int *targets, int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (long)n * V;
+        float *p = probs + (long)n * V;
+        float zmax = -INFINITY;
+        for (int i = 0; i < V; i++) zmax = z[i] > zmax ? z[i] : zmax;
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            p[i] = expf(z[i] - zmax);
+            sum += p[i];
+        }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        // -log p[target] from the logits directly, exact even when p underflows.
+        if (losses && targets) losses[n] = logf(sum) - (z[targets[n]] - zmax);
+    }
+    if (!losses || !targets) return -1.0f;
+    double total = 0.0; // serial, fixed order: the same loss for any thread count
+    for (int n = 0; n < N; n++) total += losses[n];
+    return (float)(total / N);
+}
+
+void crossentropy_backward(float *d_logits, const float *probs, const int *targets, int N,
+                           int V, float d_loss_scale) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (long)n * V;
+        float *d = d_logits + (long)n * V;
+        for (int i = 0; i < V; i++) d[i] += p[i] * d_loss_scale;
+        d[targets[n]] -= d_loss_scale;
+    }
+}

@@ -1,0 +1,71 @@
+#include "util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+void die(const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fflush(stdout);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(1);
+}
+
+void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die("out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void set_error(char *err, size_t err_len, const char *fmt, ...) {
+    if (!err || err_len == 0) return;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(err, err_len, fmt, args);
+    va_end(args);
+}
+
+void rng_seed(Rng *rng, uint64_t seed) { rng->state = seed; }
+
+uint64_t rng_next_u64(Rng *rng) {
+    uint64_t z = (rng->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t rng_below(Rng *rng, uint64_t n) {
+    // Rejection sampling removes the modulo bias.
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t r;
+    do r = rng_next_u64(rng);
+    while (r >= limit);
+    return r % n;
+}
+
+float rng_uniform(Rng *rng) { return (float)(rng_next_u64(rng) >> 40) / 16777216.0f; }
+
+float rng_normal(Rng *rng) {
+    // Box-Muller in double; u1 in (0, 1] so the log is finite.
+    double u1 = ((double)(rng_next_u64(rng) >> 11) + 1.0) / 9007199254740992.0;
+    double u2 = (double)(rng_next_u64(rng) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

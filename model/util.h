@@ -1,0 +1,37 @@
+// util.h: the one error exit, the one checked allocation, and the seeded
+// random number generator shared by initialisation and batch sampling.
+#ifndef UTIL_H
+#define UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Print "error: <message>" on one line to stderr and exit(1).
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+// malloc/calloc that die with the requested size when memory runs out.
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t count, size_t size);
+
+// Format into a caller's error buffer (used by loaders that report, not exit).
+void set_error(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// splitmix64: 64 bits of state, so it saves to a checkpoint as one number.
+typedef struct {
+    uint64_t state;
+} Rng;
+
+void rng_seed(Rng *rng, uint64_t seed);
+uint64_t rng_next_u64(Rng *rng);
+// Uniform integer in [0, n), n > 0.
+uint64_t rng_below(Rng *rng, uint64_t n);
+// Uniform float in [0, 1).
+float rng_uniform(Rng *rng);
+// Standard normal (Box-Muller).
+float rng_normal(Rng *rng);
+
+// Wall-clock seconds from a monotonic clock.
+double now_seconds(void);
+
+#endif

@@ -1,0 +1,99 @@
+#include "check.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int tests_passed, tests_failed, failures_in_test;
+
+void check_fail(const char *file, int line, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    failures_in_test++;
+    if (failures_in_test <= 10) {
+        fprintf(stdout, "    %s:%d: ", file, line);
+        vfprintf(stdout, fmt, args);
+        fputc('\n', stdout);
+    }
+    va_end(args);
+}
+
+int current_test_failures(void) { return failures_in_test; }
+
+void run_test(const char *name, TestFn fn) {
+    failures_in_test = 0;
+    fn();
+    if (failures_in_test == 0) {
+        tests_passed++;
+        printf("ok   %s\n", name);
+    } else {
+        tests_failed++;
+        printf("FAIL %s (%d failed checks)\n", name, failures_in_test);
+    }
+    fflush(stdout);
+}
+
+int run_command(const char *command, const char *capture_path) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s >%s 2>&1", command, capture_path ? capture_path : "/dev/null");
+    int status = system(full);
+    if (status == -1 || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        fclose(f);
+        return NULL;
+    }
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+const char *make_temp_dir(void) {
+    static char paths[64][64];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, 64, "/tmp/gpt_test_XXXXXX");
+    if (!mkdtemp(p)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return p;
+}
+
+// Suites, one per file; each calls run_test for its tests.
+void suite_data(void);
+void suite_ops(void);
+void suite_attention(void);
+void suite_model(void);
+void suite_checkpoint(void);
+void suite_train(void);
+
+int main(int argc, char **argv) {
+    // An optional argument runs only the suites whose name contains it.
+    const char *only = argc > 1 ? argv[1] : NULL;
+    struct {
+        const char *name;
+        void (*fn)(void);
+    } suites[] = {{"data", suite_data},           {"ops", suite_ops},
+                  {"attention", suite_attention}, {"model", suite_model},
+                  {"checkpoint", suite_checkpoint}, {"train", suite_train}};
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
+        if (only && !strstr(suites[i].name, only)) continue;
+        printf("# %s\n", suites[i].name);
+        suites[i].fn();
+    }
+    printf("%d passed, %d failed\n", tests_passed, tests_failed);
+    return tests_failed ? 1 : 0;
+}

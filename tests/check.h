@@ -1,0 +1,46 @@
+// check.h: a minimal test harness. A test is a void function; it fails if
+// any CHECK inside it fails. The runner prints one line per test and ends
+// with "N passed, N failed".
+#ifndef CHECK_H
+#define CHECK_H
+
+#include <math.h>
+
+typedef void (*TestFn)(void);
+
+void run_test(const char *name, TestFn fn);
+// Marks the current test failed and prints file:line and the message.
+void check_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// Returns the number of checks failed so far in the current test.
+int current_test_failures(void);
+
+#define CHECK(cond)                                                      \
+    do {                                                                 \
+        if (!(cond)) check_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                          \
+    do {                                                              \
+        if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);     \
+    } while (0)
+
+// |a - b| <= tol
+#define CHECK_NEAR(a, b, tol)                                                         \
+    do {                                                                              \
+        double check_a_ = (a), check_b_ = (b), check_t_ = (tol);                      \
+        if (!(fabs(check_a_ - check_b_) <= check_t_))                                 \
+            check_fail(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", #a, \
+                       check_a_, #b, check_b_, check_t_);                              \
+    } while (0)
+
+// Helpers for tests that run the programs.
+// Run a shell command; returns its exit status (or -1), output to /dev/null
+// unless capture is given (stdout+stderr written to the file).
+int run_command(const char *command, const char *capture_path);
+// Read a whole file into a new NUL-terminated string (NULL if missing).
+char *read_text_file(const char *path);
+// Make a fresh temporary directory; returns its path (static storage per call).
+const char *make_temp_dir(void);
+
+#endif

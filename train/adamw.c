@@ -1,0 +1,70 @@
+#include "adamw.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/util.h"
+
+void adamw_init(AdamW *opt, size_t num_params) {
+    opt->m = xcalloc(num_params, sizeof(float));
+    opt->v = xcalloc(num_params, sizeof(float));
+    opt->num_params = num_params;
+    opt->step = 0;
+}
+
+void adamw_free(AdamW *opt) {
+    free(opt->m);
+    free(opt->v);
+    memset(opt, 0, sizeof *opt);
+}
+
+float lr_at(const AdamWConfig *cfg, long it) {
+    if (it < cfg->warmup) return cfg->lr * (float)(it + 1) / (float)(cfg->warmup + 1);
+    if (it >= cfg->iters) return cfg->min_lr;
+    double ratio = (double)(it - cfg->warmup) / (double)(cfg->iters - cfg->warmup);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(cfg->min_lr + coeff * (cfg->lr - cfg->min_lr));
+}
+
+#define NORM_CHUNKS 64
+
+float grad_global_norm(const float *grads, size_t n) {
+    // Fixed chunks summed in a fixed order: the result does not depend on how
+    // threads are scheduled.
+    double partial[NORM_CHUNKS];
+    size_t chunk = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < NORM_CHUNKS; c++) {
+        size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
+        float sum = 0.0f;
+        for (size_t i = begin; i < end; i++) sum += grads[i] * grads[i];
+        partial[c] = sum;
+    }
+    double total = 0.0;
+    for (int c = 0; c < NORM_CHUNKS; c++) total += partial[c];
+    return (float)sqrt(total);
+}
+
+void adamw_update(AdamW *opt, GPT *model, const AdamWConfig *cfg, float lr, float grad_scale) {
+    opt->step++;
+    float b1 = cfg->beta1, b2 = cfg->beta2;
+    float bias1 = 1.0f - powf(b1, (float)opt->step);
+    float bias2 = 1.0f - powf(b2, (float)opt->step);
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = model->param_sizes[t];
+        float decay = param_is_decayed(t) ? cfg->weight_decay : 0.0f;
+        float *p = model->params_memory + offset, *g = model->grads_memory + offset;
+        float *m = opt->m + offset, *v = opt->v + offset;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float grad = g[i] * grad_scale;
+            m[i] = b1 * m[i] + (1.0f - b1) * grad;
+            v[i] = b2 * v[i] + (1.0f - b2) * grad * grad;
+            float m_hat = m[i] / bias1, v_hat = v[i] / bias2;
+            p[i] -= lr * (m_hat / (sqrtf(v_hat) + cfg->eps) + decay * p[i]);
+        }
+        offset += n;
+    }
+}

@@ -1,0 +1,121 @@
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/util.h"
+
+static int parse_number(const Option *opt, const char *text, char *err, size_t err_len) {
+    char *end = NULL;
+    errno = 0;
+    double x;
+    if (opt->type == OPT_U64) {
+        if (text[0] == '-') goto bad;
+        unsigned long long u = strtoull(text, &end, 10);
+        if (errno || end == text || *end) goto bad;
+        *(unsigned long long *)opt->value = u;
+        return 1;
+    }
+    x = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(x)) goto bad;
+    if (opt->type == OPT_INT && (x != floor(x) || strpbrk(text, ".eE"))) {
+        set_error(err, err_len, "%s: '%s' is not an integer", opt->name, text);
+        return 0;
+    }
+    if (opt->min <= opt->max && (x < opt->min || x > opt->max)) {
+        set_error(err, err_len, "%s: %s is out of range [%g, %g]", opt->name, text, opt->min,
+                  opt->max);
+        return 0;
+    }
+    if (opt->type == OPT_INT)
+        *(int *)opt->value = (int)x;
+    else
+        *(float *)opt->value = (float)x;
+    return 1;
+bad:
+    set_error(err, err_len, "%s: '%s' is not a %s", opt->name, text,
+              opt->type == OPT_U64 ? "non-negative integer" : "number");
+    return 0;
+}
+
+int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
+                  size_t err_len) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return OPTIONS_HELP;
+        if (strncmp(arg, "--", 2) != 0) {
+            set_error(err, err_len, "unexpected argument '%s' (flags start with --)", arg);
+            return 0;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        Option *opt = NULL;
+        for (int j = 0; j < num_options; j++)
+            if (strlen(options[j].name) == name_len && !strncmp(options[j].name, arg, name_len))
+                opt = &options[j];
+        if (!opt) {
+            set_error(err, err_len, "unknown flag '%.*s' (see --help)", (int)name_len, arg);
+            return 0;
+        }
+        opt->given = 1;
+        if (opt->type == OPT_FLAG) {
+            if (eq) {
+                set_error(err, err_len, "%s takes no value", opt->name);
+                return 0;
+            }
+            *(int *)opt->value = 1;
+            continue;
+        }
+        const char *text;
+        if (eq) {
+            text = eq + 1;
+        } else {
+            if (i + 1 >= argc) {
+                set_error(err, err_len, "%s needs a value", opt->name);
+                return 0;
+            }
+            text = argv[++i];
+        }
+        if (opt->type == OPT_STRING) {
+            if (!*text) {
+                set_error(err, err_len, "%s: empty value", opt->name);
+                return 0;
+            }
+            *(const char **)opt->value = text;
+        } else if (!parse_number(opt, text, err, err_len)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void options_format_value(const Option *opt, char *buf, size_t buf_len) {
+    switch (opt->type) {
+    case OPT_INT: snprintf(buf, buf_len, "%d", *(int *)opt->value); break;
+    case OPT_FLOAT: snprintf(buf, buf_len, "%g", (double)*(float *)opt->value); break;
+    case OPT_U64: snprintf(buf, buf_len, "%llu", *(unsigned long long *)opt->value); break;
+    case OPT_STRING: {
+        const char *s = *(const char **)opt->value;
+        snprintf(buf, buf_len, "%s", s ? s : "(none)");
+        break;
+    }
+    case OPT_FLAG: snprintf(buf, buf_len, "%s", *(int *)opt->value ? "on" : "off"); break;
+    }
+}
+
+void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options) {
+    fprintf(out, "%s\n\n", usage_line);
+    for (int i = 0; i < num_options; i++) {
+        char value[256];
+        options_format_value(&options[i], value, sizeof value);
+        const char *meta = options[i].type == OPT_FLAG ? "" : " X";
+        char left[64];
+        snprintf(left, sizeof left, "%s%s", options[i].name, meta);
+        fprintf(out, "  %-20s %s", left, options[i].help);
+        if (options[i].type != OPT_FLAG) fprintf(out, " (default: %s)", value);
+        fputc('\n', out);
+    }
+    fprintf(out, "  %-20s %s\n", "--help", "print this help and exit");
+}

@@ -1,0 +1,38 @@
+// options.h: the one command-line parser, driven by a table of options.
+// Every program lists its flags once (name, type, where the value goes,
+// help, allowed range); the same table parses argv, prints --help with each
+// default, and reports bad input as one line.
+#ifndef OPTIONS_H
+#define OPTIONS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STRING, OPT_FLAG } OptionType;
+
+typedef struct {
+    const char *name;   // "--layers" (also accepted as "--layers=4")
+    OptionType type;
+    void *value;        // int*, float*, unsigned long long*, const char**, int* (flag)
+    const char *help;
+    double min, max;    // inclusive range for numbers (ignored if min > max)
+    int given;          // set by options_parse when the flag appears
+} Option;
+
+#define OPTIONS_HELP (-1)
+
+// Parse argv[1..] into the table. Returns 1 on success, OPTIONS_HELP for
+// --help / -h, 0 on a usage error (unknown flag, missing or non-numeric
+// value, value out of range, stray argument) with a one-line message in err.
+int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
+                  size_t err_len);
+
+// Print "usage: program [options]", the summary, then every flag with its
+// help and its default (the value in the table when called, so call it
+// before parsing, or with a copy of the defaults).
+void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options);
+
+// Format an option's current value ("4", "0.001", "data/x.txt", "on").
+void options_format_value(const Option *option, char *buf, size_t buf_len);
+
+#endif

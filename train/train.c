@@ -1,0 +1,451 @@
+// train.c: bin/train, the training program. Reads a corpus, trains the GPT
+// with AdamW, evaluates, checkpoints and logs. See README.md for the flags.
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../data/dataset.h"
+#include "../model/checkpoint.h"
+#include "../model/gpt.h"
+#include "../model/util.h"
+#include "adamw.h"
+#include "options.h"
+#include "train_state.h"
+
+// ---- options
+
+typedef struct {
+    int layers, heads, dim, context, batch, iters;
+    float lr, min_lr;
+    int warmup;
+    float beta1, beta2, weight_decay, grad_clip, val_fraction;
+    const char *data, *out;
+    unsigned long long seed;
+    int threads, eval_every, eval_batches, log_every;
+    int stop_at;
+    int resume, force;
+} TrainOptions;
+
+static TrainOptions default_options(void) {
+    return (TrainOptions){.layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12,
+                          .iters = 2000, .lr = 1e-3f, .min_lr = 1e-4f, .warmup = 100,
+                          .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f,
+                          .grad_clip = 1.0f, .val_fraction = 0.1f,
+                          .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
+                          .threads = omp_get_num_procs(), .eval_every = 250,
+                          .eval_batches = 50, .log_every = 10};
+}
+
+#define NUM_OPTIONS 24
+// Options whose change would make a resumed run a different model.
+static const char *const shape_options[] = {"--layers", "--heads", "--dim", "--context"};
+
+static void option_table(TrainOptions *o, Option t[NUM_OPTIONS]) {
+    Option table[NUM_OPTIONS] = {
+        {"--data", OPT_STRING, &o->data, "training corpus, UTF-8 text", 0, -1, 0},
+        {"--out", OPT_STRING, &o->out, "output folder for checkpoints and log.csv", 0, -1, 0},
+        {"--layers", OPT_INT, &o->layers, "transformer blocks", 1, 1024, 0},
+        {"--heads", OPT_INT, &o->heads, "attention heads per block", 1, 4096, 0},
+        {"--dim", OPT_INT, &o->dim, "embedding width C (divisible by heads)", 1, 65536, 0},
+        {"--context", OPT_INT, &o->context, "context length T in characters", 1, 65536, 0},
+        {"--batch", OPT_INT, &o->batch, "sequences per batch B", 1, 65536, 0},
+        {"--iters", OPT_INT, &o->iters, "training iterations", 0, 1e9, 0},
+        {"--lr", OPT_FLOAT, &o->lr, "peak learning rate", 0, 10, 0},
+        {"--min-lr", OPT_FLOAT, &o->min_lr, "learning rate at the end of the cosine", 0, 10, 0},
+        {"--warmup", OPT_INT, &o->warmup, "linear warmup iterations", 0, 1e9, 0},
+        {"--beta1", OPT_FLOAT, &o->beta1, "AdamW beta1", 0, 0.999999, 0},
+        {"--beta2", OPT_FLOAT, &o->beta2, "AdamW beta2", 0, 0.999999, 0},
+        {"--weight-decay", OPT_FLOAT, &o->weight_decay, "AdamW decoupled weight decay", 0, 10, 0},
+        {"--grad-clip", OPT_FLOAT, &o->grad_clip, "clip gradients to this global norm (0: off)",
+         0, 1e9, 0},
+        {"--val-fraction", OPT_FLOAT, &o->val_fraction, "last fraction of the corpus held out",
+         0.0001, 0.9999, 0},
+        {"--seed", OPT_U64, &o->seed, "random seed (init and batches)", 0, -1, 0},
+        {"--threads", OPT_INT, &o->threads, "OpenMP threads (default: all cores)", 1, 1024, 0},
+        {"--eval-every", OPT_INT, &o->eval_every, "evaluate and checkpoint every N iterations",
+         1, 1e9, 0},
+        {"--eval-batches", OPT_INT, &o->eval_batches, "batches per evaluation and split", 1,
+         1e6, 0},
+        {"--log-every", OPT_INT, &o->log_every, "log.csv row / plain progress line every N",
+         1, 1e9, 0},
+        {"--stop-at", OPT_INT, &o->stop_at,
+         "save and stop at this step, to continue later with --resume (0: never)", 0, 1e9, 0},
+        {"--resume", OPT_FLAG, &o->resume, "continue the run saved in --out", 0, -1, 0},
+        {"--force", OPT_FLAG, &o->force, "start afresh even if --out holds a checkpoint", 0, -1,
+         0},
+    };
+    memcpy(t, table, sizeof table);
+}
+
+static void usage_error(const char *message) {
+    fprintf(stderr, "error: %s (run bin/train --help for usage)\n", message);
+    exit(2);
+}
+
+// The run's flags as a JSON array of strings, saved with the optimizer state
+// so --resume continues with the same settings.
+static char *options_to_json(const Option *t, int n) {
+    cJSON *array = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        // --resume, --force and --stop-at describe this call, not the run
+        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at")) continue;
+        char value[1024];
+        options_format_value(&t[i], value, sizeof value);
+        if (t[i].type == OPT_FLOAT) snprintf(value, sizeof value, "%.9g", (double)*(float *)t[i].value);
+        cJSON_AddItemToArray(array, cJSON_CreateString(t[i].name));
+        cJSON_AddItemToArray(array, cJSON_CreateString(value));
+    }
+    char *json = cJSON_PrintUnformatted(array);
+    cJSON_Delete(array);
+    return json;
+}
+
+// Parse a saved JSON array of strings into an argv (argv[0] = "saved").
+static char **json_to_argv(const char *json, int *argc) {
+    cJSON *array = cJSON_Parse(json);
+    if (!cJSON_IsArray(array)) die("saved options are not a JSON array");
+    int n = cJSON_GetArraySize(array);
+    char **argv = xcalloc((size_t)n + 2, sizeof(char *));
+    argv[0] = strdup("saved");
+    for (int i = 0; i < n; i++) {
+        cJSON *item = cJSON_GetArrayItem(array, i);
+        if (!cJSON_IsString(item)) die("saved options: item %d is not a string", i);
+        argv[i + 1] = strdup(item->valuestring);
+    }
+    cJSON_Delete(array);
+    *argc = n + 1;
+    return argv;
+}
+
+// ---- run folder
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void ensure_dir(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) die("%s: exists and is not a folder", path);
+        return;
+    }
+    if (mkdir(path, 0755) != 0) die("%s: cannot create folder: %s", path, strerror(errno));
+}
+
+// ---- stop on Ctrl-C / SIGTERM: the first finishes the step and saves, a
+// second exits at once (checkpoint writes are atomic, so nothing tears).
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    if (stop_requested) _exit(128 + sig);
+    stop_requested = sig;
+}
+
+// ---- evaluation
+
+typedef struct {
+    int *inputs, *targets; // (B,T)
+} Batch;
+
+static float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch) {
+    double total = 0.0;
+    for (int i = 0; i < batches; i++) {
+        batch_eval(split, B, T, i, batches, batch->inputs, batch->targets);
+        total += gpt_forward(model, batch->inputs, batch->targets, B, T);
+    }
+    return (float)(total / batches);
+}
+
+// ---- checkpoint: model, then optimizer state
+
+typedef struct {
+    char model_path[4096], state_path[4096], log_path[4096];
+} RunPaths;
+
+static void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
+                            const AdamW *opt, const Rng *rng, const char *options_json) {
+    char err[1024];
+    if (!train_state_save(paths->state_path, opt, rng->state,
+                          params_hash(model->params_memory, model->num_params), options_json,
+                          err, sizeof err))
+        die("saving optimizer state: %s", err);
+    if (!gpt_save(paths->model_path, model, vocab, err, sizeof err))
+        die("saving model: %s", err);
+}
+
+// Keep log.csv's rows up to `step` (a resumed run rewrites what came after).
+static void truncate_log(const char *path, long step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp_path[4200];
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
+    FILE *out = fopen(tmp_path, "w");
+    if (!out) die("%s: cannot write: %s", tmp_path, strerror(errno));
+    char line[4096];
+    int first = 1;
+    while (fgets(line, sizeof line, in)) {
+        if (first || atol(line) <= step) fputs(line, out);
+        first = 0;
+    }
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp_path, path) != 0)
+        die("%s: cannot rewrite: %s", path, strerror(errno));
+}
+
+static size_t bytes_needed(const GPTConfig *cfg, int B, int T) {
+    size_t L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
+    size_t P = V * C + (size_t)cfg->context * C + L * (12 * C * C + 13 * C) + 2 * C;
+    size_t BT = (size_t)B * T;
+    size_t acts = L * BT * (16 * C + 4) + L * B * NH * T * T + BT * (2 * C + 2 * V + 3);
+    size_t scratch = BT * (14 * C + 2 * V) + BT * (V > 4 * C ? V : 4 * C);
+    return 4 * (4 * P + acts + scratch);
+}
+
+int main(int argc, char **argv) {
+    TrainOptions o = default_options();
+    Option table[NUM_OPTIONS];
+    option_table(&o, table);
+    int num_options = NUM_OPTIONS;
+    char err[2048];
+    int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
+    if (parsed == OPTIONS_HELP) {
+        TrainOptions defaults = default_options();
+        Option help_table[NUM_OPTIONS];
+        option_table(&defaults, help_table);
+        options_usage(stdout, "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
+                      help_table, num_options);
+        return 0;
+    }
+    if (!parsed) usage_error(err);
+
+    RunPaths paths;
+    snprintf(paths.model_path, sizeof paths.model_path, "%s/model.safetensors", o.out);
+    snprintf(paths.state_path, sizeof paths.state_path, "%s/optimizer.safetensors", o.out);
+    snprintf(paths.log_path, sizeof paths.log_path, "%s/log.csv", o.out);
+
+    GPT model;
+    Vocab ckpt_vocab = {0};
+    AdamW opt = {0};
+    Rng rng;
+    if (o.resume) {
+        if (o.force) usage_error("--resume and --force contradict each other");
+        if (!file_exists(paths.model_path))
+            die("%s: no checkpoint to resume (start a fresh run without --resume)", paths.model_path);
+        if (!gpt_load(paths.model_path, &model, &ckpt_vocab, err, sizeof err)) die("%s", err);
+        adamw_init(&opt, model.num_params);
+        uint64_t saved_hash;
+        char *saved_json;
+        if (!train_state_load(paths.state_path, &opt, &rng.state, &saved_hash, &saved_json, err,
+                              sizeof err))
+            die("%s", err);
+        if (saved_hash != params_hash(model.params_memory, model.num_params))
+            die("%s and %s are from different saves (was a save interrupted?)", paths.model_path,
+                paths.state_path);
+        // The saved flags are the defaults; flags given now override them,
+        // except the model's shape, which a checkpoint fixes.
+        int user_given[NUM_OPTIONS];
+        TrainOptions user = o;
+        for (int i = 0; i < num_options; i++) user_given[i] = table[i].given;
+        int saved_argc;
+        char **saved_argv = json_to_argv(saved_json, &saved_argc);
+        o = default_options();
+        option_table(&o, table);
+        if (options_parse(table, num_options, saved_argc, saved_argv, err, sizeof err) != 1)
+            die("%s: saved options do not parse: %s", paths.state_path, err);
+        option_table(&o, table);
+        for (int i = 0; i < num_options; i++) table[i].given = user_given[i];
+        if (options_parse(table, num_options, argc, argv, err, sizeof err) != 1) usage_error(err);
+        for (size_t s = 0; s < sizeof shape_options / sizeof shape_options[0]; s++)
+            for (int i = 0; i < num_options; i++)
+                if (!strcmp(table[i].name, shape_options[s]) && user_given[i]) {
+                    GPTConfig *c = &model.config;
+                    int saved_value = s == 0 ? c->layers : s == 1 ? c->heads : s == 2 ? c->dim : c->context;
+                    if (*(int *)table[i].value != saved_value)
+                        die("%s %d differs from the checkpoint's %d: a resumed run keeps its shape",
+                            table[i].name, *(int *)table[i].value, saved_value);
+                }
+        o.resume = 1;
+        o.out = user.out;
+        free(saved_json);
+    } else if ((file_exists(paths.model_path) || file_exists(paths.state_path)) && !o.force) {
+        die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
+            o.out);
+    }
+    if (o.min_lr > o.lr) usage_error("--min-lr must not exceed --lr");
+    if (o.dim % o.heads != 0) {
+        snprintf(err, sizeof err, "--dim %d is not divisible by --heads %d", o.dim, o.heads);
+        usage_error(err);
+    }
+    omp_set_num_threads(o.threads);
+
+    Corpus corpus;
+    if (!corpus_load(&corpus, o.data, o.val_fraction, err, sizeof err)) die("%s", err);
+    if (!corpus_check_splits(&corpus, o.data, o.context, err, sizeof err)) die("%s", err);
+    if (o.resume && !vocab_equal(&corpus.vocab, &ckpt_vocab))
+        die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
+            "with the corpus the run was started on",
+            o.data, corpus.vocab.size, ckpt_vocab.size);
+
+    GPTConfig cfg = {corpus.vocab.size, o.context, o.layers, o.heads, o.dim};
+    if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error(err);
+    int B = o.batch, T = o.context;
+    size_t need = bytes_needed(&cfg, B, T);
+    size_t have = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    if (need > have)
+        die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
+            need / 1e9, have / 1e9);
+    if (!o.resume) {
+        gpt_build(&model, &cfg);
+        gpt_init_params(&model, o.seed);
+        adamw_init(&opt, model.num_params);
+        // batches draw from their own stream, so init changes never shift them
+        rng_seed(&rng, o.seed ^ 0x6a09e667f3bcc909ull);
+    }
+    gpt_alloc_activations(&model, B, T);
+    char *options_json = options_to_json(table, num_options);
+
+    ensure_dir(o.out);
+    if (o.resume) {
+        truncate_log(paths.log_path, opt.step);
+    } else {
+        FILE *log = fopen(paths.log_path, "w");
+        if (!log) die("%s: cannot write: %s", paths.log_path, strerror(errno));
+        fprintf(log, "step,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n");
+        fclose(log);
+    }
+    FILE *log = fopen(paths.log_path, "a");
+    if (!log) die("%s: cannot write: %s", paths.log_path, strerror(errno));
+
+    AdamWConfig acfg = {o.lr, o.min_lr, o.warmup, o.iters, o.beta1, o.beta2, 1e-8f,
+                        o.weight_decay, o.grad_clip};
+    Batch batch = {xmalloc((size_t)B * T * sizeof(int)), xmalloc((size_t)B * T * sizeof(int))};
+    Split train = corpus_train(&corpus), val = corpus_val(&corpus);
+    printf("corpus %s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o.data,
+           corpus.num_tokens, cfg.vocab_size, train.len, val.len);
+    printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
+           cfg.layers, cfg.heads, cfg.dim, cfg.context, model.num_params, B, o.threads);
+    if (o.resume) printf("resuming %s at step %ld of %d\n", o.out, opt.step, o.iters);
+    fflush(stdout);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int live = isatty(STDOUT_FILENO);
+    double run_start = now_seconds(), train_seconds = 0.0, window_seconds = 0.0;
+    double window_loss = 0.0;
+    int window_steps = 0;
+    float last_val = NAN, last_train_eval = NAN;
+    float ms_per_iter = 0.0f;
+    long steps_run = 0;
+    while (opt.step < o.iters && !stop_requested && !(o.stop_at > 0 && opt.step >= o.stop_at)) {
+        long it = opt.step;
+        double t0 = now_seconds();
+        batch_random(train, B, T, &rng, batch.inputs, batch.targets);
+        float loss = gpt_forward(&model, batch.inputs, batch.targets, B, T);
+        gpt_zero_grad(&model);
+        gpt_backward(&model, batch.inputs);
+        float norm = grad_global_norm(model.grads_memory, model.num_params);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            const char *names[NUM_PARAM_TENSORS] = {
+                "wte", "wpe", "ln_1.weight", "ln_1.bias", "attn.w_q.weight", "attn.w_q.bias",
+                "attn.w_k.weight", "attn.w_k.bias", "attn.w_v.weight", "attn.w_v.bias",
+                "attn.w_o.weight", "attn.w_o.bias", "ln_2.weight", "ln_2.bias",
+                "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias",
+                "ln_f.weight", "ln_f.bias"};
+            const char *bad = "the loss";
+            size_t offset = 0;
+            for (int t = 0; t < NUM_PARAM_TENSORS && isfinite(loss); t++) {
+                size_t n = model.param_sizes[t];
+                if (!isfinite(grad_global_norm(model.grads_memory + offset, n))) {
+                    bad = names[t];
+                    break;
+                }
+                offset += n;
+            }
+            die("loss %g / gradient norm %g is not finite at step %ld (first: gradient of %s); "
+                "stopped without saving, the last checkpoint in %s is intact (try a lower --lr)",
+                loss, norm, it + 1, bad, o.out);
+        }
+        float clip_scale = (o.grad_clip > 0 && norm > o.grad_clip) ? o.grad_clip / norm : 1.0f;
+        float lr = lr_at(&acfg, it);
+        adamw_update(&opt, &model, &acfg, lr, clip_scale);
+        double dt = now_seconds() - t0;
+        train_seconds += dt;
+        window_seconds += dt;
+        window_loss += loss;
+        window_steps++;
+        long step = opt.step;
+
+        steps_run++;
+        if (live) {
+            double eta = (o.iters - step) * (window_seconds / window_steps);
+            printf("\rstep %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s  ETA %.0f s   ",
+                   step, o.iters, loss, lr, 1e3 * window_seconds / window_steps,
+                   B * T * window_steps / window_seconds, eta);
+            fflush(stdout);
+        }
+        int is_eval = step % o.eval_every == 0 || step == o.iters;
+        if (step % o.log_every == 0 || is_eval) {
+            ms_per_iter = (float)(1e3 * window_seconds / window_steps);
+            float tokens_per_s = (float)(B * T * window_steps / window_seconds);
+            float mean_loss = (float)(window_loss / window_steps);
+            if (!live && step % o.log_every == 0)
+                printf("step %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n", step,
+                       o.iters, mean_loss, lr, ms_per_iter, tokens_per_s);
+            if (!is_eval)
+                fprintf(log, "%ld,%.6f,,%.6g,%.3f,%.1f\n", step, mean_loss, lr, ms_per_iter,
+                        tokens_per_s);
+            window_seconds = 0.0;
+            window_loss = 0.0;
+            window_steps = 0;
+            if (is_eval) {
+                last_train_eval = evaluate(&model, train, B, T, o.eval_batches, &batch);
+                last_val = evaluate(&model, val, B, T, o.eval_batches, &batch);
+                save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json);
+                fprintf(log, "%ld,%.6f,%.6f,%.6g,%.3f,%.1f\n", step, last_train_eval, last_val,
+                        lr, ms_per_iter, tokens_per_s);
+                printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "",
+                       step, last_train_eval, last_val, paths.model_path);
+            }
+            fflush(log);
+            fflush(stdout);
+        }
+    }
+    if (stop_requested || opt.step < o.iters) {
+        save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json);
+        fflush(log);
+        printf("%s%s at step %ld: saved %s; continue with --resume\n", live ? "\n" : "",
+               stop_requested ? "interrupted" : "stopped", opt.step, paths.model_path);
+        return stop_requested ? 130 : 0;
+    }
+    if (isnan(last_val)) {
+        // nothing ran (a resumed run that was already complete): evaluate once
+        last_train_eval = evaluate(&model, train, B, T, o.eval_batches, &batch);
+        last_val = evaluate(&model, val, B, T, o.eval_batches, &batch);
+        printf("step %ld: train loss %.4f, val loss %.4f\n", opt.step, last_train_eval, last_val);
+    }
+    fclose(log);
+    printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f\n",
+           opt.step, now_seconds() - run_start,
+           steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0, last_val);
+    free(options_json);
+    free(batch.inputs);
+    free(batch.targets);
+    adamw_free(&opt);
+    gpt_free(&model);
+    vocab_free(&ckpt_vocab);
+    corpus_free(&corpus);
+    return 0;
+}

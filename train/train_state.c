@@ -1,0 +1,75 @@
+#include "train_state.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/safetensors.h"
+#include "../model/util.h"
+
+#define TRAIN_STATE_FORMAT_VERSION "1"
+
+uint64_t params_hash(const float *params, size_t n) {
+    const unsigned char *bytes = (const unsigned char *)params;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ bytes[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
+                     uint64_t params_hash_value, const char *options_json, char *err,
+                     size_t err_len) {
+    char step_text[32], rng_text[32], hash_text[32];
+    snprintf(step_text, sizeof step_text, "%ld", opt->step);
+    snprintf(rng_text, sizeof rng_text, "%llu", (unsigned long long)rng_state);
+    snprintf(hash_text, sizeof hash_text, "%llu", (unsigned long long)params_hash_value);
+    StTensor tensors[2] = {{"adam.m", opt->m, 1, {(long)opt->num_params}},
+                           {"adam.v", opt->v, 1, {(long)opt->num_params}}};
+    StMeta meta[5] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
+                      {"step", step_text},
+                      {"rng_state", rng_text},
+                      {"params_hash", hash_text},
+                      {"options", options_json}};
+    return safetensors_write(path, tensors, 2, meta, 5, err, err_len);
+}
+
+static int parse_u64(const char *text, uint64_t *out) {
+    if (!text || !*text || text[0] == '-') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
+                     uint64_t *params_hash_value, char **options_json, char *err,
+                     size_t err_len) {
+    StFile *file = safetensors_open(path, err, err_len);
+    if (!file) return 0;
+    int ok = 0;
+    const char *version = safetensors_meta(file, "format_version");
+    const char *options = safetensors_meta(file, "options");
+    uint64_t step;
+    long shape[1] = {(long)opt->num_params};
+    if (!version || strcmp(version, TRAIN_STATE_FORMAT_VERSION)) {
+        set_error(err, err_len, "%s: format_version is %s, expected %s", path,
+                  version ? version : "missing", TRAIN_STATE_FORMAT_VERSION);
+    } else if (!parse_u64(safetensors_meta(file, "step"), &step) ||
+               !parse_u64(safetensors_meta(file, "rng_state"), rng_state) ||
+               !parse_u64(safetensors_meta(file, "params_hash"), params_hash_value)) {
+        set_error(err, err_len, "%s: metadata step, rng_state or params_hash missing or not a number",
+                  path);
+    } else if (!options) {
+        set_error(err, err_len, "%s: metadata 'options' missing", path);
+    } else if (safetensors_read_f32(file, "adam.m", 1, shape, opt->m, err, err_len) &&
+               safetensors_read_f32(file, "adam.v", 1, shape, opt->v, err, err_len)) {
+        opt->step = (long)step;
+        *options_json = strdup(options);
+        ok = 1;
+    }
+    safetensors_close(file);
+    return ok;
+}
