@@ -16,7 +16,7 @@ LDLIBS = -lm -lcjson
 BUILD = build
 
 MODEL_SRC = model/util.c model/matmul.c model/ops.c model/attention.c model/gpt.c \
-            model/safetensors.c model/checkpoint.c
+            model/safetensors.c model/checkpoint.c model/kv_cache.c
 DATA_SRC = data/vocab.c data/dataset.c
 TRAIN_LIB_SRC = train/options.c train/adamw.c train/train_state.c
 LIB_SRC = $(MODEL_SRC) $(DATA_SRC)
@@ -25,7 +25,7 @@ LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-PROGRAMS = bin/train
+PROGRAMS = bin/train bin/sample
 
 all: $(PROGRAMS)
 
@@ -37,7 +37,11 @@ bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
+bin/sample: $(BUILD)/sample/sample.o $(BUILD)/sample/sampler.o $(BUILD)/train/options.o $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/sample/sampler.o $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

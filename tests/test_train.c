@@ -127,7 +127,7 @@ static void test_usage_errors(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "%s --out %s/run", cases[i][0], d);
+        snprintf(cmd, sizeof cmd, "bin/train --out %s/run %s", d, cases[i][0] + strlen("bin/train "));
         int status = run_command(cmd, capture);
         CHECK_MSG(status == 2, "'%s' exited %d, expected 2", cases[i][0], status);
         char *msg = read_text_file(capture);

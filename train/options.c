@@ -45,7 +45,7 @@ int options_parse(Option *options, int num_options, int argc, char **argv, char 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return OPTIONS_HELP;
-        if (strncmp(arg, "--", 2) != 0) {
+        if (arg[0] != '-') {
             set_error(err, err_len, "unexpected argument '%s' (flags start with --)", arg);
             return 0;
         }

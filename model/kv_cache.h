@@ -1,0 +1,38 @@
+// kv_cache.h: generation one token at a time. The keys and values of every
+// position already seen are kept per layer, so a new token costs one
+// position's work: its Q, K, V and attention over the cached keys.
+//
+// The learned positions end at the context length T. When the cache is
+// full, the window slides: the cache is rebuilt from the last T/2 tokens
+// (one batched forward over them), and single-token steps continue from
+// there. So the model always sees between T/2 and T characters, and the
+// rebuild costs about one extra token's work per generated token, instead
+// of a whole T-token forward per token for a window slid by one.
+#ifndef KV_CACHE_H
+#define KV_CACHE_H
+
+#include "gpt.h"
+
+typedef struct {
+    const GPT *model;
+    int len;            // positions cached, the window is tokens[0..len)
+    int *tokens;        // (T) the window's tokens
+    float *k, *v;       // (L,T,C) cached keys and values
+    // scratch for one position
+    float *x, *ln, *q, *att_out, *proj, *fc, *fc_gelu; // (C) or (4C)
+    float *att_probs;   // (NH,T)
+    float *logits;      // (V)
+    float ln_mean, ln_rstd;
+    GPT window_model;   // shares the parameters, used to rebuild a window
+} KVCache;
+
+// The cache uses the model's parameters (not copied; keep model alive).
+void kv_cache_init(KVCache *cache, const GPT *model);
+void kv_cache_free(KVCache *cache);
+void kv_cache_reset(KVCache *cache);
+
+// Append token at the next position (sliding the window first if it is
+// full) and return the logits (V) for the token after it.
+const float *kv_cache_step(KVCache *cache, int token);
+
+#endif
