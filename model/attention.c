@@ -6,6 +6,30 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+#include "fastmath.h"
+#include "util.h"
+
+// Per-thread scratch for a transposed (hs, Tk) block of keys or values.
+// It grows on first use and is then reused: no allocation once warm.
+static float *thread_scratch(size_t floats) {
+    static _Thread_local float *buffer;
+    static _Thread_local size_t capacity;
+    if (floats > capacity) {
+        free(buffer);
+        buffer = xmalloc(floats * sizeof(float));
+        capacity = floats;
+    }
+    return buffer;
+}
+
+// dst (hs, T) = the head's slice of src (T, C) transposed, so that a dot
+// product with every key becomes a loop along contiguous memory.
+static void transpose_head(float *dst, const float *src, int T, int C, int hs) {
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < hs; d++) dst[(long)d * T + t] = src[(long)t * C + d];
+}
 
 // Index of the last key query i may see.
 static inline int last_visible_key(int i, int Tq, int Tk, int causal) {
@@ -24,23 +48,25 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
             const float *v_bh = v + (long)b * Tk * C + h * hs;
             float *out_bh = out + (long)b * Tq * C + h * hs;
             float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
+            float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
+            transpose_head(k_t, k_bh, Tk, C, hs);
             for (int i = 0; i < Tq; i++) {
                 const float *q_i = q_bh + (long)i * C;
                 float *p = probs_bh + (long)i * Tk;
                 int last = last_visible_key(i, Tq, Tk, causal);
-                // scores_ij = q_i . k_j / sqrt(hs), for the visible keys
-                float max_score = -INFINITY;
-                for (int j = 0; j <= last; j++) {
-                    const float *k_j = k_bh + (long)j * C;
-                    float s = 0.0f;
-                    for (int d = 0; d < hs; d++) s += q_i[d] * k_j[d];
-                    s *= scale;
-                    p[j] = s;
-                    if (s > max_score) max_score = s;
+                // scores_ij = q_i . k_j / sqrt(hs), for the visible keys,
+                // accumulated along j (contiguous in k_t)
+                for (int j = 0; j <= last; j++) p[j] = 0.0f;
+                for (int d = 0; d < hs; d++) {
+                    float q_id = q_i[d] * scale;
+                    const float *k_d = k_t + (long)d * Tk;
+                    for (int j = 0; j <= last; j++) p[j] += q_id * k_d[j];
                 }
+                float max_score = -INFINITY;
+                for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
                 float sum = 0.0f;
                 for (int j = 0; j <= last; j++) {
-                    p[j] = expf(p[j] - max_score);
+                    p[j] = fast_expf(p[j] - max_score);
                     sum += p[j];
                 }
                 float inv_sum = 1.0f / sum;
@@ -70,7 +96,12 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
             long q_off = (long)b * Tq * C + h * hs;
             long k_off = (long)b * Tk * C + h * hs;
             const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            float d_probs[Tk]; // one row of dL/dp
+            // (hs, Tk) values and keys transposed, then a row of dL/dp
+            float *v_t = thread_scratch((size_t)(2 * hs + 1) * Tk);
+            float *k_t = v_t + (long)hs * Tk;
+            float *d_probs = k_t + (long)hs * Tk;
+            transpose_head(v_t, v + k_off, Tk, C, hs);
+            transpose_head(k_t, k + k_off, Tk, C, hs);
             for (int i = 0; i < Tq; i++) {
                 const float *p = probs_bh + (long)i * Tk;
                 const float *d_o = d_out + q_off + (long)i * C;
@@ -78,28 +109,34 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
                 float *d_q_i = d_q + q_off + (long)i * C;
                 int last = last_visible_key(i, Tq, Tk, causal);
                 // out_i = sum_j p_ij v_j:  dp_ij = d_o . v_j,  d_v_j += p_ij d_o
+                for (int j = 0; j <= last; j++) d_probs[j] = 0.0f;
+                for (int d = 0; d < hs; d++) {
+                    const float *v_d = v_t + (long)d * Tk;
+                    for (int j = 0; j <= last; j++) d_probs[j] += d_o[d] * v_d[j];
+                }
                 float dot_p_dp = 0.0f;
                 for (int j = 0; j <= last; j++) {
-                    const float *v_j = v + k_off + (long)j * C;
+                    dot_p_dp += p[j] * d_probs[j];
                     float *d_v_j = d_v + k_off + (long)j * C;
-                    float dp = 0.0f;
-                    for (int d = 0; d < hs; d++) {
-                        dp += d_o[d] * v_j[d];
-                        d_v_j[d] += p[j] * d_o[d];
-                    }
-                    d_probs[j] = dp;
-                    dot_p_dp += p[j] * dp;
+                    for (int d = 0; d < hs; d++) d_v_j[d] += p[j] * d_o[d];
                 }
-                // softmax: ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'); then the
-                // scaled dot product: d_q_i += scale ds_ij k_j, d_k_j += scale ds_ij q_i
+                // softmax: ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'), times the
+                // score scale; stored over dp
+                float *d_scores = d_probs;
+                for (int j = 0; j <= last; j++) d_scores[j] = p[j] * (d_probs[j] - dot_p_dp) * scale;
+                // d_q_i += sum_j ds_ij k_j, along contiguous j in k_t
+                for (int d = 0; d < hs; d++) {
+                    const float *k_d = k_t + (long)d * Tk;
+                    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                    for (int j = 0; j <= last; j++) sum += d_scores[j] * k_d[j];
+                    d_q_i[d] += sum;
+                }
+                // d_k_j += ds_ij q_i
                 for (int j = 0; j <= last; j++) {
-                    float ds = p[j] * (d_probs[j] - dot_p_dp) * scale;
-                    const float *k_j = k + k_off + (long)j * C;
                     float *d_k_j = d_k + k_off + (long)j * C;
-                    for (int d = 0; d < hs; d++) {
-                        d_q_i[d] += ds * k_j[d];
-                        d_k_j[d] += ds * q_i[d];
-                    }
+                    float ds = d_scores[j];
+                    for (int d = 0; d < hs; d++) d_k_j[d] += ds * q_i[d];
                 }
             }
         }

@@ -33,18 +33,22 @@ void matmul_reserve(long floats) {
     pack_capacity = floats;
 }
 
-// Full tile: ROWS x COLS of C at c (row stride ldc), A rows at a (stride
-// lda), B columns from b (row stride ldb). Constant trip counts let the
-// compiler keep acc in registers.
-static inline void tile_full(float *c, const float *a, const float *b, int k, int lda,
-                             int ldb, int ldc, int accumulate) {
+// A's element (r, p) lives at a[r * a_row + p * a_col], so the same kernel
+// reads A row-major (a_row = K, a_col = 1) or transposed (a_row = 1,
+// a_col = M) without copying it. B and C are row-major with row strides
+// ldb and ldc.
+//
+// Full tile: ROWS x COLS of C. Constant trip counts let the compiler keep
+// acc in vector registers across the whole K loop.
+static inline void tile_full(float *c, const float *a, long a_row, long a_col, const float *b,
+                             int k, int ldb, int ldc, int accumulate) {
     float acc[ROWS][COLS];
     for (int r = 0; r < ROWS; r++)
         for (int j = 0; j < COLS; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
     for (int p = 0; p < k; p++) {
         const float *b_row = b + (long)p * ldb;
         for (int r = 0; r < ROWS; r++) {
-            float a_rp = a[(long)r * lda + p];
+            float a_rp = a[r * a_row + p * a_col];
             for (int j = 0; j < COLS; j++) acc[r][j] += a_rp * b_row[j];
         }
     }
@@ -53,15 +57,15 @@ static inline void tile_full(float *c, const float *a, const float *b, int k, in
 }
 
 // Edge tile: rows x cols with rows <= ROWS, cols <= COLS.
-static void tile_edge(float *c, const float *a, const float *b, int k, int lda, int ldb,
-                      int ldc, int rows, int cols, int accumulate) {
+static void tile_edge(float *c, const float *a, long a_row, long a_col, const float *b, int k,
+                      int ldb, int ldc, int rows, int cols, int accumulate) {
     float acc[ROWS][COLS];
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
     for (int p = 0; p < k; p++) {
         const float *b_row = b + (long)p * ldb;
         for (int r = 0; r < rows; r++) {
-            float a_rp = a[(long)r * lda + p];
+            float a_rp = a[r * a_row + p * a_col];
             for (int j = 0; j < cols; j++) acc[r][j] += a_rp * b_row[j];
         }
     }
@@ -69,7 +73,9 @@ static void tile_edge(float *c, const float *a, const float *b, int k, int lda, 
         for (int j = 0; j < cols; j++) c[r * ldc + j] = acc[r][j];
 }
 
-void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
+// C (M,N) (+)= A (M,K) . B (K,N) with A strided as above.
+static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int m, int k,
+                 int n, int accumulate) {
     int row_blocks = (m + ROWS - 1) / ROWS;
     // Each thread owns whole rows of C: no sharing, and the sum order of
     // every element is fixed, so results do not depend on the thread count.
@@ -77,16 +83,20 @@ void matmul(float *c, const float *a, const float *b, int m, int k, int n, int a
     for (int rb = 0; rb < row_blocks; rb++) {
         int i = rb * ROWS;
         int rows = m - i < ROWS ? m - i : ROWS;
+        const float *a_rows = a + (long)i * a_row;
         for (int j = 0; j < n; j += COLS) {
             int cols = n - j < COLS ? n - j : COLS;
             float *c_tile = c + (long)i * n + j;
-            const float *a_rows = a + (long)i * k;
             if (rows == ROWS && cols == COLS)
-                tile_full(c_tile, a_rows, b + j, k, k, n, n, accumulate);
+                tile_full(c_tile, a_rows, a_row, a_col, b + j, k, n, n, accumulate);
             else
-                tile_edge(c_tile, a_rows, b + j, k, k, n, n, rows, cols, accumulate);
+                tile_edge(c_tile, a_rows, a_row, a_col, b + j, k, n, n, rows, cols, accumulate);
         }
     }
+}
+
+void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
+    gemm(c, a, k, 1, b, m, k, n, accumulate);
 }
 
 // dst (cols, rows) = src (rows, cols)^T
@@ -135,17 +145,20 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc) {
     if (d_inp) matmul(d_inp, d_out, weight, n, oc, ic, 1);
-    matmul_reserve((long)n * oc);
-    float *d_out_t = pack_buffer; // (OC,N)
-    transpose(d_out_t, d_out, n, oc);
-    matmul(d_weight, d_out_t, inp, oc, n, ic, 1);
+    // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
+    gemm(d_weight, d_out, 1, oc, inp, oc, n, ic, 1);
     if (d_bias) {
+        // column sums of d_out, split by column so each thread owns its outputs
+        int chunks = (oc + COLS - 1) / COLS;
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < oc; o++) {
-            const float *row = d_out_t + (long)o * n;
-            float sum = 0.0f;
-            for (int t = 0; t < n; t++) sum += row[t];
-            d_bias[o] += sum;
+        for (int ch = 0; ch < chunks; ch++) {
+            int o0 = ch * COLS, width = oc - o0 < COLS ? oc - o0 : COLS;
+            float sum[COLS] = {0};
+            for (int t = 0; t < n; t++) {
+                const float *row = d_out + (long)t * oc + o0;
+                for (int j = 0; j < width; j++) sum[j] += row[j];
+            }
+            for (int j = 0; j < width; j++) d_bias[o0 + j] += sum[j];
         }
     }
 }

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
+
 // ---- embedding
 
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
@@ -97,6 +99,7 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
 }
 
 // ---- GELU (tanh form)
+// 0.5 (1 + tanh u) = sigmoid(2u), so GELU(x) = x * sigmoid(2u): one exp.
 
 #define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
 
@@ -105,21 +108,21 @@ void gelu_forward(float *out, const float *inp, long n) {
     for (long i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+        out[i] = x / (1.0f + fast_expf(-2.0f * u));
     }
 }
 
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
-    // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx,
-    // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+    // With s = sigmoid(2u) = 0.5 (1 + tanh u):
+    //   d/dx [x s] = s + x * 2 s (1 - s) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+    // (2 s (1 - s) = 0.5 sech^2 u, the tanh form's derivative).
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
+        float s = 1.0f / (1.0f + fast_expf(-2.0f * u));
         float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        d_inp[i] += d_out[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du);
+        d_inp[i] += d_out[i] * (s + 2.0f * x * s * (1.0f - s) * du);
     }
 }
 
@@ -142,7 +145,7 @@ float crossentropy_forward(float *probs, float *losses, const float *logits,
         for (int i = 0; i < V; i++) zmax = z[i] > zmax ? z[i] : zmax;
         float sum = 0.0f;
         for (int i = 0; i < V; i++) {
-            p[i] = expf(z[i] - zmax);
+            p[i] = fast_expf(z[i] - zmax);
             sum += p[i];
         }
         float inv = 1.0f / sum;

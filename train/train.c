@@ -14,6 +14,8 @@
 #include "../data/dataset.h"
 #include "../model/checkpoint.h"
 #include "../model/gpt.h"
+#include "../model/kv_cache.h"
+#include "../sample/sampler.h"
 #include "../model/util.h"
 #include "adamw.h"
 #include "options.h"
@@ -29,7 +31,7 @@ typedef struct {
     const char *data, *out;
     unsigned long long seed;
     int threads, eval_every, eval_batches, log_every;
-    int stop_at;
+    int stop_at, sample_chars;
     int resume, force;
 } TrainOptions;
 
@@ -40,10 +42,10 @@ static TrainOptions default_options(void) {
                           .grad_clip = 1.0f, .val_fraction = 0.1f,
                           .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
                           .threads = omp_get_num_procs(), .eval_every = 250,
-                          .eval_batches = 50, .log_every = 10};
+                          .eval_batches = 50, .log_every = 10, .sample_chars = 200};
 }
 
-#define NUM_OPTIONS 24
+#define NUM_OPTIONS 25
 // Options whose change would make a resumed run a different model.
 static const char *const shape_options[] = {"--layers", "--heads", "--dim", "--context"};
 
@@ -75,6 +77,8 @@ static void option_table(TrainOptions *o, Option t[NUM_OPTIONS]) {
          1e6, 0},
         {"--log-every", OPT_INT, &o->log_every, "log.csv row / plain progress line every N",
          1, 1e9, 0},
+        {"--sample-chars", OPT_INT, &o->sample_chars,
+         "characters of sample text printed after each evaluation (0: none)", 0, 100000, 0},
         {"--stop-at", OPT_INT, &o->stop_at,
          "save and stop at this step, to continue later with --resume (0: never)", 0, 1e9, 0},
         {"--resume", OPT_FLAG, &o->resume, "continue the run saved in --out", 0, -1, 0},
@@ -163,6 +167,24 @@ static float evaluate(GPT *model, Split split, int B, int T, int batches, Batch 
         total += gpt_forward(model, batch->inputs, batch->targets, B, T);
     }
     return (float)(total / batches);
+}
+
+// ---- a short sample after each evaluation, so the text visibly improves
+
+static void print_sample(KVCache *cache, Sampler *sampler, const Vocab *vocab, int chars) {
+    if (chars <= 0) return;
+    kv_cache_reset(cache);
+    rng_seed(&sampler->rng, 42); // the same draws every time: only the model changes
+    int newline = vocab_id(vocab, '\n');
+    const float *logits = kv_cache_step(cache, newline >= 0 ? newline : 0);
+    printf("---\n");
+    for (int i = 0; i < chars; i++) {
+        int next = sampler_sample(sampler, logits);
+        char bytes[4];
+        fwrite(bytes, 1, utf8_encode(vocab->code_points[next], bytes), stdout);
+        if (i + 1 < chars) logits = kv_cache_step(cache, next);
+    }
+    printf("\n---\n");
 }
 
 // ---- checkpoint: model, then optimizer state
@@ -336,6 +358,11 @@ int main(int argc, char **argv) {
     if (o.resume) printf("resuming %s at step %ld of %d\n", o.out, opt.step, o.iters);
     fflush(stdout);
 
+    KVCache sample_cache;
+    kv_cache_init(&sample_cache, &model);
+    Sampler sampler;
+    sampler_init(&sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
+
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -418,6 +445,7 @@ int main(int argc, char **argv) {
                         lr, ms_per_iter, tokens_per_s);
                 printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "",
                        step, last_train_eval, last_val, paths.model_path);
+                print_sample(&sample_cache, &sampler, &corpus.vocab, o.sample_chars);
             }
             fflush(log);
             fflush(stdout);
@@ -441,6 +469,8 @@ int main(int argc, char **argv) {
            opt.step, now_seconds() - run_start,
            steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0, last_val);
     free(options_json);
+    kv_cache_free(&sample_cache);
+    sampler_free(&sampler);
     free(batch.inputs);
     free(batch.targets);
     adamw_free(&opt);
