@@ -11,7 +11,7 @@ else
 ARCH_FLAGS ?= -O3 -march=native
 endif
 CFLAGS ?= $(ARCH_FLAGS)
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -MMD -MP
+CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -Wall -Wextra -fopenmp -MMD -MP
 LDLIBS = -lm -lcjson
 BUILD = build
 

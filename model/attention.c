@@ -40,7 +40,7 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (B * NH > 1 && (long)Tq * Tk * hs > 4096)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const float *q_bh = q + (long)b * Tq * C + h * hs;
@@ -48,19 +48,32 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
             const float *v_bh = v + (long)b * Tk * C + h * hs;
             float *out_bh = out + (long)b * Tq * C + h * hs;
             float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
-            transpose_head(k_t, k_bh, Tk, C, hs);
+            // With several queries, transposing the keys once lets every
+            // score row accumulate along contiguous memory; a single query
+            // (one token while sampling) reads the keys as they are.
+            int transposed = Tq > 1;
+            float *k_t = transposed ? thread_scratch((size_t)hs * Tk) : NULL; // (hs, Tk)
+            if (transposed) transpose_head(k_t, k_bh, Tk, C, hs);
             for (int i = 0; i < Tq; i++) {
                 const float *q_i = q_bh + (long)i * C;
                 float *p = probs_bh + (long)i * Tk;
                 int last = last_visible_key(i, Tq, Tk, causal);
-                // scores_ij = q_i . k_j / sqrt(hs), for the visible keys,
-                // accumulated along j (contiguous in k_t)
-                for (int j = 0; j <= last; j++) p[j] = 0.0f;
-                for (int d = 0; d < hs; d++) {
-                    float q_id = q_i[d] * scale;
-                    const float *k_d = k_t + (long)d * Tk;
-                    for (int j = 0; j <= last; j++) p[j] += q_id * k_d[j];
+                // scores_ij = q_i . k_j / sqrt(hs), for the visible keys
+                if (transposed) {
+                    for (int j = 0; j <= last; j++) p[j] = 0.0f;
+                    for (int d = 0; d < hs; d++) {
+                        float q_id = q_i[d] * scale;
+                        const float *k_d = k_t + (long)d * Tk;
+                        for (int j = 0; j <= last; j++) p[j] += q_id * k_d[j];
+                    }
+                } else {
+                    for (int j = 0; j <= last; j++) {
+                        const float *k_j = k_bh + (long)j * C;
+                        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                        for (int d = 0; d < hs; d++) dot += q_i[d] * k_j[d];
+                        p[j] = dot * scale;
+                    }
                 }
                 float max_score = -INFINITY;
                 for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;

@@ -23,12 +23,20 @@ typedef struct {
     float *att_probs;   // (NH,T)
     float *logits;      // (V)
     float ln_mean, ln_rstd;
+    // Weights transposed to (in, out) so each product is a sum of weight
+    // rows scaled by one input each: contiguous, vectorised, no horizontal
+    // sums. Refreshed by kv_cache_reset (the trainer samples between steps).
+    float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
+    float *fc_w_t;                         // (L,C,4C)
+    float *proj_w_t;                       // (L,4C,C)
+    float *wte_t;                          // (C,V)
     GPT window_model;   // shares the parameters, used to rebuild a window
 } KVCache;
 
 // The cache uses the model's parameters (not copied; keep model alive).
 void kv_cache_init(KVCache *cache, const GPT *model);
 void kv_cache_free(KVCache *cache);
+// Empty the cache and re-read the model's weights (after they changed).
 void kv_cache_reset(KVCache *cache);
 
 // Append token at the next position (sliding the window first if it is

@@ -99,11 +99,20 @@ void matmul(float *c, const float *a, const float *b, int m, int k, int n, int a
     gemm(c, a, k, 1, b, m, k, n, accumulate);
 }
 
-// dst (cols, rows) = src (rows, cols)^T
+// dst (cols, rows) = src (rows, cols)^T, in 16x16 blocks so that both the
+// reads and the writes stay within a few cache lines at a time.
 static void transpose(float *dst, const float *src, int rows, int cols) {
-#pragma omp parallel for schedule(static)
-    for (int j = 0; j < cols; j++)
-        for (int i = 0; i < rows; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+    enum { BLOCK = 16 };
+    int row_blocks = (rows + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
+    for (int rb = 0; rb < row_blocks; rb++) {
+        int i0 = rb * BLOCK, i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows;
+        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
+            int j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
+        }
+    }
 }
 
 // Few rows (one token while sampling): a dot product per output, reading the
