@@ -56,6 +56,19 @@ static inline void tile_full(float *c, const float *a, long a_row, long a_col, c
         for (int j = 0; j < COLS; j++) c[r * ldc + j] = acc[r][j];
 }
 
+// One row of C (a single token while sampling): 1 x COLS in registers.
+static inline void tile_row(float *c, const float *a, long a_col, const float *b, int k,
+                            int ldb, int accumulate) {
+    float acc[COLS];
+    for (int j = 0; j < COLS; j++) acc[j] = accumulate ? c[j] : 0.0f;
+    for (int p = 0; p < k; p++) {
+        float a_p = a[p * a_col];
+        const float *b_row = b + (long)p * ldb;
+        for (int j = 0; j < COLS; j++) acc[j] += a_p * b_row[j];
+    }
+    for (int j = 0; j < COLS; j++) c[j] = acc[j];
+}
+
 // Edge tile: rows x cols with rows <= ROWS, cols <= COLS.
 static void tile_edge(float *c, const float *a, long a_row, long a_col, const float *b, int k,
                       int ldb, int ldc, int rows, int cols, int accumulate) {
@@ -79,7 +92,7 @@ static void gemm(float *c, const float *a, long a_row, long a_col, const float *
     int row_blocks = (m + ROWS - 1) / ROWS;
     // Each thread owns whole rows of C: no sharing, and the sum order of
     // every element is fixed, so results do not depend on the thread count.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)m * k * n > 32768)
     for (int rb = 0; rb < row_blocks; rb++) {
         int i = rb * ROWS;
         int rows = m - i < ROWS ? m - i : ROWS;
@@ -89,6 +102,10 @@ static void gemm(float *c, const float *a, long a_row, long a_col, const float *
             float *c_tile = c + (long)i * n + j;
             if (rows == ROWS && cols == COLS)
                 tile_full(c_tile, a_rows, a_row, a_col, b + j, k, n, n, accumulate);
+            else if (cols == COLS)
+                for (int r = 0; r < rows; r++)
+                    tile_row(c_tile + (long)r * n, a_rows + r * a_row, a_col, b + j, k, n,
+                             accumulate);
             else
                 tile_edge(c_tile, a_rows, a_row, a_col, b + j, k, n, n, rows, cols, accumulate);
         }

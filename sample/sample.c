@@ -174,10 +174,12 @@ int main(int argc, char **argv) {
 
     double start = now_seconds();
     const float *logits = NULL;
-    for (int i = 0; i < num_ids; i++) {
-        if (print_prompt) print_token(&vocab, ids[i]);
-        logits = kv_cache_step(&cache, ids[i]);
-    }
+    if (print_prompt)
+        for (int i = 0; i < num_ids; i++) print_token(&vocab, ids[i]);
+    // The prompt in one batched pass (its last `context` characters if longer).
+    int T = model.config.context;
+    int first = num_ids > T ? num_ids - T : 0;
+    logits = kv_cache_append(&cache, ids + first, num_ids - first);
     fflush(stdout);
     for (int i = 0; i < o.num_tokens; i++) {
         int next = sampler_sample(&sampler, logits);

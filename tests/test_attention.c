@@ -1,0 +1,311 @@
+// test_attention.c: attention_backward against central finite differences
+// (self-attention with the causal mask, cross-attention without), the shape
+// of the probabilities, a 3-token example worked by hand, and the causal
+// mask when there are fewer queries than keys.
+//
+// Gradient checks: L = sum(out * R) in double for a fixed random R, so
+// d_out = R; numeric derivative (L(x+h) - L(x-h)) / 2h with h = 1e-3 on
+// q, k, v ~ N(0,1) (scores and outputs of order 1). Tolerance
+//   |analytic - numeric| <= 1e-3 + 1e-2 max(|analytic|, |numeric|):
+// the truncation error h^2/6 f''' is ~1e-7 for a softmax of order-1 scores,
+// and the fp32 rounding of the outputs that move (one head's rows, a few
+// dozen values of relative error ~1e-7) divided by 2h = 2e-3 is a few
+// 1e-4. Measured, the worst error is a quarter of the tolerance; a wrong
+// term is off by far more than 1%.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/attention.h"
+#include "../model/matmul.h"
+#include "../model/util.h"
+#include "check.h"
+
+#define GRAD_STEP 1e-3f
+#define GRAD_ATOL 1e-3
+#define GRAD_RTOL 1e-2
+
+// ---- helpers
+
+static float *random_normal(Rng *rng, long n) {
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = rng_normal(rng);
+    return x;
+}
+
+static float *zeros(long n) { return xcalloc((size_t)n, sizeof(float)); }
+
+// attention_backward accumulates (+=): the gradient buffers of the checks
+// start at GRAD_START instead of 0 and the checks subtract it, so a backward
+// that overwrote (=) would fail them.
+#define GRAD_START 1.0f
+
+static float *gradient_buffer(long n) {
+    float *g = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) g[i] = GRAD_START;
+    return g;
+}
+
+typedef struct {
+    int B, Tq, Tk, C, NH, causal;
+    float *q, *k, *v;   // (B,Tq,C), (B,Tk,C), (B,Tk,C)
+    float *out, *probs; // (B,Tq,C), (B,NH,Tq,Tk)
+    float *r;           // (B,Tq,C) the weights of the loss
+} AttentionCase;
+
+static AttentionCase attention_case(Rng *rng, int B, int Tq, int Tk, int C, int NH, int causal) {
+    AttentionCase a = {.B = B, .Tq = Tq, .Tk = Tk, .C = C, .NH = NH, .causal = causal};
+    a.q = random_normal(rng, (long)B * Tq * C);
+    a.k = random_normal(rng, (long)B * Tk * C);
+    a.v = random_normal(rng, (long)B * Tk * C);
+    a.out = zeros((long)B * Tq * C);
+    a.probs = zeros((long)B * NH * Tq * Tk);
+    a.r = random_normal(rng, (long)B * Tq * C);
+    return a;
+}
+
+static void free_attention_case(AttentionCase *a) {
+    free(a->q), free(a->k), free(a->v), free(a->out), free(a->probs), free(a->r);
+}
+
+// L = sum(out * R), in double.
+static double attention_loss(AttentionCase *a) {
+    attention_forward(a->out, a->probs, a->q, a->k, a->v, a->B, a->Tq, a->Tk, a->C, a->NH,
+                      a->causal);
+    double sum = 0;
+    for (long i = 0; i < (long)a->B * a->Tq * a->C; i++) sum += (double)a->out[i] * a->r[i];
+    return sum;
+}
+
+// Every element of x (one of a's inputs): analytic - GRAD_START against the
+// numeric derivative.
+static void check_input_gradient(const char *name, AttentionCase *a, float *x,
+                                 const float *analytic, long n) {
+    for (long i = 0; i < n; i++) {
+        float saved = x[i];
+        float plus = saved + GRAD_STEP, minus = saved - GRAD_STEP;
+        x[i] = plus;
+        double loss_plus = attention_loss(a);
+        x[i] = minus;
+        double loss_minus = attention_loss(a);
+        x[i] = saved;
+        double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
+        double grad = (double)analytic[i] - GRAD_START;
+        double tol = GRAD_ATOL + GRAD_RTOL * fmax(fabs(grad), fabs(numeric));
+        CHECK_MSG(fabs(grad - numeric) <= tol, "%s[%ld]: analytic %.7g, numeric %.7g (tol %.3g)",
+                  name, i, grad, numeric, tol);
+    }
+}
+
+static void check_attention_gradients(int B, int Tq, int Tk, int C, int NH, int causal) {
+    Rng rng;
+    rng_seed(&rng, 100 + (uint64_t)(Tq * 10 + Tk) * 2 + (uint64_t)causal);
+    AttentionCase a = attention_case(&rng, B, Tq, Tk, C, NH, causal);
+    long nq = (long)B * Tq * C, nkv = (long)B * Tk * C;
+    float *d_q = gradient_buffer(nq), *d_k = gradient_buffer(nkv), *d_v = gradient_buffer(nkv);
+    attention_loss(&a);
+    attention_backward(d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
+    check_input_gradient("d_q", &a, a.q, d_q, nq);
+    check_input_gradient("d_k", &a, a.k, d_k, nkv);
+    check_input_gradient("d_v", &a, a.v, d_v, nkv);
+    free(d_q), free(d_k), free(d_v);
+    free_attention_case(&a);
+}
+
+// ---- gradients
+
+static void test_self_attention_gradients(void) { check_attention_gradients(2, 5, 5, 8, 2, 1); }
+
+// q from one sequence, k and v from another of a different length.
+static void test_cross_attention_gradients(void) { check_attention_gradients(2, 3, 6, 8, 2, 0); }
+
+// Causal with the queries the last 3 of 6 positions.
+static void test_causal_fewer_queries_gradients(void) {
+    check_attention_gradients(2, 3, 6, 8, 2, 1);
+}
+
+static void test_backward_accumulates(void) {
+    Rng rng;
+    rng_seed(&rng, 7);
+    enum { B = 2, T = 5, C = 8, NH = 2, n = B * T * C };
+    AttentionCase a = attention_case(&rng, B, T, T, C, NH, 1);
+    attention_loss(&a);
+    float *once[3] = {zeros(n), zeros(n), zeros(n)};
+    float *twice[3] = {zeros(n), zeros(n), zeros(n)};
+    attention_backward(once[0], once[1], once[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C, NH, 1);
+    for (int rep = 0; rep < 2; rep++)
+        attention_backward(twice[0], twice[1], twice[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C,
+                           NH, 1);
+    for (int t = 0; t < 3; t++) {
+        for (int i = 0; i < n; i++)
+            CHECK_NEAR(twice[t][i], 2 * once[t][i], 1e-5 * (1 + fabs(once[t][i])));
+        free(once[t]), free(twice[t]);
+    }
+    free_attention_case(&a);
+}
+
+// ---- probabilities
+
+static void test_probs_rows_and_mask(void) {
+    Rng rng;
+    rng_seed(&rng, 8);
+    enum { B = 2, T = 7, C = 12, NH = 3 };
+    for (int causal = 0; causal <= 1; causal++) {
+        AttentionCase a = attention_case(&rng, B, T, T, C, NH, causal);
+        attention_loss(&a);
+        for (int bh = 0; bh < B * NH; bh++)
+            for (int i = 0; i < T; i++) {
+                const float *row = a.probs + ((long)bh * T + i) * T;
+                double sum = 0;
+                for (int j = 0; j < T; j++) {
+                    sum += row[j];
+                    if (causal && j > i)
+                        CHECK_MSG(row[j] == 0.0f, "causal probs[%d][%d][%d] = %g, not 0", bh, i, j,
+                                  row[j]);
+                    else
+                        CHECK_MSG(row[j] > 0.0f, "probs[%d][%d][%d] = %g", bh, i, j, row[j]);
+                }
+                CHECK_NEAR(sum, 1.0, 1e-6);
+            }
+        free_attention_case(&a);
+    }
+}
+
+// ---- a worked example: 3 tokens, 4 channels, 1 head (hs = 4, sqrt(hs) = 2)
+//
+// x (3,4), one token a row:
+//   x0 = [1 0 1 0]   x1 = [0 1 0 1]   x2 = [2 1 0 0]
+// W_Q = I. W_K is the cyclic permutation W_K[o][i] = 1 when i = o+1 mod 4,
+// so with K = x W_K^T, K[n][o] = x[n][o+1]: each row rotated left by one
+// (a weight read as (IC,OC) instead of (OC,IC) would rotate right; that
+// changes K2). W_V rows: [1 0 0 0], [0 1 0 0], [.5 .5 0 0], [0 0 .5 .5], so
+// V[n] = [x0, x1, (x0+x1)/2, (x2+x3)/2] in x's channel indices.
+//
+//   Q = x:        K:              V:
+//   [1 0 1 0]     [0 1 0 1]       [1 0 .5 .5]
+//   [0 1 0 1]     [1 0 1 0]       [0 1 .5 .5]
+//   [2 1 0 0]     [1 0 0 2]       [2 1 1.5 0]
+//
+// Scores Q K^T / 2, causal (j <= i):
+//   row 0: [0/2]                  = [0]
+//   row 1: [2/2, 0/2]             = [1, 0]
+//   row 2: [1/2, 2/2, 2/2]        = [0.5, 1, 1]
+// Softmax rows:
+//   row 0: [1, 0, 0]
+//   row 1: [e, 1] / (e + 1) = [2.718282, 1] / 3.718282 = [0.731059, 0.268941, 0]
+//   row 2: [e^0.5, e, e] / (e^0.5 + 2e) = [1.648721, 2.718282, 2.718282] / 7.085285
+//        = [0.232697, 0.383652, 0.383652]
+// Outputs P V:
+//   out0 = V0 = [1, 0, 0.5, 0.5]
+//   out1 = 0.731059 V0 + 0.268941 V1 = [0.731059, 0.268941, 0.5, 0.5]
+//   out2 = 0.232697 V0 + 0.383652 (V1 + V2), V1 + V2 = [2 2 2 .5]
+//        = [0.232697 + 0.767303, 0.767303, 0.116348 + 0.767303, 0.116348 + 0.191826]
+//        = [1.000000, 0.767303, 0.883652, 0.308174]
+// The hand values are rounded to 6 digits (error <= 5e-7); float keeps
+// ~1e-7 relative: a tolerance of 1e-5 covers both.
+static void test_worked_example(void) {
+    const float x[3 * 4] = {
+        1, 0, 1, 0,
+        0, 1, 0, 1,
+        2, 1, 0, 0,
+    };
+    // (OC,IC), as nn.Linear
+    const float w_q[4 * 4] = {
+        1, 0, 0, 0,
+        0, 1, 0, 0,
+        0, 0, 1, 0,
+        0, 0, 0, 1,
+    };
+    const float w_k[4 * 4] = {
+        0, 1, 0, 0,
+        0, 0, 1, 0,
+        0, 0, 0, 1,
+        1, 0, 0, 0,
+    };
+    const float w_v[4 * 4] = {
+        1,    0,    0,    0,
+        0,    1,    0,    0,
+        0.5f, 0.5f, 0,    0,
+        0,    0,    0.5f, 0.5f,
+    };
+    const float zero_bias[4] = {0, 0, 0, 0};
+    float q[12], k[12], v[12], out[12], probs[9];
+    linear_forward(q, x, w_q, zero_bias, 3, 4, 4);
+    linear_forward(k, x, w_k, zero_bias, 3, 4, 4);
+    linear_forward(v, x, w_v, zero_bias, 3, 4, 4);
+    const float q_hand[12] = {1, 0, 1, 0,   0, 1, 0, 1,   2, 1, 0, 0};
+    const float k_hand[12] = {0, 1, 0, 1,   1, 0, 1, 0,   1, 0, 0, 2};
+    const float v_hand[12] = {1, 0, 0.5f, 0.5f,   0, 1, 0.5f, 0.5f,   2, 1, 1.5f, 0};
+    for (int i = 0; i < 12; i++) {
+        CHECK_MSG(q[i] == q_hand[i], "Q[%d][%d] = %g, by hand %g", i / 4, i % 4, q[i], q_hand[i]);
+        CHECK_MSG(k[i] == k_hand[i], "K[%d][%d] = %g, by hand %g", i / 4, i % 4, k[i], k_hand[i]);
+        CHECK_MSG(v[i] == v_hand[i], "V[%d][%d] = %g, by hand %g", i / 4, i % 4, v[i], v_hand[i]);
+    }
+    attention_forward(out, probs, q, k, v, 1, 3, 3, 4, 1, 1);
+    const float probs_hand[3 * 3] = {
+        1,         0,         0,
+        0.731059f, 0.268941f, 0,
+        0.232697f, 0.383652f, 0.383652f,
+    };
+    const float out_hand[3 * 4] = {
+        1,         0,         0.5f,      0.5f,
+        0.731059f, 0.268941f, 0.5f,      0.5f,
+        1.000000f, 0.767303f, 0.883652f, 0.308174f,
+    };
+    for (int i = 0; i < 9; i++)
+        CHECK_MSG(fabsf(probs[i] - probs_hand[i]) <= 1e-5f, "P[%d][%d] = %.7f, by hand %.6f", i / 3,
+                  i % 3, probs[i], probs_hand[i]);
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(fabsf(out[i] - out_hand[i]) <= 1e-5f, "out[%d][%d] = %.7f, by hand %.6f", i / 4,
+                  i % 4, out[i], out_hand[i]);
+}
+
+// ---- causal with fewer queries than keys
+
+// The queries are the last Tq of Tk positions, so query i sees keys
+// j <= i + Tk - Tq, and the result is the last Tq rows of the square case.
+static void test_causal_fewer_queries(void) {
+    Rng rng;
+    rng_seed(&rng, 9);
+    enum { B = 2, Tk = 6, Tq = 2, C = 8, NH = 2, first = Tk - Tq };
+    AttentionCase full = attention_case(&rng, B, Tk, Tk, C, NH, 1);
+    attention_loss(&full);
+    float *q_last = zeros(B * Tq * C), *out = zeros(B * Tq * C), *probs = zeros(B * NH * Tq * Tk);
+    for (int b = 0; b < B; b++)
+        memcpy(q_last + b * Tq * C, full.q + (b * Tk + first) * C, Tq * C * sizeof(float));
+    attention_forward(out, probs, q_last, full.k, full.v, B, Tq, Tk, C, NH, 1);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < Tq; i++) {
+                const float *row = probs + ((b * NH + h) * Tq + i) * Tk;
+                const float *full_row = full.probs + ((b * NH + h) * Tk + first + i) * Tk;
+                double sum = 0;
+                for (int j = 0; j < Tk; j++) {
+                    if (j > i + first)
+                        CHECK_MSG(row[j] == 0.0f, "probs[%d][%d][%d][%d] = %g above the mask", b, h,
+                                  i, j, row[j]);
+                    else
+                        CHECK_MSG(row[j] > 0.0f, "probs[%d][%d][%d][%d] = %g, visible", b, h, i, j,
+                                  row[j]);
+                    CHECK_NEAR(row[j], full_row[j], 1e-6);
+                    sum += row[j];
+                }
+                CHECK_NEAR(sum, 1.0, 1e-6);
+            }
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq * C; i++)
+            CHECK_NEAR(out[b * Tq * C + i], full.out[(b * Tk + first) * C + i], 1e-6);
+    free(q_last), free(out), free(probs);
+    free_attention_case(&full);
+}
+
+void suite_attention(void) {
+    run_test("self-attention gradients (causal)", test_self_attention_gradients);
+    run_test("cross-attention gradients (Tq 3, Tk 6, no mask)", test_cross_attention_gradients);
+    run_test("causal gradients with Tq < Tk", test_causal_fewer_queries_gradients);
+    run_test("attention_backward accumulates", test_backward_accumulates);
+    run_test("probs rows sum to 1, zero above the diagonal", test_probs_rows_and_mask);
+    run_test("worked example, 3 tokens by hand", test_worked_example);
+    run_test("causal with Tq < Tk is the last rows of Tq = Tk", test_causal_fewer_queries);
+}

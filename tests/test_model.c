@@ -1,0 +1,395 @@
+// test_model.c: the whole GPT. gpt_backward against central differences of
+// gpt_forward's mean loss for every parameter tensor, the loss at
+// initialisation, memorising a short text, the attention probabilities it
+// exposes, the forward without targets, and that no position sees another
+// batch row or a later token.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/attention.h"
+#include "../model/gpt.h"
+#include "../model/util.h"
+#include "check.h"
+
+static const char *param_names[NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln1_w", "ln1_b", "w_q",  "b_q",  "w_k",    "b_k",    "w_v",   "b_v",
+    "w_o", "b_o", "ln2_w", "ln2_b", "fc_w", "fc_b", "proj_w", "proj_b", "lnf_w", "lnf_b"};
+
+// V 7, context 6, 2 layers of 2 heads, C 8: small enough to check every
+// tensor in a fraction of a second, with every part of the network present.
+static const GPTConfig tiny_config = {
+    .vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
+
+// A model for cfg, GPT-2 initialised, with activations for B_max x T_max.
+static GPT new_model(const GPTConfig *cfg, int B_max, int T_max, unsigned long long seed) {
+    GPT model;
+    gpt_build(&model, cfg);
+    gpt_init_params(&model, seed);
+    gpt_alloc_activations(&model, B_max, T_max);
+    return model;
+}
+
+// The GPT-2 init (std 0.02) makes most gradients tiny, too close to the
+// rounding noise of a finite difference to say anything, and the attention
+// nearly uniform. Tests that need every part of the network to matter
+// re-initialise at a larger scale: matrices and embeddings N(0, 0.3^2)
+// (with C = 8, q, k, v, fc and the logits come out of order 1), biases
+// N(0, 0.1^2), LayerNorm weights 1 + N(0, 0.2^2).
+static void rescale_params(GPT *model, Rng *rng) {
+    float *t = model->params_memory;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int is_layernorm_weight = i == 2 || i == 12 || i == 18;
+        for (size_t j = 0; j < model->param_sizes[i]; j++) {
+            float z = rng_normal(rng);
+            t[j] = is_layernorm_weight   ? 1.0f + 0.2f * z
+                   : param_is_decayed(i) ? 0.3f * z
+                                         : 0.1f * z;
+        }
+        t += model->param_sizes[i];
+    }
+}
+
+static void random_tokens(Rng *rng, int *tokens, int n, int V) {
+    for (int i = 0; i < n; i++) tokens[i] = (int)rng_below(rng, (uint64_t)V);
+}
+
+// ---- gradient check
+//
+// For each parameter tensor: a few random elements and the elements with
+// the largest analytic gradient, against (L(p+h) - L(p-h)) / 2h of the mean
+// loss, h = 2e-3. Tolerance
+//   |analytic - numeric| <= 2e-4 + 1e-2 max(|analytic|, |numeric|).
+// Why: the loss (~2) comes out of two layers of fp32 arithmetic, and a
+// perturbed parameter moves every value downstream of it, so the rounding
+// no longer cancels between the two forwards: the loss carries a noise of
+// ~2e-7 (absolute), ~5e-5 once divided by 2h = 4e-3. The truncation error
+// h^2/6 f''' is below 1e-4 (largest for the tied wte, which enters twice).
+// Gradients here range from ~1e-3 to ~1 (b_k's is exactly zero: a bias on
+// the keys adds the same q.b_k to every score of a row, which the softmax
+// ignores). Checking every element over 40 seeds, the worst error was 0.4
+// of this tolerance; a wrong or missing term moves a gradient by far more
+// than 1%.
+#define MODEL_STEP 2e-3f
+#define MODEL_ATOL 2e-4
+#define MODEL_RTOL 1e-2
+#define RANDOM_PER_TENSOR 8
+#define LARGEST_PER_TENSOR 4
+
+typedef struct {
+    GPT *model;
+    const int *tokens, *targets;
+    int B, T;
+} ModelCase;
+
+// The mean loss, summed in double from the per-position losses.
+static double model_loss(const ModelCase *m) {
+    gpt_forward(m->model, m->tokens, m->targets, m->B, m->T);
+    double sum = 0;
+    for (int i = 0; i < m->B * m->T; i++) sum += m->model->acts.losses[i];
+    return sum / (m->B * m->T);
+}
+
+// The step is the one actually taken after rounding p +- h to float.
+static void check_param_gradient(const ModelCase *m, int tensor, float *param, float analytic,
+                                 size_t index) {
+    float saved = *param;
+    float plus = saved + MODEL_STEP, minus = saved - MODEL_STEP;
+    *param = plus;
+    double loss_plus = model_loss(m);
+    *param = minus;
+    double loss_minus = model_loss(m);
+    *param = saved;
+    double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
+    double tol = MODEL_ATOL + MODEL_RTOL * fmax(fabs(analytic), fabs(numeric));
+    CHECK_MSG(fabs(analytic - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g (tol %.3g)",
+              param_names[tensor], index, analytic, numeric, tol);
+}
+
+// Which elements of a tensor of n to check: all when n is small, else
+// RANDOM_PER_TENSOR random ones and the LARGEST_PER_TENSOR largest |grad|.
+static int choose_elements(Rng *rng, const float *grad, size_t n, size_t *chosen) {
+    int count = 0;
+    if (n <= RANDOM_PER_TENSOR + LARGEST_PER_TENSOR) {
+        for (size_t j = 0; j < n; j++) chosen[count++] = j;
+        return count;
+    }
+    for (int r = 0; r < RANDOM_PER_TENSOR; r++) chosen[count++] = rng_below(rng, n);
+    for (int r = 0; r < LARGEST_PER_TENSOR; r++) {
+        // the largest not yet taken (a repeat of a random pick is harmless)
+        size_t best = 0;
+        float best_abs = -1;
+        for (size_t j = 0; j < n; j++) {
+            int taken = 0;
+            for (int c = RANDOM_PER_TENSOR; c < count; c++) taken |= chosen[c] == j;
+            if (!taken && fabsf(grad[j]) > best_abs) best = j, best_abs = fabsf(grad[j]);
+        }
+        chosen[count++] = best;
+    }
+    return count;
+}
+
+static void test_gradients_every_tensor(void) {
+    enum { B = 2, T = 5 }; // T < context: the last row of wpe is unused
+    GPT model = new_model(&tiny_config, B, tiny_config.context, 1);
+    Rng rng;
+    rng_seed(&rng, 11);
+    rescale_params(&model, &rng);
+    int tokens[B * T], targets[B * T];
+    random_tokens(&rng, tokens, B * T, tiny_config.vocab_size);
+    random_tokens(&rng, targets, B * T, tiny_config.vocab_size);
+    ModelCase m = {&model, tokens, targets, B, T};
+
+    float loss = gpt_forward(&model, tokens, targets, B, T);
+    CHECK_NEAR(loss, model_loss(&m), 1e-6);
+    CHECK_NEAR(model.mean_loss, loss, 0);
+    gpt_zero_grad(&model);
+    gpt_backward(&model, tokens);
+
+    float *params = model.params_memory;
+    const float *grads = model.grads_memory;
+    size_t chosen[RANDOM_PER_TENSOR + LARGEST_PER_TENSOR];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = model.param_sizes[i];
+        int count = choose_elements(&rng, grads, n, chosen);
+        for (int c = 0; c < count; c++)
+            check_param_gradient(&m, i, &params[chosen[c]], grads[chosen[c]], chosen[c]);
+        params += n;
+        grads += n;
+    }
+    // Positions beyond T never enter the forward.
+    for (int c = 0; c < tiny_config.dim; c++)
+        CHECK(model.grads.wpe[(tiny_config.context - 1) * tiny_config.dim + c] == 0.0f);
+
+    // gpt_backward accumulates: a second call doubles every gradient, up to
+    // the rounding of sums now started from g instead of 0 (measured 1e-7
+    // at most; an overwrite would be off by |g|).
+    gpt_forward(&model, tokens, targets, B, T);
+    float *once = xmalloc(model.num_params * sizeof(float));
+    memcpy(once, model.grads_memory, model.num_params * sizeof(float));
+    gpt_backward(&model, tokens);
+    for (size_t j = 0; j < model.num_params; j++)
+        CHECK_NEAR(model.grads_memory[j], 2.0 * once[j], 1e-6 + 1e-4 * fabs(once[j]));
+    gpt_zero_grad(&model);
+    for (size_t j = 0; j < model.num_params; j++) CHECK(model.grads_memory[j] == 0.0f);
+    free(once);
+    gpt_free(&model);
+}
+
+// ---- loss at initialisation
+
+// With the GPT-2 init the logits are ~N(0, 0.02^2 C): the predictions are
+// near uniform, so the loss is near ln V (4.174 for V = 65; the logits'
+// spread adds ~var/2 = 0.013).
+static void test_initial_loss_is_ln_vocab(void) {
+    const GPTConfig cfg = {.vocab_size = 65, .context = 32, .layers = 2, .heads = 4, .dim = 64};
+    enum { B = 4, T = 32 };
+    GPT model = new_model(&cfg, B, T, 42);
+    Rng rng;
+    rng_seed(&rng, 12);
+    int tokens[B * T], targets[B * T];
+    random_tokens(&rng, tokens, B * T, cfg.vocab_size);
+    random_tokens(&rng, targets, B * T, cfg.vocab_size);
+    float loss = gpt_forward(&model, tokens, targets, B, T);
+    CHECK_NEAR(loss, log(65.0), 0.1);
+    gpt_free(&model);
+}
+
+// ---- memorising a short text
+
+// Adam (no weight decay, no schedule): the trainer's AdamW lives in train/.
+static void adam_step(GPT *model, float *m, float *v, int step, float lr) {
+    const float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    float c1 = 1.0f - powf(beta1, (float)step), c2 = 1.0f - powf(beta2, (float)step);
+    for (size_t i = 0; i < model->num_params; i++) {
+        float g = model->grads_memory[i];
+        m[i] = beta1 * m[i] + (1 - beta1) * g;
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g;
+        model->params_memory[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    }
+}
+
+// "hello world! " repeated, windows at every offset. The next character is
+// determined by the previous two, so the loss can fall to what the first
+// position of a window cannot know: after a lone 'l' (3 of 13 offsets) one
+// of l, o, d; after 'o' or ' ' (2 of 13 each) one of two. That is
+// (3 ln 3 + 4 ln 2) / (13 * 16) = 0.029 averaged over 16 positions. Over
+// a dozen seeds, 300 steps of Adam reach 0.03 to 0.06 (from 2.2).
+static void test_memorises_short_text(void) {
+    const char *period = "hello world! ";
+    enum { P = 13, T = 16, B = 8, STEPS = 300 };
+    char alphabet[P];
+    int V = 0, text[P + T + 1];
+    for (int i = 0; i < P + T + 1; i++) {
+        char ch = period[i % P];
+        int id = 0;
+        while (id < V && alphabet[id] != ch) id++;
+        if (id == V) alphabet[V++] = ch;
+        text[i] = id;
+    }
+    const GPTConfig cfg = {.vocab_size = V, .context = T, .layers = 2, .heads = 2, .dim = 32};
+    GPT model = new_model(&cfg, P, T, 3);
+    float *m = xcalloc(model.num_params, sizeof(float));
+    float *v = xcalloc(model.num_params, sizeof(float));
+    Rng rng;
+    rng_seed(&rng, 13);
+    int tokens[P * T], targets[P * T];
+    float first_loss = 0;
+    for (int step = 1; step <= STEPS; step++) {
+        for (int b = 0; b < B; b++) {
+            int start = (int)rng_below(&rng, P);
+            memcpy(tokens + b * T, text + start, T * sizeof(int));
+            memcpy(targets + b * T, text + start + 1, T * sizeof(int));
+        }
+        float loss = gpt_forward(&model, tokens, targets, B, T);
+        if (step == 1) first_loss = loss;
+        gpt_zero_grad(&model);
+        gpt_backward(&model, tokens);
+        adam_step(&model, m, v, step, 1e-2f);
+    }
+    // Every offset once.
+    for (int b = 0; b < P; b++) {
+        memcpy(tokens + b * T, text + b, T * sizeof(int));
+        memcpy(targets + b * T, text + b + 1, T * sizeof(int));
+    }
+    float loss = gpt_forward(&model, tokens, targets, P, T);
+    CHECK_MSG(loss < 0.1f, "loss %.4f after %d steps (from %.4f), expected < 0.1", loss, STEPS,
+              first_loss);
+    free(m), free(v);
+    gpt_free(&model);
+}
+
+// ---- attention probabilities
+
+// After a forward of B x T, every (layer, head, batch row) gives a (T,T)
+// causal softmax equal to acts.att_probs (L,B,NH,T,T) at that index and to
+// attention_forward recomputed from the saved q, k, v of that layer.
+static void check_attention_probs(GPT *model, int B, int T) {
+    const GPTConfig *cfg = &model->config;
+    int L = cfg->layers, NH = cfg->heads, C = cfg->dim;
+    float *out = xmalloc((size_t)B * T * C * sizeof(float));
+    float *probs = xmalloc((size_t)B * NH * T * T * sizeof(float));
+    for (int l = 0; l < L; l++) {
+        long layer = (long)l * B * T * C;
+        attention_forward(out, probs, model->acts.q + layer, model->acts.k + layer,
+                          model->acts.v + layer, B, T, T, C, NH, 1);
+        for (int h = 0; h < NH; h++)
+            for (int b = 0; b < B; b++) {
+                const float *p = gpt_attention_probs(model, l, h, b);
+                const float *saved = model->acts.att_probs + (((long)l * B + b) * NH + h) * T * T;
+                const float *recomputed = probs + ((long)b * NH + h) * T * T;
+                for (int i = 0; i < T; i++) {
+                    double sum = 0;
+                    for (int j = 0; j < T; j++) {
+                        float pij = p[i * T + j];
+                        sum += pij;
+                        if (j > i)
+                            CHECK_MSG(pij == 0.0f, "layer %d head %d row %d: p[%d][%d] = %g", l, h,
+                                      b, i, j, pij);
+                        CHECK(pij == saved[i * T + j]);
+                        CHECK_NEAR(pij, recomputed[i * T + j], 1e-6);
+                    }
+                    CHECK_NEAR(sum, 1.0, 1e-6);
+                }
+            }
+    }
+    free(out), free(probs);
+}
+
+static void test_attention_probs(void) {
+    GPT model = new_model(&tiny_config, 2, tiny_config.context, 4);
+    Rng rng;
+    rng_seed(&rng, 14);
+    rescale_params(&model, &rng);
+    int tokens[2 * 6];
+    random_tokens(&rng, tokens, 2 * 6, tiny_config.vocab_size);
+    // the full capacity, then a smaller batch: the views follow the shape
+    gpt_forward(&model, tokens, NULL, 2, 6);
+    check_attention_probs(&model, 2, 6);
+    gpt_forward(&model, tokens, NULL, 1, 3);
+    check_attention_probs(&model, 1, 3);
+    gpt_forward(&model, tokens, tokens, 2, 5);
+    check_attention_probs(&model, 2, 5);
+    gpt_free(&model);
+}
+
+// ---- forward without targets
+
+static void test_forward_without_targets(void) {
+    enum { B = 2, T = 5 };
+    int V = tiny_config.vocab_size;
+    GPT model = new_model(&tiny_config, B, tiny_config.context, 5);
+    Rng rng;
+    rng_seed(&rng, 15);
+    rescale_params(&model, &rng);
+    int tokens[B * T], targets[B * T];
+    random_tokens(&rng, tokens, B * T, V);
+    random_tokens(&rng, targets, B * T, V);
+    float loss = gpt_forward(&model, tokens, targets, B, T);
+    CHECK(loss > 0);
+    size_t probs_bytes = (size_t)B * T * V * sizeof(float);
+    float *with_targets = xmalloc(probs_bytes);
+    memcpy(with_targets, model.acts.probs, probs_bytes);
+    for (int i = 0; i < B * T * V; i++) model.acts.probs[i] = -1.0f; // must be rewritten
+    CHECK(gpt_forward(&model, tokens, NULL, B, T) == -1.0f);
+    CHECK(model.mean_loss == -1.0f);
+    for (int n = 0; n < B * T; n++) {
+        double sum = 0;
+        for (int i = 0; i < V; i++) {
+            CHECK_NEAR(model.acts.probs[n * V + i], with_targets[n * V + i], 1e-7);
+            sum += model.acts.probs[n * V + i];
+        }
+        CHECK_NEAR(sum, 1.0, 1e-6);
+    }
+    free(with_targets);
+    gpt_free(&model);
+}
+
+// ---- what a position may depend on
+
+// Batch row 1 does not change row 0's predictions, and a token at position
+// t does not change the predictions before t.
+static void test_rows_and_future_are_invisible(void) {
+    enum { B = 2, T = 6 };
+    int V = tiny_config.vocab_size;
+    GPT model = new_model(&tiny_config, B, T, 6);
+    Rng rng;
+    rng_seed(&rng, 16);
+    rescale_params(&model, &rng);
+    int tokens[B * T];
+    random_tokens(&rng, tokens, B * T, V);
+    float *both = xmalloc((size_t)B * T * V * sizeof(float));
+    float *alone = xmalloc((size_t)T * V * sizeof(float));
+    gpt_forward(&model, tokens, NULL, B, T);
+    memcpy(both, model.acts.probs, (size_t)B * T * V * sizeof(float));
+    gpt_forward(&model, tokens, NULL, 1, T);
+    memcpy(alone, model.acts.probs, (size_t)T * V * sizeof(float));
+    for (int i = 0; i < T * V; i++) CHECK_NEAR(alone[i], both[i], 1e-6);
+
+    const int changed = 3;
+    tokens[changed] = (tokens[changed] + 1) % V;
+    gpt_forward(&model, tokens, NULL, 1, T);
+    double moved = 0;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < V; i++) {
+            float d = fabsf(model.acts.probs[t * V + i] - alone[t * V + i]);
+            if (t < changed)
+                CHECK_MSG(d <= 1e-6f, "position %d moved by %g after a change at %d", t, d,
+                          changed);
+            else if (t == changed)
+                moved += d;
+        }
+    CHECK_MSG(moved > 1e-3, "position %d did not see its own token (moved %g)", changed, moved);
+    free(both), free(alone);
+    gpt_free(&model);
+}
+
+void suite_model(void) {
+    run_test("gradients of every parameter tensor", test_gradients_every_tensor);
+    run_test("loss at initialisation is ln(V)", test_initial_loss_is_ln_vocab);
+    run_test("memorises a short repeated text", test_memorises_short_text);
+    run_test("attention probs per layer and head", test_attention_probs);
+    run_test("forward without targets leaves the probs", test_forward_without_targets);
+    run_test("no position sees another row or a later token", test_rows_and_future_are_invisible);
+}

@@ -1,0 +1,472 @@
+// test_ops.c: every op's backward against central finite differences of its
+// forward, and the matrix kernels against a naive triple loop in double.
+//
+// The method, for an op out = f(x): fix a random R the shape of out and take
+// the scalar loss L = sum(out * R), summed in double, so that dL/dout = R.
+// The backward given d_out = R yields the analytic dL/dx; the numeric one is
+//   (L(x + h) - L(x - h)) / 2h
+// with both forwards in float, one element of x at a time.
+//
+// Tolerance, for every check in this file:
+//   |analytic - numeric| <= GRAD_ATOL + GRAD_RTOL * max(|analytic|, |numeric|)
+// with h = 1e-3 and inputs and outputs of order 1. The truncation error of a
+// central difference is h^2/6 f''' ~ 2e-7 (and zero for the ops linear in
+// x: embedding, linear), so what remains is rounding: each output carries
+// a relative fp32 error of ~1e-7, only the k outputs that depend on x[i]
+// change (the kernels are deterministic, so the others cancel exactly), and
+// dividing by 2h = 2e-3 gives a noise of about 5e-5 sqrt(k) |out|. With k
+// up to 37 here that is a few 1e-4: under the absolute floor 1e-3, and
+// under 1e-2 of the larger derivatives (the big linear's weight gradients,
+// sums over 37 rows, reach ~6). Measured, the worst error is a third of
+// the tolerance. A wrong formula (a missing term, a transposed weight, a
+// lost factor) is off by far more than 1%.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/matmul.h"
+#include "../model/ops.h"
+#include "../model/util.h"
+#include "check.h"
+
+#define GRAD_STEP 1e-3f
+#define GRAD_ATOL 1e-3
+#define GRAD_RTOL 1e-2
+
+// ---- helpers
+
+static float *random_normal(Rng *rng, long n, float scale, float offset) {
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = offset + scale * rng_normal(rng);
+    return x;
+}
+
+static float *zeros(long n) { return xcalloc((size_t)n, sizeof(float)); }
+
+// Every backward accumulates (+=) into its d_ outputs. The gradient buffers
+// of the checks start at GRAD_START instead of 0 and the checks subtract it,
+// so a backward that overwrote (=) would fail them.
+#define GRAD_START 1.0f
+
+static float *gradient_buffer(long n) {
+    float *g = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) g[i] = GRAD_START;
+    return g;
+}
+
+// L = sum(out * r), in double.
+static double weighted_sum(const float *out, const float *r, long n) {
+    double sum = 0.0;
+    for (long i = 0; i < n; i++) sum += (double)out[i] * r[i];
+    return sum;
+}
+
+typedef double (*LossFn)(void *ctx);
+
+// dL/dx[i] by central differences. The step is the one actually taken after
+// rounding x +- h to float, which removes an error of ~|x| 6e-8 / h.
+static double central_difference(float *x, long i, LossFn loss, void *ctx) {
+    float saved = x[i];
+    float plus = saved + GRAD_STEP, minus = saved - GRAD_STEP;
+    x[i] = plus;
+    double loss_plus = loss(ctx);
+    x[i] = minus;
+    double loss_minus = loss(ctx);
+    x[i] = saved;
+    return (loss_plus - loss_minus) / ((double)plus - (double)minus);
+}
+
+// Compare analytic[i] - GRAD_START with the numeric derivative of loss with
+// respect to x[i], for every i when samples <= 0 or n <= samples, else for
+// `samples` random indices.
+static void check_gradient(const char *name, float *x, const float *analytic, long n, long samples,
+                           LossFn loss, void *ctx, Rng *rng) {
+    int every = samples <= 0 || n <= samples;
+    long count = every ? n : samples;
+    for (long s = 0; s < count; s++) {
+        long i = every ? s : (long)rng_below(rng, (uint64_t)n);
+        double numeric = central_difference(x, i, loss, ctx);
+        double a = (double)analytic[i] - GRAD_START;
+        double tol = GRAD_ATOL + GRAD_RTOL * fmax(fabs(a), fabs(numeric));
+        CHECK_MSG(fabs(a - numeric) <= tol, "%s[%ld]: analytic %.7g, numeric %.7g (tol %.3g)", name,
+                  i, a, numeric, tol);
+    }
+}
+
+// ---- embedding
+
+typedef struct {
+    int B, T, C;
+    const int *tokens;
+    float *wte, *wpe, *out, *r;
+} EmbeddingCase;
+
+static double embedding_loss(void *ctx) {
+    EmbeddingCase *e = ctx;
+    embedding_forward(e->out, e->tokens, e->wte, e->wpe, e->B, e->T, e->C);
+    return weighted_sum(e->out, e->r, (long)e->B * e->T * e->C);
+}
+
+static void test_embedding_gradients(void) {
+    Rng rng;
+    rng_seed(&rng, 1);
+    enum { B = 2, T = 4, C = 3, V = 5 };
+    // Token 1 appears four times and token 3 twice: their rows of d_wte sum
+    // several positions. Token 2 never appears: its gradient is zero.
+    const int tokens[B * T] = {1, 3, 1, 1, 4, 0, 3, 1};
+    // (one statement per draw: the order of an initializer list's
+    // evaluation is unspecified, and the inputs should not depend on it)
+    EmbeddingCase e = {.B = B, .T = T, .C = C, .tokens = tokens};
+    e.wte = random_normal(&rng, V * C, 1, 0);
+    e.wpe = random_normal(&rng, T * C, 1, 0);
+    e.out = zeros(B * T * C);
+    e.r = random_normal(&rng, B * T * C, 1, 0);
+    float *d_wte = gradient_buffer(V * C), *d_wpe = gradient_buffer(T * C);
+    embedding_forward(e.out, tokens, e.wte, e.wpe, B, T, C);
+    for (int bt = 0; bt < B * T; bt++)
+        for (int c = 0; c < C; c++)
+            CHECK_NEAR(e.out[bt * C + c], e.wte[tokens[bt] * C + c] + e.wpe[(bt % T) * C + c], 0);
+    embedding_backward(d_wte, d_wpe, e.r, tokens, B, T, C);
+    check_gradient("d_wte", e.wte, d_wte, V * C, 0, embedding_loss, &e, &rng);
+    check_gradient("d_wpe", e.wpe, d_wpe, T * C, 0, embedding_loss, &e, &rng);
+    for (int c = 0; c < C; c++) CHECK(d_wte[2 * C + c] == GRAD_START);
+    free(e.wte), free(e.wpe), free(e.out), free(e.r), free(d_wte), free(d_wpe);
+}
+
+// ---- LayerNorm
+
+typedef struct {
+    int N, C;
+    float *inp, *weight, *bias, *out, *mean, *rstd, *r;
+} LayerNormCase;
+
+static double layernorm_loss(void *ctx) {
+    LayerNormCase *l = ctx;
+    layernorm_forward(l->out, l->mean, l->rstd, l->inp, l->weight, l->bias, l->N, l->C);
+    return weighted_sum(l->out, l->r, (long)l->N * l->C);
+}
+
+static void test_layernorm_gradients(void) {
+    Rng rng;
+    rng_seed(&rng, 2);
+    enum { N = 4, C = 7 };
+    // Rows with a nonzero mean and a non-unit spread, so both the centering
+    // and the scaling terms of the backward matter.
+    LayerNormCase l = {.N = N, .C = C};
+    l.inp = random_normal(&rng, N * C, 2, 0.5f);
+    l.weight = random_normal(&rng, C, 0.3f, 1);
+    l.bias = random_normal(&rng, C, 0.3f, 0);
+    l.out = zeros(N * C);
+    l.mean = zeros(N);
+    l.rstd = zeros(N);
+    l.r = random_normal(&rng, N * C, 1, 0);
+    layernorm_loss(&l);
+    // mean and rstd against double; the output rows are normalised.
+    for (int n = 0; n < N; n++) {
+        double m = 0, var = 0;
+        for (int c = 0; c < C; c++) m += l.inp[n * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) var += (l.inp[n * C + c] - m) * (l.inp[n * C + c] - m);
+        var /= C;
+        CHECK_NEAR(l.mean[n], m, 1e-6);
+        CHECK_NEAR(l.rstd[n], 1.0 / sqrt(var + 1e-5), 1e-5 / sqrt(var + 1e-5));
+        for (int c = 0; c < C; c++) {
+            double expected = (l.inp[n * C + c] - m) / sqrt(var + 1e-5) * l.weight[c] + l.bias[c];
+            CHECK_NEAR(l.out[n * C + c], expected, 1e-5);
+        }
+    }
+    float *d_inp = gradient_buffer(N * C), *d_weight = gradient_buffer(C);
+    float *d_bias = gradient_buffer(C);
+    layernorm_backward(d_inp, d_weight, d_bias, l.r, l.inp, l.weight, l.mean, l.rstd, N, C);
+    check_gradient("d_inp", l.inp, d_inp, N * C, 0, layernorm_loss, &l, &rng);
+    check_gradient("d_weight", l.weight, d_weight, C, 0, layernorm_loss, &l, &rng);
+    check_gradient("d_bias", l.bias, d_bias, C, 0, layernorm_loss, &l, &rng);
+    free(l.inp), free(l.weight), free(l.bias), free(l.out), free(l.mean), free(l.rstd);
+    free(l.r), free(d_inp), free(d_weight), free(d_bias);
+}
+
+// ---- matmul and linear against double
+
+// C (M,N) (+)= A (M,K) . B (K,N) in double; bound (M,N) gets sum_k |a b|.
+static void naive_matmul(double *c, double *bound, const float *a, const float *b, int m, int k,
+                         int n) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double sum = 0, abs_sum = 0;
+            for (int p = 0; p < k; p++) {
+                sum += (double)a[(long)i * k + p] * b[(long)p * n + j];
+                abs_sum += fabs((double)a[(long)i * k + p] * b[(long)p * n + j]);
+            }
+            c[(long)i * n + j] += sum;
+            bound[(long)i * n + j] = abs_sum;
+        }
+}
+
+// A float sum of K products in any order is within K u sum|a_p b_p| of the
+// exact value, u = 2^-24 (the standard recursive-summation bound); we allow
+// 2 K u, plus 2 u |c| for a starting value being accumulated onto.
+static double matmul_tolerance(int k, double abs_sum, double start) {
+    const double u = 1.0 / 16777216.0;
+    return 2.0 * k * u * abs_sum + 2.0 * u * fabs(start) + 1e-30;
+}
+
+static void check_matmul_shape(Rng *rng, int m, int k, int n, int accumulate) {
+    float *a = random_normal(rng, (long)m * k, 1, 0), *b = random_normal(rng, (long)k * n, 1, 0);
+    float *c = random_normal(rng, (long)m * n, 1, 0);
+    double *ref = xcalloc((size_t)m * n, sizeof(double));
+    double *bound = xcalloc((size_t)m * n, sizeof(double));
+    if (accumulate)
+        for (long i = 0; i < (long)m * n; i++) ref[i] = c[i];
+    naive_matmul(ref, bound, a, b, m, k, n);
+    matmul(c, a, b, m, k, n, accumulate);
+    for (long i = 0; i < (long)m * n; i++)
+        CHECK_MSG(fabs(c[i] - ref[i]) <= matmul_tolerance(k, bound[i], accumulate ? ref[i] : 0),
+                  "matmul %dx%dx%d accumulate %d: c[%ld] = %.9g, expected %.9g", m, k, n,
+                  accumulate, i, c[i], ref[i]);
+    free(a), free(b), free(c), free(ref), free(bound);
+}
+
+static void test_matmul_matches_double(void) {
+    Rng rng;
+    rng_seed(&rng, 3);
+    // Shapes below, at and above the register tile (4 rows by 32 or 64
+    // columns), so both the full and the edge tiles run.
+    const int shapes[][3] = {{1, 1, 1},    {5, 7, 9},     {4, 16, 32}, {4, 16, 64},
+                             {37, 64, 72}, {64, 33, 130}, {3, 200, 5}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int accumulate = 0; accumulate <= 1; accumulate++)
+            check_matmul_shape(&rng, shapes[s][0], shapes[s][1], shapes[s][2], accumulate);
+}
+
+static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias) {
+    float *inp = random_normal(rng, (long)N * IC, 1, 0);
+    float *weight = random_normal(rng, (long)OC * IC, 1, 0);
+    float *bias = with_bias ? random_normal(rng, OC, 1, 0) : NULL;
+    float *out = random_normal(rng, (long)N * OC, 1, 0); // garbage to be overwritten
+    linear_forward(out, inp, weight, bias, N, IC, OC);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            // out[n,o] = sum_i inp[n,i] weight[o,i] + bias[o]
+            double sum = bias ? bias[o] : 0, abs_sum = bias ? fabs(bias[o]) : 0;
+            for (int i = 0; i < IC; i++) {
+                sum += (double)inp[(long)n * IC + i] * weight[(long)o * IC + i];
+                abs_sum += fabs((double)inp[(long)n * IC + i] * weight[(long)o * IC + i]);
+            }
+            CHECK_MSG(fabs(out[(long)n * OC + o] - sum) <= matmul_tolerance(IC + 1, abs_sum, 0),
+                      "linear %dx%dx%d: out[%d,%d] = %.9g, expected %.9g", N, IC, OC, n, o,
+                      out[(long)n * OC + o], sum);
+        }
+    free(inp), free(weight), free(bias), free(out);
+}
+
+static void test_linear_forward_matches_double(void) {
+    Rng rng;
+    rng_seed(&rng, 4);
+    check_linear_forward(&rng, 5, 7, 9, 1);
+    check_linear_forward(&rng, 5, 7, 9, 0);
+    check_linear_forward(&rng, 37, 64, 72, 1);
+    check_linear_forward(&rng, 37, 64, 72, 0);
+}
+
+// ---- linear gradients
+
+typedef struct {
+    int N, IC, OC;
+    float *inp, *weight, *bias, *out, *r;
+} LinearCase;
+
+static double linear_loss(void *ctx) {
+    LinearCase *l = ctx;
+    linear_forward(l->out, l->inp, l->weight, l->bias, l->N, l->IC, l->OC);
+    return weighted_sum(l->out, l->r, (long)l->N * l->OC);
+}
+
+static LinearCase linear_case(Rng *rng, int N, int IC, int OC) {
+    // Weights ~ 1/sqrt(IC) keep the outputs of order 1 whatever IC is.
+    LinearCase l = {.N = N, .IC = IC, .OC = OC};
+    l.inp = random_normal(rng, (long)N * IC, 1, 0);
+    l.weight = random_normal(rng, (long)OC * IC, 1.0f / sqrtf((float)IC), 0);
+    l.bias = random_normal(rng, OC, 1, 0);
+    l.out = zeros((long)N * OC);
+    l.r = random_normal(rng, (long)N * OC, 1, 0);
+    return l;
+}
+
+static void free_linear_case(LinearCase *l) {
+    free(l->inp), free(l->weight), free(l->bias), free(l->out), free(l->r);
+}
+
+// samples: how many elements of each gradient to check (0: all).
+static void check_linear_gradients(int N, int IC, int OC, long samples) {
+    Rng rng;
+    rng_seed(&rng, 5 + (uint64_t)N);
+    LinearCase l = linear_case(&rng, N, IC, OC);
+    float *d_inp = gradient_buffer((long)N * IC), *d_weight = gradient_buffer((long)OC * IC);
+    float *d_bias = gradient_buffer(OC);
+    linear_backward(d_inp, d_weight, d_bias, l.r, l.inp, l.weight, N, IC, OC);
+    check_gradient("d_inp", l.inp, d_inp, (long)N * IC, samples, linear_loss, &l, &rng);
+    check_gradient("d_weight", l.weight, d_weight, (long)OC * IC, samples, linear_loss, &l, &rng);
+    check_gradient("d_bias", l.bias, d_bias, OC, samples, linear_loss, &l, &rng);
+    free_linear_case(&l);
+    free(d_inp), free(d_weight), free(d_bias);
+}
+
+static void test_linear_gradients_small(void) { check_linear_gradients(5, 7, 9, 0); }
+
+// Large enough for full register tiles in all three products.
+static void test_linear_gradients_tiled(void) { check_linear_gradients(37, 64, 72, 150); }
+
+static void test_linear_backward_accumulates(void) {
+    Rng rng;
+    rng_seed(&rng, 6);
+    const int sizes[][3] = {{5, 7, 9}, {37, 64, 72}};
+    for (int s = 0; s < 2; s++) {
+        int N = sizes[s][0], IC = sizes[s][1], OC = sizes[s][2];
+        LinearCase l = linear_case(&rng, N, IC, OC);
+        long n_inp = (long)N * IC, n_weight = (long)OC * IC;
+        float *once[3] = {zeros(n_inp), zeros(n_weight), zeros(OC)};
+        float *twice[3] = {zeros(n_inp), zeros(n_weight), zeros(OC)};
+        // Starting from an arbitrary gradient G0, one backward gives G0 + g.
+        float *start[3] = {random_normal(&rng, n_inp, 1, 0), random_normal(&rng, n_weight, 1, 0),
+                           random_normal(&rng, OC, 1, 0)};
+        float *onto[3] = {xmalloc(n_inp * sizeof(float)), xmalloc(n_weight * sizeof(float)),
+                          xmalloc(OC * sizeof(float))};
+        long lengths[3] = {n_inp, n_weight, OC};
+        for (int t = 0; t < 3; t++) memcpy(onto[t], start[t], lengths[t] * sizeof(float));
+        linear_backward(once[0], once[1], once[2], l.r, l.inp, l.weight, N, IC, OC);
+        for (int rep = 0; rep < 2; rep++)
+            linear_backward(twice[0], twice[1], twice[2], l.r, l.inp, l.weight, N, IC, OC);
+        linear_backward(onto[0], onto[1], onto[2], l.r, l.inp, l.weight, N, IC, OC);
+        // Skipping d_inp and d_bias leaves d_weight the same.
+        float *weight_only = zeros(n_weight);
+        linear_backward(NULL, weight_only, NULL, l.r, l.inp, l.weight, N, IC, OC);
+        // The sums may round differently when started from G0 instead of 0:
+        // a few float ulps of the magnitudes involved.
+        for (int t = 0; t < 3; t++)
+            for (long i = 0; i < lengths[t]; i++) {
+                double g = once[t][i];
+                CHECK_NEAR(twice[t][i], 2 * g, 1e-5 * (1 + fabs(g)));
+                CHECK_NEAR(onto[t][i], start[t][i] + g, 1e-5 * (1 + fabs(g) + fabs(start[t][i])));
+            }
+        for (long i = 0; i < n_weight; i++) CHECK_NEAR(weight_only[i], once[1][i], 0);
+        for (int t = 0; t < 3; t++) free(once[t]), free(twice[t]), free(start[t]), free(onto[t]);
+        free(weight_only);
+        free_linear_case(&l);
+    }
+}
+
+// ---- GELU
+
+typedef struct {
+    long n;
+    float *inp, *out, *r;
+} GeluCase;
+
+static double gelu_loss(void *ctx) {
+    GeluCase *g = ctx;
+    gelu_forward(g->out, g->inp, g->n);
+    return weighted_sum(g->out, g->r, g->n);
+}
+
+static void test_gelu(void) {
+    Rng rng;
+    rng_seed(&rng, 7);
+    enum { n = 61 };
+    GeluCase g = {n, zeros(n), zeros(n), random_normal(&rng, n, 1, 0)};
+    for (int i = 0; i < n; i++) g.inp[i] = -6.0f + 0.2f * i; // -6 .. 6, through the bend at 0
+    gelu_loss(&g);
+    for (int i = 0; i < n; i++) {
+        double x = g.inp[i];
+        double expected = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        CHECK_NEAR(g.out[i], expected, 1e-6 * (1 + fabs(x)));
+    }
+    float *d_inp = gradient_buffer(n);
+    gelu_backward(d_inp, g.inp, g.r, n);
+    check_gradient("d_inp", g.inp, d_inp, n, 0, gelu_loss, &g, &rng);
+    free(g.inp), free(g.out), free(g.r), free(d_inp);
+}
+
+static void test_residual(void) {
+    float a[5] = {1, -2, 3.5f, 0, 1e-3f}, b[5] = {0.5f, 2, -1, 7, 1};
+    float out[5];
+    residual_forward(out, a, b, 5);
+    for (int i = 0; i < 5; i++) CHECK(out[i] == a[i] + b[i]);
+}
+
+// ---- softmax + cross-entropy
+
+typedef struct {
+    int N, V;
+    const int *targets;
+    float *logits, *probs, *losses;
+} CrossEntropyCase;
+
+// The mean loss, recomputed in double from the per-row losses.
+static double crossentropy_loss(void *ctx) {
+    CrossEntropyCase *x = ctx;
+    crossentropy_forward(x->probs, x->losses, x->logits, x->targets, x->N, x->V);
+    double sum = 0;
+    for (int n = 0; n < x->N; n++) sum += x->losses[n];
+    return sum / x->N;
+}
+
+static void test_crossentropy(void) {
+    Rng rng;
+    rng_seed(&rng, 8);
+    enum { N = 4, V = 6 };
+    const int targets[N] = {0, 5, 2, 2};
+    CrossEntropyCase x = {.N = N, .V = V, .targets = targets};
+    x.logits = random_normal(&rng, N * V, 2, 0);
+    x.probs = zeros(N * V);
+    x.losses = zeros(N);
+    float mean = crossentropy_forward(x.probs, x.losses, x.logits, targets, N, V);
+    double mean_check = 0;
+    for (int n = 0; n < N; n++) {
+        double z_max = -INFINITY, sum = 0, row_sum = 0;
+        for (int i = 0; i < V; i++) z_max = fmax(z_max, x.logits[n * V + i]);
+        for (int i = 0; i < V; i++) sum += exp(x.logits[n * V + i] - z_max);
+        for (int i = 0; i < V; i++) {
+            CHECK_NEAR(x.probs[n * V + i], exp(x.logits[n * V + i] - z_max) / sum, 1e-6);
+            row_sum += x.probs[n * V + i];
+        }
+        CHECK_NEAR(row_sum, 1.0, 1e-6);
+        double loss = log(sum) - (x.logits[n * V + targets[n]] - z_max);
+        CHECK_NEAR(x.losses[n], loss, 1e-5);
+        mean_check += loss / N;
+    }
+    CHECK_NEAR(mean, mean_check, 1e-5);
+    // d(mean loss)/d logits = (probs - onehot) / N
+    float *d_logits = gradient_buffer(N * V);
+    crossentropy_backward(d_logits, x.probs, targets, N, V, 1.0f / N);
+    check_gradient("d_logits", x.logits, d_logits, N * V, 0, crossentropy_loss, &x, &rng);
+    free(x.logits), free(x.probs), free(x.losses), free(d_logits);
+}
+
+static void test_crossentropy_large_logits(void) {
+    // exp(1000) overflows a float: the softmax must subtract the row max.
+    const float logits[2 * 3] = {1000, 999, 0, -1000, -1000, -999};
+    const int targets[2] = {1, 2};
+    float probs[6], losses[2];
+    crossentropy_forward(probs, losses, logits, targets, 2, 3);
+    double e = exp(1.0);
+    CHECK_NEAR(probs[0], e / (e + 1), 1e-6);
+    CHECK_NEAR(probs[1], 1 / (e + 1), 1e-6);
+    CHECK_MSG(probs[2] >= 0.0f && probs[2] < 1e-30f, "probs[2] = %g, exp(-1000) ~ 0", probs[2]);
+    CHECK_NEAR(losses[0], log(1 + e), 1e-4); // -log(1/(e+1))
+    CHECK_NEAR(losses[1], log(1 + 2 / e), 1e-4);
+}
+
+void suite_ops(void) {
+    run_test("embedding gradients, repeated tokens", test_embedding_gradients);
+    run_test("layernorm forward and gradients", test_layernorm_gradients);
+    run_test("matmul matches double", test_matmul_matches_double);
+    run_test("linear_forward matches double", test_linear_forward_matches_double);
+    run_test("linear gradients 5x7x9", test_linear_gradients_small);
+    run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
+    run_test("linear_backward accumulates", test_linear_backward_accumulates);
+    run_test("gelu forward and gradient", test_gelu);
+    run_test("residual adds", test_residual);
+    run_test("softmax + cross-entropy gradient", test_crossentropy);
+    run_test("softmax with large logits", test_crossentropy_large_logits);
+}
