@@ -25,7 +25,10 @@ LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-PROGRAMS = bin/train bin/sample
+ATTN_LIB_SRC = attn/heatmap.c attn/font.c
+ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
+
+PROGRAMS = bin/train bin/sample bin/attn
 
 all: $(PROGRAMS)
 
@@ -41,9 +44,22 @@ bin/sample: $(BUILD)/sample/sample.o $(BUILD)/sample/sampler.o $(BUILD)/train/op
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/sample/sampler.o $(LIB_OBJ)
+bin/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(BUILD)/train/options.o $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/sample/sampler.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The benchmark has per-op timers compiled in (-DPROFILE_OPS), so it is
+# built from source on its own rather than from the normal objects.
+bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c sample/sampler.c $(wildcard model/*.h)
+	@mkdir -p bin
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c sample/sampler.c -o $@ $(LDLIBS)
+
+bench: bin/bench
+	./bin/bench
 
 test: bin/tests $(PROGRAMS)
 	OMP_NUM_THREADS=2 ./bin/tests
@@ -51,6 +67,6 @@ test: bin/tests $(PROGRAMS)
 clean:
 	rm -rf $(BUILD) bin
 
-.PHONY: all test clean
+.PHONY: all test clean bench
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

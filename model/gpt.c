@@ -8,17 +8,25 @@
 #include "attention.h"
 #include "matmul.h"
 #include "ops.h"
+#include "profile.h"
 #include "util.h"
+
+#ifdef PROFILE_OPS
+double op_seconds[NUM_PROFILED_OPS];
+const char *const op_names[NUM_PROFILED_OPS] = {
+    "matmul forward",      "matmul backward", "attention forward",        "attention backward",
+    "layernorm (fwd+bwd)", "gelu (fwd+bwd)",  "softmax + loss (fwd+bwd)", "embedding + residual"};
+#endif
 
 // ---- parameters
 
 void param_sizes(const GPTConfig *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
     size_t V = cfg->vocab_size, T = cfg->context, L = cfg->layers, C = cfg->dim;
     size_t i = 0;
-    sizes[i++] = V * C;         // wte
-    sizes[i++] = T * C;         // wpe
-    sizes[i++] = L * C;         // ln1_w
-    sizes[i++] = L * C;         // ln1_b
+    sizes[i++] = V * C;           // wte
+    sizes[i++] = T * C;           // wpe
+    sizes[i++] = L * C;           // ln1_w
+    sizes[i++] = L * C;           // ln1_b
     for (int m = 0; m < 4; m++) { // w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o
         sizes[i++] = L * C * C;
         sizes[i++] = L * C;
@@ -37,10 +45,10 @@ void param_views(ParameterTensors *views, float *memory, const GPTConfig *cfg) {
     size_t sizes[NUM_PARAM_TENSORS];
     param_sizes(cfg, sizes);
     float **ptrs[NUM_PARAM_TENSORS] = {
-        &views->wte,   &views->wpe,   &views->ln1_w, &views->ln1_b,  &views->w_q,
-        &views->b_q,   &views->w_k,   &views->b_k,   &views->w_v,    &views->b_v,
-        &views->w_o,   &views->b_o,   &views->ln2_w, &views->ln2_b,  &views->fc_w,
-        &views->fc_b,  &views->proj_w, &views->proj_b, &views->lnf_w, &views->lnf_b};
+        &views->wte,  &views->wpe,    &views->ln1_w,  &views->ln1_b, &views->w_q,
+        &views->b_q,  &views->w_k,    &views->b_k,    &views->w_v,   &views->b_v,
+        &views->w_o,  &views->b_o,    &views->ln2_w,  &views->ln2_b, &views->fc_w,
+        &views->fc_b, &views->proj_w, &views->proj_b, &views->lnf_w, &views->lnf_b};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         *ptrs[i] = memory;
         memory += sizes[i];
@@ -56,8 +64,10 @@ int gpt_config_valid(const GPTConfig *cfg, char *err, size_t err_len) {
     struct {
         const char *name;
         int value, max;
-    } fields[] = {{"vocab_size", cfg->vocab_size, 65535}, {"context", cfg->context, 1 << 16},
-                  {"layers", cfg->layers, 1024},          {"heads", cfg->heads, 4096},
+    } fields[] = {{"vocab_size", cfg->vocab_size, 65535},
+                  {"context", cfg->context, 1 << 16},
+                  {"layers", cfg->layers, 1024},
+                  {"heads", cfg->heads, 4096},
                   {"dim", cfg->dim, 1 << 16}};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (fields[i].value < 1 || fields[i].value > fields[i].max) {
@@ -77,7 +87,8 @@ void gpt_build(GPT *model, const GPTConfig *cfg) {
     memset(model, 0, sizeof *model);
     model->config = *cfg;
     param_sizes(cfg, model->param_sizes);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) model->num_params += model->param_sizes[i];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        model->num_params += model->param_sizes[i];
     model->params_memory = xcalloc(model->num_params, sizeof(float));
     param_views(&model->params, model->params_memory, cfg);
     model->mean_loss = -1.0f;
@@ -100,10 +111,12 @@ void gpt_init_params(GPT *model, unsigned long long seed) {
         int is_layernorm_weight = (t == p->ln1_w || t == p->ln2_w || t == p->lnf_w);
         if (param_is_decayed(i)) {
             float s = (t == p->w_o || t == p->proj_w) ? residual_std : std;
-            for (size_t j = 0; j < n; j++) t[j] = s * rng_normal(&rng);
+            for (size_t j = 0; j < n; j++)
+                t[j] = s * rng_normal(&rng);
         } else {
             float value = is_layernorm_weight ? 1.0f : 0.0f;
-            for (size_t j = 0; j < n; j++) t[j] = value;
+            for (size_t j = 0; j < n; j++)
+                t[j] = value;
         }
     }
 }
@@ -114,25 +127,31 @@ static size_t activation_sizes(const GPTConfig *cfg, int B, int T, size_t *sizes
     size_t L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     size_t BT = (size_t)B * T;
     size_t list[] = {
-        BT * C,           // encoded
-        L * BT * C,       // ln1
-        L * BT, L * BT,   // ln1_mean, ln1_rstd
-        L * BT * C, L * BT * C, L * BT * C, // q, k, v
+        BT * C,     // encoded
+        L * BT * C, // ln1
+        L * BT,
+        L * BT, // ln1_mean, ln1_rstd
+        L * BT * C,
+        L * BT * C,
+        L * BT * C,         // q, k, v
         L * B * NH * T * T, // att_probs
-        L * BT * C,       // att_out
-        L * BT * C,       // residual2
-        L * BT * C,       // ln2
-        L * BT, L * BT,   // ln2_mean, ln2_rstd
-        L * BT * 4 * C,   // fc
-        L * BT * C,       // residual3
-        BT * C,           // lnf
-        BT, BT,           // lnf_mean, lnf_rstd
-        BT * V,           // probs
-        BT,               // losses
+        L * BT * C,         // att_out
+        L * BT * C,         // residual2
+        L * BT * C,         // ln2
+        L * BT,
+        L * BT,         // ln2_mean, ln2_rstd
+        L * BT * 4 * C, // fc
+        L * BT * C,     // residual3
+        BT * C,         // lnf
+        BT,
+        BT,     // lnf_mean, lnf_rstd
+        BT * V, // probs
+        BT,     // losses
     };
     size_t total = 0, n = sizeof list / sizeof list[0];
     for (size_t i = 0; i < n; i++) {
-        if (sizes) sizes[i] = list[i];
+        if (sizes)
+            sizes[i] = list[i];
         total += list[i];
     }
     return total;
@@ -142,10 +161,10 @@ static void activation_views(GPT *model, int B, int T) {
     size_t sizes[32];
     activation_sizes(&model->config, B, T, sizes);
     Activations *a = &model->acts;
-    float **ptrs[] = {&a->encoded,  &a->ln1,       &a->ln1_mean, &a->ln1_rstd, &a->q,
-                      &a->k,        &a->v,         &a->att_probs, &a->att_out, &a->residual2,
-                      &a->ln2,      &a->ln2_mean,  &a->ln2_rstd, &a->fc,       &a->residual3,
-                      &a->lnf,      &a->lnf_mean,  &a->lnf_rstd, &a->probs,    &a->losses};
+    float **ptrs[] = {&a->encoded, &a->ln1,      &a->ln1_mean,  &a->ln1_rstd, &a->q,
+                      &a->k,       &a->v,        &a->att_probs, &a->att_out,  &a->residual2,
+                      &a->ln2,     &a->ln2_mean, &a->ln2_rstd,  &a->fc,       &a->residual3,
+                      &a->lnf,     &a->lnf_mean, &a->lnf_rstd,  &a->probs,    &a->losses};
     float *memory = model->acts_memory;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
         *ptrs[i] = memory;
@@ -165,16 +184,15 @@ void gpt_alloc_activations(GPT *model, int B, int T) {
     model->acts_memory = xcalloc(activation_sizes(cfg, B, T, NULL), sizeof(float));
     activation_views(model, B, T);
 
-    size_t scratch_sizes[] = {BT * 4 * C, BT * V, BT * C, BT * C, BT * C, BT * C,
+    size_t scratch_sizes[] = {BT * 4 * C, BT * V, BT * C,     BT * C,     BT * C, BT * C,
                               BT * C,     BT * C, BT * 4 * C, BT * 4 * C, BT * V};
     size_t total = 0;
     for (size_t i = 0; i < sizeof scratch_sizes / sizeof scratch_sizes[0]; i++)
         total += scratch_sizes[i];
     model->scratch_memory = xcalloc(total, sizeof(float));
     Scratch *s = &model->scratch;
-    float **ptrs[] = {&s->fc_gelu, &s->logits, &s->proj_out, &s->d_residual, &s->d_ln,
-                      &s->d_q,     &s->d_k,    &s->d_v,      &s->d_fc,       &s->d_fc_gelu,
-                      &s->d_logits};
+    float **ptrs[] = {&s->fc_gelu, &s->logits, &s->proj_out, &s->d_residual, &s->d_ln,    &s->d_q,
+                      &s->d_k,     &s->d_v,    &s->d_fc,     &s->d_fc_gelu,  &s->d_logits};
     // d_att_out shares proj_out's memory: they are never live at once.
     float *memory = model->scratch_memory;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
@@ -189,7 +207,8 @@ void gpt_alloc_activations(GPT *model, int B, int T) {
     // The widest product's transpose: d_out^T of the logits or of fc.
     size_t widest = V > 4 * C ? V : 4 * C;
     size_t pack = BT * widest > 4 * C * C ? BT * widest : 4 * C * C;
-    if (V * C > pack) pack = V * C;
+    if (V * C > pack)
+        pack = V * C;
     matmul_reserve((long)pack);
 }
 
@@ -210,7 +229,8 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
-    if (model->cur_B != B || model->cur_T != T) activation_views(model, B, T);
+    if (model->cur_B != B || model->cur_T != T)
+        activation_views(model, B, T);
     model->cur_B = B;
     model->cur_T = T;
     ParameterTensors *p = &model->params;
@@ -219,7 +239,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     int BT = B * T;
     long btc = (long)BT * C;
 
-    embedding_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C);
+    TIMED(OP_EMBED_RESIDUAL, embedding_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C));
     const float *x = a->encoded; // (B,T,C) the residual stream
     for (int l = 0; l < L; l++) {
         long cc = (long)C * C;
@@ -231,43 +251,50 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
         float *att_probs = a->att_probs + (long)l * B * NH * T * T;
 
         // x += Attn(LN1(x))
-        layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
-                          p->ln1_w + l * C, p->ln1_b + l * C, BT, C);
-        linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C);
-        linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C);
-        linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C);
-        attention_forward(att_out, att_probs, q, k, v, B, T, T, C, NH, 1);
-        linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C);
-        residual_forward(residual2, x, s->proj_out, btc);
+        TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
+                                              p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+        TIMED(OP_MATMUL_FWD, linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C));
+        TIMED(OP_MATMUL_FWD, linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C));
+        TIMED(OP_MATMUL_FWD, linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C));
+        TIMED(OP_ATTN_FWD, attention_forward(att_out, att_probs, q, k, v, B, T, T, C, NH, 1));
+        TIMED(OP_MATMUL_FWD,
+              linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C));
+        TIMED(OP_EMBED_RESIDUAL, residual_forward(residual2, x, s->proj_out, btc));
         // x += MLP(LN2(x))
-        layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2,
-                          p->ln2_w + l * C, p->ln2_b + l * C, BT, C);
-        linear_forward(fc, ln2, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, BT, C, 4 * C);
-        gelu_forward(s->fc_gelu, fc, 4 * btc);
-        linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc, p->proj_b + l * C, BT,
-                       4 * C, C);
-        residual_forward(residual3, residual2, s->proj_out, btc);
+        TIMED(OP_LAYERNORM,
+              layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2,
+                                p->ln2_w + l * C, p->ln2_b + l * C, BT, C));
+        TIMED(OP_MATMUL_FWD,
+              linear_forward(fc, ln2, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, BT, C, 4 * C));
+        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
+        TIMED(OP_MATMUL_FWD, linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc,
+                                            p->proj_b + l * C, BT, 4 * C, C));
+        TIMED(OP_EMBED_RESIDUAL, residual_forward(residual3, residual2, s->proj_out, btc));
         x = residual3;
     }
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnf_w, p->lnf_b, BT, C);
+    TIMED(OP_LAYERNORM,
+          layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnf_w, p->lnf_b, BT, C));
     // logits (B,T,V) = lnf . wte^T (tied)
-    linear_forward(s->logits, a->lnf, p->wte, NULL, BT, C, V);
+    TIMED(OP_MATMUL_FWD, linear_forward(s->logits, a->lnf, p->wte, NULL, BT, C, V));
     if (targets) {
         memcpy(model->targets, targets, (size_t)BT * sizeof(int));
-        model->mean_loss = crossentropy_forward(a->probs, a->losses, s->logits, targets, BT, V);
+        TIMED(OP_SOFTMAX_LOSS, model->mean_loss = crossentropy_forward(a->probs, a->losses,
+                                                                       s->logits, targets, BT, V));
     } else {
-        crossentropy_forward(a->probs, NULL, s->logits, NULL, BT, V);
+        TIMED(OP_SOFTMAX_LOSS, crossentropy_forward(a->probs, NULL, s->logits, NULL, BT, V));
         model->mean_loss = -1.0f;
     }
     return model->mean_loss;
 }
 
 void gpt_zero_grad(GPT *model) {
-    if (model->grads_memory) memset(model->grads_memory, 0, model->num_params * sizeof(float));
+    if (model->grads_memory)
+        memset(model->grads_memory, 0, model->num_params * sizeof(float));
 }
 
 void gpt_backward(GPT *model, const int *tokens) {
-    if (model->mean_loss < 0) die("gpt_backward: the last forward had no targets");
+    if (model->mean_loss < 0)
+        die("gpt_backward: the last forward had no targets");
     const GPTConfig *cfg = &model->config;
     int L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     int B = model->cur_B, T = model->cur_T, BT = B * T;
@@ -279,13 +306,15 @@ void gpt_backward(GPT *model, const int *tokens) {
 
     // loss = mean over B*T of the cross-entropies
     memset(s->d_logits, 0, (size_t)BT * V * sizeof(float));
-    crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT);
+    TIMED(OP_SOFTMAX_LOSS,
+          crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT));
     memset(s->d_ln, 0, btc_bytes);
-    linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V);
+    TIMED(OP_MATMUL_BWD,
+          linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V));
     const float *x_last = L > 0 ? a->residual3 + (L - 1) * btc : a->encoded;
     memset(s->d_residual, 0, btc_bytes);
-    layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last, p->lnf_w,
-                       a->lnf_mean, a->lnf_rstd, BT, C);
+    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last,
+                                           p->lnf_w, a->lnf_mean, a->lnf_rstd, BT, C));
 
     for (int l = L - 1; l >= 0; l--) {
         long cc = (long)C * C;
@@ -297,42 +326,43 @@ void gpt_backward(GPT *model, const int *tokens) {
         float *att_probs = a->att_probs + (long)l * B * NH * T * T;
 
         // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
-        gelu_forward(s->fc_gelu, fc, 4 * btc); // recomputed rather than stored
+        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc)); // recomputed rather than stored
         memset(s->d_fc_gelu, 0, 4 * btc_bytes);
-        linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C, s->d_residual,
-                        s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C);
+        TIMED(OP_MATMUL_BWD,
+              linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
+                              s->d_residual, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
         memset(s->d_fc, 0, 4 * btc_bytes);
-        gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc);
+        TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
         memset(s->d_ln, 0, btc_bytes);
-        linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C, s->d_fc, ln2,
-                        p->fc_w + 4 * l * cc, BT, C, 4 * C);
+        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C,
+                                             s->d_fc, ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C));
         // the residual path passes d_residual through; LN2's path adds to it
-        layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C, s->d_ln,
-                           residual2, p->ln2_w + l * C, a->ln2_mean + l * BT,
-                           a->ln2_rstd + l * BT, BT, C);
+        TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C,
+                                               s->d_ln, residual2, p->ln2_w + l * C,
+                                               a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C));
 
         // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
         memset(s->d_att_out, 0, btc_bytes);
-        linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C, s->d_residual, att_out,
-                        p->w_o + l * cc, BT, C, C);
+        TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
+                                             s->d_residual, att_out, p->w_o + l * cc, BT, C, C));
         memset(s->d_q, 0, btc_bytes);
         memset(s->d_k, 0, btc_bytes);
         memset(s->d_v, 0, btc_bytes);
-        attention_backward(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v, B, T, T,
-                           C, NH, 1);
+        TIMED(OP_ATTN_BWD, attention_backward(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k,
+                                              v, B, T, T, C, NH, 1));
         memset(s->d_ln, 0, btc_bytes);
-        linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1, p->w_q + l * cc,
-                        BT, C, C);
-        linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1, p->w_k + l * cc,
-                        BT, C, C);
-        linear_backward(s->d_ln, g->w_v + l * cc, g->b_v + l * C, s->d_v, ln1, p->w_v + l * cc,
-                        BT, C, C);
-        layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C, s->d_ln, x_in,
-                           p->ln1_w + l * C, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT,
-                           C);
+        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1,
+                                             p->w_q + l * cc, BT, C, C));
+        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1,
+                                             p->w_k + l * cc, BT, C, C));
+        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_v + l * cc, g->b_v + l * C, s->d_v, ln1,
+                                             p->w_v + l * cc, BT, C, C));
+        TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C,
+                                               s->d_ln, x_in, p->ln1_w + l * C,
+                                               a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));
         // d_residual now holds dL/d(x_in)
     }
-    embedding_backward(g->wte, g->wpe, s->d_residual, tokens, B, T, C);
+    TIMED(OP_EMBED_RESIDUAL, embedding_backward(g->wte, g->wpe, s->d_residual, tokens, B, T, C));
 }
 
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {

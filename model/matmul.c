@@ -8,6 +8,7 @@
 //            d_W    += d_out^T . inp   (pack d_out^T, (OC,N))
 #include "matmul.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,28 +87,46 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
         for (int j = 0; j < cols; j++) c[r * ldc + j] = acc[r][j];
 }
 
+// Depth of one pass over K: a KC x COLS panel of B (32 KB with AVX-512)
+// stays in L1 while every row block of a thread's share uses it.
+#define KC 128
+
 // C (M,N) (+)= A (M,K) . B (K,N) with A strided as above.
 static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int m, int k,
                  int n, int accumulate) {
     int row_blocks = (m + ROWS - 1) / ROWS;
-    // Each thread owns whole rows of C: no sharing, and the sum order of
-    // every element is fixed, so results do not depend on the thread count.
-#pragma omp parallel for schedule(static) if ((long)m * k * n > 32768)
-    for (int rb = 0; rb < row_blocks; rb++) {
-        int i = rb * ROWS;
-        int rows = m - i < ROWS ? m - i : ROWS;
-        const float *a_rows = a + (long)i * a_row;
-        for (int j = 0; j < n; j += COLS) {
-            int cols = n - j < COLS ? n - j : COLS;
-            float *c_tile = c + (long)i * n + j;
-            if (rows == ROWS && cols == COLS)
-                tile_full(c_tile, a_rows, a_row, a_col, b + j, k, n, n, accumulate);
-            else if (cols == COLS)
-                for (int r = 0; r < rows; r++)
-                    tile_row(c_tile + (long)r * n, a_rows + r * a_row, a_col, b + j, k, n,
-                             accumulate);
-            else
-                tile_edge(c_tile, a_rows, a_row, a_col, b + j, k, n, n, rows, cols, accumulate);
+    // Each thread owns a contiguous range of row blocks of C: no sharing,
+    // and every element sums its products in the same order (k ascending,
+    // in KC chunks) whichever thread computes it, so results do not depend
+    // on the thread count.
+#pragma omp parallel if ((long)m * k * n > 32768)
+    {
+        int threads = omp_get_num_threads(), me = omp_get_thread_num();
+        int rb_begin = (int)((long)row_blocks * me / threads);
+        int rb_end = (int)((long)row_blocks * (me + 1) / threads);
+        for (int k0 = 0; k0 < k; k0 += KC) {
+            int kc = k - k0 < KC ? k - k0 : KC;
+            int acc = accumulate || k0 > 0; // later passes add to the earlier ones
+            const float *a_k = a + (long)k0 * a_col;
+            const float *b_k = b + (long)k0 * n;
+            for (int j = 0; j < n; j += COLS) {
+                int cols = n - j < COLS ? n - j : COLS;
+                for (int rb = rb_begin; rb < rb_end; rb++) {
+                    int i = rb * ROWS;
+                    int rows = m - i < ROWS ? m - i : ROWS;
+                    const float *a_rows = a_k + (long)i * a_row;
+                    float *c_tile = c + (long)i * n + j;
+                    if (rows == ROWS && cols == COLS)
+                        tile_full(c_tile, a_rows, a_row, a_col, b_k + j, kc, n, n, acc);
+                    else if (cols == COLS)
+                        for (int r = 0; r < rows; r++)
+                            tile_row(c_tile + (long)r * n, a_rows + r * a_row, a_col, b_k + j, kc,
+                                     n, acc);
+                    else
+                        tile_edge(c_tile, a_rows, a_row, a_col, b_k + j, kc, n, n, rows, cols,
+                                  acc);
+                }
+            }
         }
     }
 }
