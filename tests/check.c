@@ -82,6 +82,7 @@ SUITE(suite_model);
 SUITE(suite_checkpoint);
 SUITE(suite_train);
 SUITE(suite_sample);
+SUITE(suite_heatmap);
 
 int main(int argc, char **argv) {
     // An optional argument runs only the suites whose name contains it.
@@ -92,7 +93,7 @@ int main(int argc, char **argv) {
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
-                  {"sample", suite_sample}};
+                  {"sample", suite_sample}, {"heatmap", suite_heatmap}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
         printf("# %s\n", suites[i].name);

@@ -70,7 +70,7 @@ static void option_table(TrainOptions *o, Option t[NUM_OPTIONS]) {
         {"--val-fraction", OPT_FLOAT, &o->val_fraction, "last fraction of the corpus held out",
          0.0001, 0.9999, 0},
         {"--seed", OPT_U64, &o->seed, "random seed (init and batches)", 0, -1, 0},
-        {"--threads", OPT_INT, &o->threads, "OpenMP threads (default: all cores)", 1, 1024, 0},
+        {"--threads", OPT_INT, &o->threads, "OpenMP threads (defaults to the number of cores)", 1, 1024, 0},
         {"--eval-every", OPT_INT, &o->eval_every, "evaluate and checkpoint every N iterations",
          1, 1e9, 0},
         {"--eval-batches", OPT_INT, &o->eval_batches, "batches per evaluation and split", 1,
