@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../attn/heatmap.h"
 #include "../data/dataset.h"
 #include "../model/checkpoint.h"
 #include "../model/gpt.h"
@@ -31,7 +32,8 @@ typedef struct {
     const char *data, *out;
     unsigned long long seed;
     int threads, eval_every, eval_batches, log_every;
-    int stop_at, sample_chars;
+    int stop_at, sample_chars, heatmaps_every;
+    const char *probe;
     int resume, force;
 } TrainOptions;
 
@@ -45,7 +47,7 @@ static TrainOptions default_options(void) {
                           .eval_batches = 50, .log_every = 10, .sample_chars = 200};
 }
 
-#define NUM_OPTIONS 25
+#define NUM_OPTIONS 27
 // Options whose change would make a resumed run a different model.
 static const char *const shape_options[] = {"--layers", "--heads", "--dim", "--context"};
 
@@ -79,6 +81,12 @@ static void option_table(TrainOptions *o, Option t[NUM_OPTIONS]) {
          1, 1e9, 0},
         {"--sample-chars", OPT_INT, &o->sample_chars,
          "characters of sample text printed after each evaluation (0: none)", 0, 100000, 0},
+        {"--heatmaps-every", OPT_INT, &o->heatmaps_every,
+         "write attention heatmaps of --probe to DIR/attn/step_N every N iterations (0: never)",
+         0, 1e9, 0},
+        {"--probe", OPT_STRING, &o->probe,
+         "text for the heatmaps (default: the first context characters of the validation split)",
+         0, -1, 0},
         {"--stop-at", OPT_INT, &o->stop_at,
          "save and stop at this step, to continue later with --resume (0: never)", 0, 1e9, 0},
         {"--resume", OPT_FLAG, &o->resume, "continue the run saved in --out", 0, -1, 0},
@@ -185,6 +193,57 @@ static void print_sample(KVCache *cache, Sampler *sampler, const Vocab *vocab, i
         if (i + 1 < chars) logits = kv_cache_step(cache, next);
     }
     printf("\n---\n");
+}
+
+// ---- attention heatmaps of a fixed probe text during training
+
+typedef struct {
+    int *ids;         // (len) the probe's token ids
+    uint32_t *chars;  // (len) its code points
+    int len;
+} Probe;
+
+// The probe: --probe's last `context` characters, or the first `context`
+// characters of the validation split.
+static void make_probe(Probe *probe, const char *text, const Corpus *corpus, int context) {
+    probe->ids = xcalloc(context, sizeof(int));
+    probe->chars = xcalloc(context, sizeof(uint32_t));
+    if (!text) {
+        Split val = corpus_val(corpus);
+        probe->len = (int)(val.len < (size_t)context ? val.len : (size_t)context);
+        for (int i = 0; i < probe->len; i++) probe->ids[i] = val.tokens[i];
+    } else {
+        size_t len = strlen(text), pos = 0, count = 0, unknown = 0;
+        uint32_t cp, first_unknown = 0;
+        while (pos < len) {
+            size_t start = pos;
+            if (!utf8_decode((const unsigned char *)text, len, &pos, &cp))
+                usage_error("--probe: invalid UTF-8");
+            (void)start;
+            if (vocab_id(&corpus->vocab, cp) < 0 && unknown++ == 0) first_unknown = cp;
+            count++;
+        }
+        if (unknown)
+            die("--probe: %zu character%s not in the corpus's vocabulary (first: U+%04X)",
+                unknown, unknown == 1 ? " is" : "s are", first_unknown);
+        size_t skip = count > (size_t)context ? count - context : 0;
+        pos = 0;
+        for (size_t i = 0; pos < len; i++) {
+            utf8_decode((const unsigned char *)text, len, &pos, &cp);
+            if (i >= skip) probe->ids[probe->len++] = vocab_id(&corpus->vocab, cp);
+        }
+        if (skip) fprintf(stderr, "note: --probe is longer than the context; using its last %d characters\n", context);
+    }
+    for (int i = 0; i < probe->len; i++) probe->chars[i] = corpus->vocab.code_points[probe->ids[i]];
+}
+
+static void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) {
+    char dir[4200], err[1024];
+    snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
+    gpt_forward(model, probe->ids, NULL, 1, probe->len);
+    HeatmapOptions opts = heatmap_default_options();
+    if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
+        fprintf(stderr, "warning: heatmaps not written: %s\n", err);
 }
 
 // ---- checkpoint: model, then optimizer state
@@ -358,6 +417,14 @@ int main(int argc, char **argv) {
     if (o.resume) printf("resuming %s at step %ld of %d\n", o.out, opt.step, o.iters);
     fflush(stdout);
 
+    Probe probe = {0};
+    if (o.heatmaps_every > 0) {
+        make_probe(&probe, o.probe, &corpus, T);
+        char err_size[512];
+        if (!heatmaps_check_size(cfg.layers, cfg.heads, probe.len, HEATMAP_DEFAULT_CELL, err_size,
+                                 sizeof err_size))
+            die("--heatmaps-every: %s", err_size);
+    }
     KVCache sample_cache;
     kv_cache_init(&sample_cache, &model);
     Sampler sampler;
@@ -423,6 +490,8 @@ int main(int argc, char **argv) {
                    B * T * window_steps / window_seconds, eta);
             fflush(stdout);
         }
+        if (o.heatmaps_every > 0 && step % o.heatmaps_every == 0)
+            write_heatmaps(&model, &probe, o.out, step);
         int is_eval = step % o.eval_every == 0 || step == o.iters;
         if (step % o.log_every == 0 || is_eval) {
             ms_per_iter = (float)(1e3 * window_seconds / window_steps);
@@ -470,6 +539,8 @@ int main(int argc, char **argv) {
            steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0, last_val);
     free(options_json);
     kv_cache_free(&sample_cache);
+    free(probe.ids);
+    free(probe.chars);
     sampler_free(&sampler);
     free(batch.inputs);
     free(batch.targets);
