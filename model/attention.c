@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "fastmath.h"
+#include "matmul.h"
 #include "util.h"
 
 // Per-thread scratch for a transposed (hs, Tk) block of keys or values.
@@ -36,6 +37,20 @@ static inline int last_visible_key(int i, int Tq, int Tk, int causal) {
     return causal ? i + (Tk - Tq) : Tk - 1;
 }
 
+// Query rows are handled in blocks of QB: with the causal mask, block
+// [i0, i0+QB) needs only the keys up to its last row's last visible key,
+// so the products skip the masked upper blocks.
+#define QB 64
+
+// Keys visible to any query in [i0, i0 + rows): 0 .. limit-1.
+static inline int keys_for_block(int i0, int rows, int Tq, int Tk, int causal) {
+    return causal ? last_visible_key(i0 + rows - 1, Tq, Tk, causal) + 1 : Tk;
+}
+
+// The products are small matrix multiplications (matmul_strided), one
+// (batch row, head) per thread:
+//   scores = q_h . k_h^T      (Tq,hs) x (hs,Tk), keys transposed once
+//   out_h  = probs . v_h      (Tq,Tk) x (Tk,hs)
 void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
     int hs = C / NH;
@@ -48,109 +63,110 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
             const float *v_bh = v + (long)b * Tk * C + h * hs;
             float *out_bh = out + (long)b * Tq * C + h * hs;
             float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            // With several queries, transposing the keys once lets every
-            // score row accumulate along contiguous memory; a single query
-            // (one token while sampling) reads the keys as they are.
-            int transposed = Tq > 1;
-            float *k_t = transposed ? thread_scratch((size_t)hs * Tk) : NULL; // (hs, Tk)
-            if (transposed) transpose_head(k_t, k_bh, Tk, C, hs);
+            if (Tq == 1) {
+                // One query (a token while sampling): dot products with the keys
+                // as they are, no transpose.
+                int last = last_visible_key(0, Tq, Tk, causal);
+                for (int j = 0; j <= last; j++) {
+                    const float *k_j = k_bh + (long)j * C;
+                    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                    for (int d = 0; d < hs; d++) dot += q_bh[d] * k_j[d];
+                    probs_bh[j] = dot;
+                }
+            } else {
+                float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
+                transpose_head(k_t, k_bh, Tk, C, hs);
+                for (int i0 = 0; i0 < Tq; i0 += QB) {
+                    int rows = Tq - i0 < QB ? Tq - i0 : QB;
+                    int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+                    matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
+                                   Tk, rows, hs, keys, 0);
+                }
+            }
             for (int i = 0; i < Tq; i++) {
-                const float *q_i = q_bh + (long)i * C;
                 float *p = probs_bh + (long)i * Tk;
                 int last = last_visible_key(i, Tq, Tk, causal);
-                // scores_ij = q_i . k_j / sqrt(hs), for the visible keys
-                if (transposed) {
-                    for (int j = 0; j <= last; j++) p[j] = 0.0f;
-                    for (int d = 0; d < hs; d++) {
-                        float q_id = q_i[d] * scale;
-                        const float *k_d = k_t + (long)d * Tk;
-                        for (int j = 0; j <= last; j++) p[j] += q_id * k_d[j];
-                    }
-                } else {
-                    for (int j = 0; j <= last; j++) {
-                        const float *k_j = k_bh + (long)j * C;
-                        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                        for (int d = 0; d < hs; d++) dot += q_i[d] * k_j[d];
-                        p[j] = dot * scale;
-                    }
-                }
+                // softmax over the visible keys of scores / sqrt(hs)
                 float max_score = -INFINITY;
                 for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
                 float sum = 0.0f;
                 for (int j = 0; j <= last; j++) {
-                    p[j] = fast_expf(p[j] - max_score);
+                    p[j] = fast_expf((p[j] - max_score) * scale);
                     sum += p[j];
                 }
                 float inv_sum = 1.0f / sum;
                 for (int j = 0; j <= last; j++) p[j] *= inv_sum;
                 // masked (future) keys: exactly zero weight
                 for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
-                // out_i = sum_j p_ij v_j
-                float *o = out_bh + (long)i * C;
-                for (int d = 0; d < hs; d++) o[d] = 0.0f;
-                for (int j = 0; j <= last; j++) {
-                    const float *v_j = v_bh + (long)j * C;
-                    for (int d = 0; d < hs; d++) o[d] += p[j] * v_j[d];
-                }
+            }
+            for (int i0 = 0; i0 < Tq; i0 += QB) {
+                int rows = Tq - i0 < QB ? Tq - i0 : QB;
+                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+                matmul_strided(out_bh + (long)i0 * C, C, probs_bh + (long)i0 * Tk, Tk, 1, v_bh, C,
+                               rows, keys, hs, 0);
             }
         }
     }
 }
 
+// Backward, per (batch row, head), with P = probs and dO = d_out's slice:
+//   dP     = dO . v_h^T                      (Tq,hs) x (hs,Tk)
+//   dS_ij  = P_ij (dP_ij - sum_j' P_ij' dP_ij') / sqrt(hs)   (softmax)
+//   d_q_h += dS . k_h       (Tq,Tk) x (Tk,hs)
+//   d_k_h += dS^T . q_h     (Tk,Tq) x (Tq,hs)
+//   d_v_h += P^T . dO       (Tk,Tq) x (Tq,hs)
 void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
                         const float *probs, const float *q, const float *k, const float *v,
                         int B, int Tq, int Tk, int C, int NH, int causal) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (B * NH > 1 && (long)Tq * Tk * hs > 4096)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             long q_off = (long)b * Tq * C + h * hs;
             long k_off = (long)b * Tk * C + h * hs;
             const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            // (hs, Tk) values and keys transposed, then a row of dL/dp
-            float *v_t = thread_scratch((size_t)(2 * hs + 1) * Tk);
-            float *k_t = v_t + (long)hs * Tk;
-            float *d_probs = k_t + (long)hs * Tk;
+            const float *d_o = d_out + q_off;
+            // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
+            float *v_t = thread_scratch((size_t)hs * Tk + (size_t)Tq * Tk);
+            float *d_scores = v_t + (long)hs * Tk;
             transpose_head(v_t, v + k_off, Tk, C, hs);
-            transpose_head(k_t, k + k_off, Tk, C, hs);
+            for (int i0 = 0; i0 < Tq; i0 += QB) {
+                int rows = Tq - i0 < QB ? Tq - i0 : QB;
+                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+                matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
+                               rows, hs, keys, 0);
+            }
             for (int i = 0; i < Tq; i++) {
                 const float *p = probs_bh + (long)i * Tk;
-                const float *d_o = d_out + q_off + (long)i * C;
-                const float *q_i = q + q_off + (long)i * C;
-                float *d_q_i = d_q + q_off + (long)i * C;
+                float *ds = d_scores + (long)i * Tk;
                 int last = last_visible_key(i, Tq, Tk, causal);
-                // out_i = sum_j p_ij v_j:  dp_ij = d_o . v_j,  d_v_j += p_ij d_o
-                for (int j = 0; j <= last; j++) d_probs[j] = 0.0f;
-                for (int d = 0; d < hs; d++) {
-                    const float *v_d = v_t + (long)d * Tk;
-                    for (int j = 0; j <= last; j++) d_probs[j] += d_o[d] * v_d[j];
-                }
                 float dot_p_dp = 0.0f;
-                for (int j = 0; j <= last; j++) {
-                    dot_p_dp += p[j] * d_probs[j];
-                    float *d_v_j = d_v + k_off + (long)j * C;
-                    for (int d = 0; d < hs; d++) d_v_j[d] += p[j] * d_o[d];
-                }
-                // softmax: ds_ij = p_ij (dp_ij - sum_j' p_ij' dp_ij'), times the
-                // score scale; stored over dp
-                float *d_scores = d_probs;
-                for (int j = 0; j <= last; j++) d_scores[j] = p[j] * (d_probs[j] - dot_p_dp) * scale;
-                // d_q_i += sum_j ds_ij k_j, along contiguous j in k_t
-                for (int d = 0; d < hs; d++) {
-                    const float *k_d = k_t + (long)d * Tk;
-                    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j <= last; j++) sum += d_scores[j] * k_d[j];
-                    d_q_i[d] += sum;
-                }
-                // d_k_j += ds_ij q_i
-                for (int j = 0; j <= last; j++) {
-                    float *d_k_j = d_k + k_off + (long)j * C;
-                    float ds = d_scores[j];
-                    for (int d = 0; d < hs; d++) d_k_j[d] += ds * q_i[d];
-                }
+                for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
+                for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
+                for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
+            }
+            for (int i0 = 0; i0 < Tq; i0 += QB) {
+                int rows = Tq - i0 < QB ? Tq - i0 : QB;
+                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+                matmul_strided(d_q + q_off + (long)i0 * C, C, d_scores + (long)i0 * Tk, Tk, 1,
+                               k + k_off, C, rows, keys, hs, 1);
+            }
+            // key rows [j0, j0+QB) receive from queries i >= first_query
+            for (int j0 = 0; j0 < Tk; j0 += QB) {
+                int rows = Tk - j0 < QB ? Tk - j0 : QB;
+                int first_query = causal ? j0 - (Tk - Tq) : 0;
+                if (first_query < 0) first_query = 0;
+                if (first_query >= Tq) continue;
+                int queries = Tq - first_query;
+                // element (j, i) of dS^T is d_scores[i * Tk + j]
+                matmul_strided(d_k + k_off + (long)j0 * C, C,
+                               d_scores + (long)first_query * Tk + j0, 1, Tk,
+                               q + q_off + (long)first_query * C, C, rows, queries, hs, 1);
+                matmul_strided(d_v + k_off + (long)j0 * C, C,
+                               probs_bh + (long)first_query * Tk + j0, 1, Tk,
+                               d_o + (long)first_query * C, C, rows, queries, hs, 1);
             }
         }
     }

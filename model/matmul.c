@@ -39,23 +39,27 @@ void matmul_reserve(long floats) {
 // a_col = M) without copying it. B and C are row-major with row strides
 // ldb and ldc.
 //
-// Full tile: ROWS x COLS of C. Constant trip counts let the compiler keep
-// acc in vector registers across the whole K loop.
-static inline void tile_full(float *c, const float *a, long a_row, long a_col, const float *b,
-                             int k, int ldb, int ldc, int accumulate) {
-    float acc[ROWS][COLS];
-    for (int r = 0; r < ROWS; r++)
-        for (int j = 0; j < COLS; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
-    for (int p = 0; p < k; p++) {
-        const float *b_row = b + (long)p * ldb;
-        for (int r = 0; r < ROWS; r++) {
-            float a_rp = a[r * a_row + p * a_col];
-            for (int j = 0; j < COLS; j++) acc[r][j] += a_rp * b_row[j];
-        }
+// Full tiles: ROWS x W of C, W = COLS or COLS/2 (a head of 32 channels
+// under AVX-512). Constant trip counts let the compiler keep acc in vector
+// registers across the whole K loop.
+#define DEFINE_TILE(name, W)                                                                   \
+    static inline void name(float *c, const float *a, long a_row, long a_col, const float *b,   \
+                            int k, int ldb, int ldc, int accumulate) {                         \
+        float acc[ROWS][W];                                                                    \
+        for (int r = 0; r < ROWS; r++)                                                         \
+            for (int j = 0; j < W; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;        \
+        for (int p = 0; p < k; p++) {                                                          \
+            const float *b_row = b + (long)p * ldb;                                            \
+            for (int r = 0; r < ROWS; r++) {                                                   \
+                float a_rp = a[r * a_row + p * a_col];                                         \
+                for (int j = 0; j < W; j++) acc[r][j] += a_rp * b_row[j];                      \
+            }                                                                                  \
+        }                                                                                      \
+        for (int r = 0; r < ROWS; r++)                                                         \
+            for (int j = 0; j < W; j++) c[r * ldc + j] = acc[r][j];                            \
     }
-    for (int r = 0; r < ROWS; r++)
-        for (int j = 0; j < COLS; j++) c[r * ldc + j] = acc[r][j];
-}
+DEFINE_TILE(tile_full, COLS)
+DEFINE_TILE(tile_half, COLS / 2)
 
 // One row of C (a single token while sampling): 1 x COLS in registers.
 static inline void tile_row(float *c, const float *a, long a_col, const float *b, int k,
@@ -91,44 +95,57 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
 // stays in L1 while every row block of a thread's share uses it.
 #define KC 128
 
-// C (M,N) (+)= A (M,K) . B (K,N) with A strided as above.
+// Row blocks [rb_begin, rb_end) of C (M,N) (+)= A (M,K) . B (K,N), A
+// strided as above, B and C with row strides ldb and ldc. Every element sums
+// its products in the same order (k ascending, in KC chunks) whichever
+// thread computes it, so results do not depend on the thread count.
+static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                      int ldb, int m, int k, int n, int accumulate, int rb_begin, int rb_end) {
+    for (int k0 = 0; k0 < k; k0 += KC) {
+        int kc = k - k0 < KC ? k - k0 : KC;
+        int acc = accumulate || k0 > 0; // later passes add to the earlier ones
+        const float *a_k = a + (long)k0 * a_col;
+        const float *b_k = b + (long)k0 * ldb;
+        for (int j = 0; j < n; j += COLS) {
+            int cols = n - j < COLS ? n - j : COLS;
+            for (int rb = rb_begin; rb < rb_end; rb++) {
+                int i = rb * ROWS;
+                int rows = m - i < ROWS ? m - i : ROWS;
+                const float *a_rows = a_k + (long)i * a_row;
+                float *c_tile = c + (long)i * ldc + j;
+                if (rows == ROWS && cols == COLS)
+                    tile_full(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, acc);
+                else if (rows == ROWS && cols == COLS / 2)
+                    tile_half(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, acc);
+                else if (cols == COLS)
+                    for (int r = 0; r < rows; r++)
+                        tile_row(c_tile + (long)r * ldc, a_rows + r * a_row, a_col, b_k + j, kc,
+                                 ldb, acc);
+                else
+                    tile_edge(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, rows, cols,
+                              acc);
+            }
+        }
+    }
+}
+
+// The whole product, split between the threads by contiguous row blocks:
+// no two threads write the same memory.
 static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int m, int k,
                  int n, int accumulate) {
     int row_blocks = (m + ROWS - 1) / ROWS;
-    // Each thread owns a contiguous range of row blocks of C: no sharing,
-    // and every element sums its products in the same order (k ascending,
-    // in KC chunks) whichever thread computes it, so results do not depend
-    // on the thread count.
 #pragma omp parallel if ((long)m * k * n > 32768)
     {
         int threads = omp_get_num_threads(), me = omp_get_thread_num();
         int rb_begin = (int)((long)row_blocks * me / threads);
         int rb_end = (int)((long)row_blocks * (me + 1) / threads);
-        for (int k0 = 0; k0 < k; k0 += KC) {
-            int kc = k - k0 < KC ? k - k0 : KC;
-            int acc = accumulate || k0 > 0; // later passes add to the earlier ones
-            const float *a_k = a + (long)k0 * a_col;
-            const float *b_k = b + (long)k0 * n;
-            for (int j = 0; j < n; j += COLS) {
-                int cols = n - j < COLS ? n - j : COLS;
-                for (int rb = rb_begin; rb < rb_end; rb++) {
-                    int i = rb * ROWS;
-                    int rows = m - i < ROWS ? m - i : ROWS;
-                    const float *a_rows = a_k + (long)i * a_row;
-                    float *c_tile = c + (long)i * n + j;
-                    if (rows == ROWS && cols == COLS)
-                        tile_full(c_tile, a_rows, a_row, a_col, b_k + j, kc, n, n, acc);
-                    else if (cols == COLS)
-                        for (int r = 0; r < rows; r++)
-                            tile_row(c_tile + (long)r * n, a_rows + r * a_row, a_col, b_k + j, kc,
-                                     n, acc);
-                    else
-                        tile_edge(c_tile, a_rows, a_row, a_col, b_k + j, kc, n, n, rows, cols,
-                                  acc);
-                }
-            }
-        }
+        gemm_rows(c, n, a, a_row, a_col, b, n, m, k, n, accumulate, rb_begin, rb_end);
     }
+}
+
+void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                    int ldb, int m, int k, int n, int accumulate) {
+    gemm_rows(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, 0, (m + ROWS - 1) / ROWS);
 }
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {

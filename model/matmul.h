@@ -7,6 +7,14 @@
 // C (M,N) = A (M,K) . B (K,N), all row-major; with accumulate, C += A . B.
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate);
 
+// The same product on the calling thread only (for callers already inside a
+// parallel loop), with strides: A's element (r, p) is a[r * a_row + p * a_col]
+// (a_row = K, a_col = 1 for row-major A; a_row = 1, a_col = M to read a
+// row-major (K,M) matrix transposed), B and C row-major with row strides ldb
+// and ldc.
+void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                    int ldb, int m, int k, int n, int accumulate);
+
 // out (N,OC) = inp (N,IC) . weight(OC,IC)^T + bias (OC); bias may be NULL.
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc);

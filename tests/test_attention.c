@@ -300,7 +300,118 @@ static void test_causal_fewer_queries(void) {
     free_attention_case(&full);
 }
 
+// ---- long sequences: several query blocks
+
+// A plain double-precision attention, written from the equations, for
+// sequences long enough that the kernels split queries and keys into blocks.
+static void reference_attention(const AttentionCase *a, double *out, double *probs, double *d_q,
+                                double *d_k, double *d_v) {
+    int B = a->B, Tq = a->Tq, Tk = a->Tk, C = a->C, NH = a->NH, hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < Tq; i++) {
+                const float *q_i = a->q + ((long)b * Tq + i) * C + h * hs;
+                const float *d_o = a->r + ((long)b * Tq + i) * C + h * hs;
+                double *p = probs + (((long)b * NH + h) * Tq + i) * Tk;
+                int last = a->causal ? i + Tk - Tq : Tk - 1;
+                double max = -INFINITY, sum = 0.0;
+                for (int j = 0; j < Tk; j++) {
+                    p[j] = 0.0;
+                    if (j > last) continue;
+                    const float *k_j = a->k + ((long)b * Tk + j) * C + h * hs;
+                    double s = 0.0;
+                    for (int d = 0; d < hs; d++) s += (double)q_i[d] * k_j[d];
+                    p[j] = s * scale;
+                    if (p[j] > max) max = p[j];
+                }
+                for (int j = 0; j <= last; j++) sum += (p[j] = exp(p[j] - max));
+                for (int j = 0; j <= last; j++) p[j] /= sum;
+                double dp[512], dot = 0.0;
+                for (int j = 0; j <= last; j++) {
+                    const float *v_j = a->v + ((long)b * Tk + j) * C + h * hs;
+                    dp[j] = 0.0;
+                    for (int d = 0; d < hs; d++) {
+                        out[((long)b * Tq + i) * C + h * hs + d] += p[j] * v_j[d];
+                        d_v[((long)b * Tk + j) * C + h * hs + d] += p[j] * d_o[d];
+                        dp[j] += (double)d_o[d] * v_j[d];
+                    }
+                    dot += p[j] * dp[j];
+                }
+                for (int j = 0; j <= last; j++) {
+                    double ds = p[j] * (dp[j] - dot) * scale;
+                    const float *k_j = a->k + ((long)b * Tk + j) * C + h * hs;
+                    for (int d = 0; d < hs; d++) {
+                        d_q[((long)b * Tq + i) * C + h * hs + d] += ds * k_j[d];
+                        d_k[((long)b * Tk + j) * C + h * hs + d] += ds * q_i[d];
+                    }
+                }
+            }
+}
+
+static double max_abs_diff(const float *x, const double *ref, long n, double offset) {
+    double worst = 0.0;
+    for (long i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - offset - ref[i]);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static void check_long_case(int Tq, int Tk, int causal) {
+    Rng rng;
+    rng_seed(&rng, 500 + (uint64_t)Tq + (uint64_t)Tk + (uint64_t)causal);
+    int B = 2, C = 16, NH = 2;
+    AttentionCase a = attention_case(&rng, B, Tq, Tk, C, NH, causal);
+    long nq = (long)B * Tq * C, nkv = (long)B * Tk * C, np = (long)B * NH * Tq * Tk;
+    float *d_q = gradient_buffer(nq), *d_k = gradient_buffer(nkv), *d_v = gradient_buffer(nkv);
+    attention_loss(&a);
+    attention_backward(d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
+    double *ref_out = xcalloc(nq, sizeof(double)), *ref_probs = xcalloc(np, sizeof(double));
+    double *ref_dq = xcalloc(nq, sizeof(double)), *ref_dk = xcalloc(nkv, sizeof(double));
+    double *ref_dv = xcalloc(nkv, sizeof(double));
+    reference_attention(&a, ref_out, ref_probs, ref_dq, ref_dk, ref_dv);
+    // float against double over sums of up to Tk terms of order 1: a few 1e-6
+    double tol = 1e-4;
+    CHECK_MSG(max_abs_diff(a.out, ref_out, nq, 0.0) < tol, "out differs by %g",
+              max_abs_diff(a.out, ref_out, nq, 0.0));
+    CHECK_MSG(max_abs_diff(a.probs, ref_probs, np, 0.0) < tol, "probs differ by %g",
+              max_abs_diff(a.probs, ref_probs, np, 0.0));
+    CHECK_MSG(max_abs_diff(d_q, ref_dq, nq, GRAD_START) < tol, "d_q differs by %g",
+              max_abs_diff(d_q, ref_dq, nq, GRAD_START));
+    CHECK_MSG(max_abs_diff(d_k, ref_dk, nkv, GRAD_START) < tol, "d_k differs by %g",
+              max_abs_diff(d_k, ref_dk, nkv, GRAD_START));
+    CHECK_MSG(max_abs_diff(d_v, ref_dv, nkv, GRAD_START) < tol, "d_v differs by %g",
+              max_abs_diff(d_v, ref_dv, nkv, GRAD_START));
+    // and a sample of elements against finite differences
+    for (int s = 0; s < 12; s++) {
+        long i = (long)rng_below(&rng, (uint64_t)nkv);
+        float saved = a.k[i];
+        a.k[i] = saved + GRAD_STEP;
+        double plus = attention_loss(&a);
+        a.k[i] = saved - GRAD_STEP;
+        double minus = attention_loss(&a);
+        a.k[i] = saved;
+        double numeric = (plus - minus) / (2.0 * GRAD_STEP), grad = d_k[i] - GRAD_START;
+        CHECK_MSG(fabs(grad - numeric) <= GRAD_ATOL + GRAD_RTOL * fmax(fabs(grad), fabs(numeric)),
+                  "d_k[%ld]: analytic %g, numeric %g", i, grad, numeric);
+    }
+    free(ref_out), free(ref_probs), free(ref_dq), free(ref_dk), free(ref_dv);
+    free(d_q), free(d_k), free(d_v);
+    free_attention_case(&a);
+}
+
+// 150 queries span three query blocks of the kernels; Tq < Tk shifts the
+// mask across block boundaries.
+static void test_long_sequences(void) {
+    check_long_case(150, 150, 1);
+    check_long_case(70, 150, 1);
+    check_long_case(70, 150, 0);
+}
+
 void suite_attention(void) {
+    run_test("long sequences (several blocks) match a double-precision reference",
+             test_long_sequences);
     run_test("self-attention gradients (causal)", test_self_attention_gradients);
     run_test("cross-attention gradients (Tq 3, Tk 6, no mask)", test_cross_attention_gradients);
     run_test("causal gradients with Tq < Tk", test_causal_fewer_queries_gradients);
