@@ -123,53 +123,38 @@ void gpt_init_params(GPT *model, unsigned long long seed) {
 
 // ---- activations
 
-static size_t activation_sizes(const GPTConfig *cfg, int B, int T, size_t *sizes) {
+// The saved activations in their order in acts_memory, with their sizes for
+// a batch of B x T; returns the total.
+static size_t activation_layout(GPT *model, int B, int T, float **memory) {
+    const GPTConfig *cfg = &model->config;
     size_t L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     size_t BT = (size_t)B * T;
-    size_t list[] = {
-        BT * C,     // encoded
-        L * BT * C, // ln1
-        L * BT,
-        L * BT, // ln1_mean, ln1_rstd
-        L * BT * C,
-        L * BT * C,
-        L * BT * C,         // q, k, v
-        L * B * NH * T * T, // att_probs
-        L * BT * C,         // att_out
-        L * BT * C,         // residual2
-        L * BT * C,         // ln2
-        L * BT,
-        L * BT,         // ln2_mean, ln2_rstd
-        L * BT * 4 * C, // fc
-        L * BT * C,     // residual3
-        BT * C,         // lnf
-        BT,
-        BT,     // lnf_mean, lnf_rstd
-        BT * V, // probs
-        BT,     // losses
+    Activations *a = &model->acts;
+    struct {
+        float **view;
+        size_t size;
+    } layout[] = {
+        {&a->encoded, BT * C},         {&a->ln1_mean, L * BT},       {&a->ln1_rstd, L * BT},
+        {&a->q, L * BT * C},           {&a->k, L * BT * C},          {&a->v, L * BT * C},
+        {&a->att_probs, L * B * NH * T * T}, {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
+        {&a->ln2_mean, L * BT},        {&a->ln2_rstd, L * BT},       {&a->fc, L * BT * 4 * C},
+        {&a->residual3, L * BT * C},   {&a->lnf, BT * C},            {&a->lnf_mean, BT},
+        {&a->lnf_rstd, BT},            {&a->probs, BT * V},          {&a->losses, BT},
     };
-    size_t total = 0, n = sizeof list / sizeof list[0];
-    for (size_t i = 0; i < n; i++) {
-        if (sizes)
-            sizes[i] = list[i];
-        total += list[i];
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
+        if (memory) {
+            *layout[i].view = *memory;
+            *memory += layout[i].size;
+        }
+        total += layout[i].size;
     }
     return total;
 }
 
 static void activation_views(GPT *model, int B, int T) {
-    size_t sizes[32];
-    activation_sizes(&model->config, B, T, sizes);
-    Activations *a = &model->acts;
-    float **ptrs[] = {&a->encoded, &a->ln1,      &a->ln1_mean,  &a->ln1_rstd, &a->q,
-                      &a->k,       &a->v,        &a->att_probs, &a->att_out,  &a->residual2,
-                      &a->ln2,     &a->ln2_mean, &a->ln2_rstd,  &a->fc,       &a->residual3,
-                      &a->lnf,     &a->lnf_mean, &a->lnf_rstd,  &a->probs,    &a->losses};
     float *memory = model->acts_memory;
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        *ptrs[i] = memory;
-        memory += sizes[i];
-    }
+    activation_layout(model, B, T, &memory);
 }
 
 void gpt_alloc_activations(GPT *model, int B, int T) {
@@ -181,18 +166,18 @@ void gpt_alloc_activations(GPT *model, int B, int T) {
     free(model->targets);
     model->batch_size = B;
     model->seq_len = T;
-    model->acts_memory = xcalloc(activation_sizes(cfg, B, T, NULL), sizeof(float));
+    model->acts_memory = xcalloc(activation_layout(model, B, T, NULL), sizeof(float));
     activation_views(model, B, T);
 
-    size_t scratch_sizes[] = {BT * 4 * C, BT * V, BT * C,     BT * C,     BT * C, BT * C,
-                              BT * C,     BT * C, BT * 4 * C, BT * 4 * C, BT * V};
+    size_t scratch_sizes[] = {BT * 4 * C, BT * V, BT * C, BT * C,     BT * C,     BT * C,
+                              BT * C,     BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * V};
     size_t total = 0;
     for (size_t i = 0; i < sizeof scratch_sizes / sizeof scratch_sizes[0]; i++)
         total += scratch_sizes[i];
     model->scratch_memory = xcalloc(total, sizeof(float));
     Scratch *s = &model->scratch;
-    float **ptrs[] = {&s->fc_gelu, &s->logits, &s->proj_out, &s->d_residual, &s->d_ln,    &s->d_q,
-                      &s->d_k,     &s->d_v,    &s->d_fc,     &s->d_fc_gelu,  &s->d_logits};
+    float **ptrs[] = {&s->fc_gelu, &s->logits, &s->ln,   &s->proj_out,  &s->d_residual, &s->d_ln,
+                      &s->d_q,     &s->d_k,    &s->d_v,  &s->d_fc,      &s->d_fc_gelu,  &s->d_logits};
     // d_att_out shares proj_out's memory: they are never live at once.
     float *memory = model->scratch_memory;
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
@@ -243,10 +228,10 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     const float *x = a->encoded; // (B,T,C) the residual stream
     for (int l = 0; l < L; l++) {
         long cc = (long)C * C;
-        float *ln1 = a->ln1 + l * btc, *q = a->q + l * btc, *k = a->k + l * btc,
+        float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
               *v = a->v + l * btc;
         float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-        float *ln2 = a->ln2 + l * btc, *fc = a->fc + l * 4 * btc;
+        float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
         float *residual3 = a->residual3 + l * btc;
         float *att_probs = a->att_probs + (long)l * B * NH * T * T;
 
@@ -319,14 +304,18 @@ void gpt_backward(GPT *model, const int *tokens) {
     for (int l = L - 1; l >= 0; l--) {
         long cc = (long)C * C;
         const float *x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
-        float *ln1 = a->ln1 + l * btc, *q = a->q + l * btc, *k = a->k + l * btc,
+        float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
               *v = a->v + l * btc;
         float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-        float *ln2 = a->ln2 + l * btc, *fc = a->fc + l * 4 * btc;
+        float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
         float *att_probs = a->att_probs + (long)l * B * NH * T * T;
 
         // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
-        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc)); // recomputed rather than stored
+        // GELU(fc) and LN2's output are recomputed rather than stored
+        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
+        TIMED(OP_LAYERNORM, layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT,
+                                              residual2, p->ln2_w + l * C, p->ln2_b + l * C, BT,
+                                              C));
         memset(s->d_fc_gelu, 0, 4 * btc_bytes);
         TIMED(OP_MATMUL_BWD,
               linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
@@ -351,6 +340,9 @@ void gpt_backward(GPT *model, const int *tokens) {
         TIMED(OP_ATTN_BWD, attention_backward(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k,
                                               v, B, T, T, C, NH, 1));
         memset(s->d_ln, 0, btc_bytes);
+        // LN1's output, recomputed (s->ln held LN2's until here)
+        TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
+                                              x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
         TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1,
                                              p->w_q + l * cc, BT, C, C));
         TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1,

@@ -42,13 +42,11 @@ int param_is_decayed(int i);
 
 typedef struct {
     float *encoded;            // (B,T,C)    token + position embedding
-    float *ln1;                // (L,B,T,C)
     float *ln1_mean, *ln1_rstd;// (L,B,T)
     float *q, *k, *v;          // (L,B,T,C)
     float *att_probs;          // (L,B,NH,T,T) kept for the heatmaps
     float *att_out;            // (L,B,T,C)  heads concatenated, before W_O
     float *residual2;          // (L,B,T,C)  x + attention
-    float *ln2;                // (L,B,T,C)
     float *ln2_mean, *ln2_rstd;// (L,B,T)
     float *fc;                 // (L,B,T,4C) before GELU
     float *residual3;          // (L,B,T,C)  block output
@@ -62,6 +60,8 @@ typedef struct {
 typedef struct {
     float *fc_gelu;            // (B,T,4C)
     float *logits;             // (B,T,V)
+    float *ln;                 // (B,T,C)  a LayerNorm's output (LN1, LN2 are recomputed
+                               //          in the backward from the saved mean and rstd)
     float *proj_out;           // (B,T,C)  output of W_O or the MLP projection
     float *d_residual;         // (B,T,C) gradient flowing down the residual stream
     float *d_ln;               // (B,T,C)
