@@ -10,6 +10,7 @@
 
 #include "fastmath.h"
 #include "matmul.h"
+#include "parallel.h"
 #include "util.h"
 
 // Per-thread scratch for a transposed (hs, Tk) block of keys or values.
@@ -55,59 +56,57 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static) if (B * NH > 1 && (long)Tq * Tk * hs > 4096)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            const float *q_bh = q + (long)b * Tq * C + h * hs;
-            const float *k_bh = k + (long)b * Tk * C + h * hs;
-            const float *v_bh = v + (long)b * Tk * C + h * hs;
-            float *out_bh = out + (long)b * Tq * C + h * hs;
-            float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            if (Tq == 1) {
-                // One query (a token while sampling): dot products with the keys
-                // as they are, no transpose.
-                int last = last_visible_key(0, Tq, Tk, causal);
-                for (int j = 0; j <= last; j++) {
-                    const float *k_j = k_bh + (long)j * C;
-                    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                    for (int d = 0; d < hs; d++) dot += q_bh[d] * k_j[d];
-                    probs_bh[j] = dot;
-                }
-            } else {
-                float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
-                transpose_head(k_t, k_bh, Tk, C, hs);
-                for (int i0 = 0; i0 < Tq; i0 += QB) {
-                    int rows = Tq - i0 < QB ? Tq - i0 : QB;
-                    int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-                    matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
-                                   Tk, rows, hs, keys, 0);
-                }
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        const float *q_bh = q + (long)b * Tq * C + h * hs;
+        const float *k_bh = k + (long)b * Tk * C + h * hs;
+        const float *v_bh = v + (long)b * Tk * C + h * hs;
+        float *out_bh = out + (long)b * Tq * C + h * hs;
+        float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
+        if (Tq == 1) {
+            // One query (a token while sampling): dot products with the keys
+            // as they are, no transpose.
+            int last = last_visible_key(0, Tq, Tk, causal);
+            for (int j = 0; j <= last; j++) {
+                const float *k_j = k_bh + (long)j * C;
+                float dot = 0.0f;
+                _Pragma("omp simd reduction(+ : dot)")
+                for (int d = 0; d < hs; d++) dot += q_bh[d] * k_j[d];
+                probs_bh[j] = dot;
             }
-            for (int i = 0; i < Tq; i++) {
-                float *p = probs_bh + (long)i * Tk;
-                int last = last_visible_key(i, Tq, Tk, causal);
-                // softmax over the visible keys of scores / sqrt(hs)
-                float max_score = -INFINITY;
-                for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
-                float sum = 0.0f;
-                for (int j = 0; j <= last; j++) {
-                    p[j] = fast_expf((p[j] - max_score) * scale);
-                    sum += p[j];
-                }
-                float inv_sum = 1.0f / sum;
-                for (int j = 0; j <= last; j++) p[j] *= inv_sum;
-                // masked (future) keys: exactly zero weight
-                for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
-            }
+        } else {
+            float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
+            transpose_head(k_t, k_bh, Tk, C, hs);
             for (int i0 = 0; i0 < Tq; i0 += QB) {
                 int rows = Tq - i0 < QB ? Tq - i0 : QB;
                 int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-                matmul_strided(out_bh + (long)i0 * C, C, probs_bh + (long)i0 * Tk, Tk, 1, v_bh, C,
-                               rows, keys, hs, 0);
+                matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
+                               Tk, rows, hs, keys, 0);
             }
         }
-    }
+        for (int i = 0; i < Tq; i++) {
+            float *p = probs_bh + (long)i * Tk;
+            int last = last_visible_key(i, Tq, Tk, causal);
+            // softmax over the visible keys of scores / sqrt(hs)
+            float max_score = -INFINITY;
+            for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
+            float sum = 0.0f;
+            for (int j = 0; j <= last; j++) {
+                p[j] = fast_expf((p[j] - max_score) * scale);
+                sum += p[j];
+            }
+            float inv_sum = 1.0f / sum;
+            for (int j = 0; j <= last; j++) p[j] *= inv_sum;
+            // masked (future) keys: exactly zero weight
+            for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
+        }
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int rows = Tq - i0 < QB ? Tq - i0 : QB;
+            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            matmul_strided(out_bh + (long)i0 * C, C, probs_bh + (long)i0 * Tk, Tk, 1, v_bh, C,
+                           rows, keys, hs, 0);
+        }
+    });
 }
 
 // Backward, per (batch row, head), with P = probs and dO = d_out's slice:
@@ -121,53 +120,51 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
                         int B, int Tq, int Tk, int C, int NH, int causal) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static) if (B * NH > 1 && (long)Tq * Tk * hs > 4096)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            long q_off = (long)b * Tq * C + h * hs;
-            long k_off = (long)b * Tk * C + h * hs;
-            const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-            const float *d_o = d_out + q_off;
-            // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
-            float *v_t = thread_scratch((size_t)hs * Tk + (size_t)Tq * Tk);
-            float *d_scores = v_t + (long)hs * Tk;
-            transpose_head(v_t, v + k_off, Tk, C, hs);
-            for (int i0 = 0; i0 < Tq; i0 += QB) {
-                int rows = Tq - i0 < QB ? Tq - i0 : QB;
-                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-                matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
-                               rows, hs, keys, 0);
-            }
-            for (int i = 0; i < Tq; i++) {
-                const float *p = probs_bh + (long)i * Tk;
-                float *ds = d_scores + (long)i * Tk;
-                int last = last_visible_key(i, Tq, Tk, causal);
-                float dot_p_dp = 0.0f;
-                for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
-                for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
-                for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
-            }
-            for (int i0 = 0; i0 < Tq; i0 += QB) {
-                int rows = Tq - i0 < QB ? Tq - i0 : QB;
-                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-                matmul_strided(d_q + q_off + (long)i0 * C, C, d_scores + (long)i0 * Tk, Tk, 1,
-                               k + k_off, C, rows, keys, hs, 1);
-            }
-            // key rows [j0, j0+QB) receive from queries i >= first_query
-            for (int j0 = 0; j0 < Tk; j0 += QB) {
-                int rows = Tk - j0 < QB ? Tk - j0 : QB;
-                int first_query = causal ? j0 - (Tk - Tq) : 0;
-                if (first_query < 0) first_query = 0;
-                if (first_query >= Tq) continue;
-                int queries = Tq - first_query;
-                // element (j, i) of dS^T is d_scores[i * Tk + j]
-                matmul_strided(d_k + k_off + (long)j0 * C, C,
-                               d_scores + (long)first_query * Tk + j0, 1, Tk,
-                               q + q_off + (long)first_query * C, C, rows, queries, hs, 1);
-                matmul_strided(d_v + k_off + (long)j0 * C, C,
-                               probs_bh + (long)first_query * Tk + j0, 1, Tk,
-                               d_o + (long)first_query * C, C, rows, queries, hs, 1);
-            }
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        long q_off = (long)b * Tq * C + h * hs;
+        long k_off = (long)b * Tk * C + h * hs;
+        const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
+        const float *d_o = d_out + q_off;
+        // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
+        float *v_t = thread_scratch((size_t)hs * Tk + (size_t)Tq * Tk);
+        float *d_scores = v_t + (long)hs * Tk;
+        transpose_head(v_t, v + k_off, Tk, C, hs);
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int rows = Tq - i0 < QB ? Tq - i0 : QB;
+            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
+                           rows, hs, keys, 0);
         }
-    }
+        for (int i = 0; i < Tq; i++) {
+            const float *p = probs_bh + (long)i * Tk;
+            float *ds = d_scores + (long)i * Tk;
+            int last = last_visible_key(i, Tq, Tk, causal);
+            float dot_p_dp = 0.0f;
+            for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
+            for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
+            for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
+        }
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int rows = Tq - i0 < QB ? Tq - i0 : QB;
+            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            matmul_strided(d_q + q_off + (long)i0 * C, C, d_scores + (long)i0 * Tk, Tk, 1,
+                           k + k_off, C, rows, keys, hs, 1);
+        }
+        // key rows [j0, j0+QB) receive from queries i >= first_query
+        for (int j0 = 0; j0 < Tk; j0 += QB) {
+            int rows = Tk - j0 < QB ? Tk - j0 : QB;
+            int first_query = causal ? j0 - (Tk - Tq) : 0;
+            if (first_query < 0) first_query = 0;
+            if (first_query >= Tq) continue;
+            int queries = Tq - first_query;
+            // element (j, i) of dS^T is d_scores[i * Tk + j]
+            matmul_strided(d_k + k_off + (long)j0 * C, C,
+                           d_scores + (long)first_query * Tk + j0, 1, Tk,
+                           q + q_off + (long)first_query * C, C, rows, queries, hs, 1);
+            matmul_strided(d_v + k_off + (long)j0 * C, C,
+                           probs_bh + (long)first_query * Tk + j0, 1, Tk,
+                           d_o + (long)first_query * C, C, rows, queries, hs, 1);
+        }
+    });
 }

@@ -134,7 +134,13 @@ static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col,
 static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int m, int k,
                  int n, int accumulate) {
     int row_blocks = (m + ROWS - 1) / ROWS;
-#pragma omp parallel if ((long)m * k * n > 32768)
+    if ((long)m * k * n <= 32768 || omp_get_max_threads() == 1) {
+        // too small to share out (or one thread): no parallel region at all,
+        // whose set-up would cost more than the product
+        gemm_rows(c, n, a, a_row, a_col, b, n, m, k, n, accumulate, 0, row_blocks);
+        return;
+    }
+#pragma omp parallel
     {
         int threads = omp_get_num_threads(), me = omp_get_thread_num();
         int rb_begin = (int)((long)row_blocks * me / threads);

@@ -6,18 +6,18 @@
 #include <string.h>
 
 #include "fastmath.h"
+#include "parallel.h"
 
 // ---- embedding
 
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                        int B, int T, int C) {
-#pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
+    FOR_EACH(bt, B * T, (long)B * T * C, {
         const float *tok = wte + (long)tokens[bt] * C;
         const float *pos = wpe + (long)(bt % T) * C;
         float *o = out + (long)bt * C;
         for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
-    }
+    });
 }
 
 void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const int *tokens,
@@ -25,14 +25,13 @@ void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const in
     // Several positions may share a token, so rows of d_wte are written by
     // many (b,t). Splitting by channel instead gives each thread its own
     // columns: no races, and a fixed summation order.
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
+    FOR_EACH(c, C, (long)B * T * C, {
         for (int bt = 0; bt < B * T; bt++) {
             float g = d_out[(long)bt * C + c];
             d_wte[(long)tokens[bt] * C + c] += g;
             d_wpe[(long)(bt % T) * C + c] += g;
         }
-    }
+    });
 }
 
 // ---- LayerNorm
@@ -40,8 +39,7 @@ void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const in
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *weight, const float *bias, int N, int C) {
     const float eps = 1e-5f;
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *x = inp + (long)n * C;
         float m = 0.0f;
         for (int c = 0; c < C; c++) m += x[c];
@@ -57,7 +55,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
         mean[n] = m;
         rstd[n] = s;
-    }
+    });
 }
 
 void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
@@ -65,8 +63,7 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
                         const float *rstd, int N, int C) {
     // d_inp: per row. With xhat = (x - mean) * rstd and g = d_out * weight,
     //   d_x = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *x = inp + (long)n * C;
         const float *dy = d_out + (long)n * C;
         float m = mean[n], s = rstd[n];
@@ -83,10 +80,9 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
             float xhat = (x[c] - m) * s;
             dx[c] += s * (dy[c] * weight[c] - g_mean - xhat * gx_mean);
         }
-    }
+    });
     // d_weight, d_bias: sums over rows, split by channel (no races, fixed order).
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
+    FOR_EACH(c, C, (long)N * C, {
         float dw = 0.0f, db = 0.0f;
         for (int n = 0; n < N; n++) {
             float dy = d_out[(long)n * C + c];
@@ -95,7 +91,7 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
         }
         d_weight[c] += dw;
         d_bias[c] += db;
-    }
+    });
 }
 
 // ---- GELU (tanh form)
@@ -104,41 +100,37 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
 #define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
 
 void gelu_forward(float *out, const float *inp, long n) {
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
+    FOR_EACH(i, n, n, {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
         out[i] = x / (1.0f + fast_expf(-2.0f * u));
-    }
+    });
 }
 
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
     // With s = sigmoid(2u) = 0.5 (1 + tanh u):
     //   d/dx [x s] = s + x * 2 s (1 - s) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
     // (2 s (1 - s) = 0.5 sech^2 u, the tanh form's derivative).
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
+    FOR_EACH(i, n, n, {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
         float s = 1.0f / (1.0f + fast_expf(-2.0f * u));
         float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         d_inp[i] += d_out[i] * (s + 2.0f * x * s * (1.0f - s) * du);
-    }
+    });
 }
 
 // ---- residual
 
 void residual_forward(float *out, const float *a, const float *b, long n) {
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
+    FOR_EACH(i, n, n, { out[i] = a[i] + b[i]; });
 }
 
 // ---- softmax + cross-entropy
 
 float crossentropy_forward(float *probs, float *losses, const float *logits,
                            const int *targets, int N, int V) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * V, {
         const float *z = logits + (long)n * V;
         float *p = probs + (long)n * V;
         float zmax = -INFINITY;
@@ -152,7 +144,7 @@ float crossentropy_forward(float *probs, float *losses, const float *logits,
         for (int i = 0; i < V; i++) p[i] *= inv;
         // -log p[target] from the logits directly, exact even when p underflows.
         if (losses && targets) losses[n] = logf(sum) - (z[targets[n]] - zmax);
-    }
+    });
     if (!losses || !targets) return -1.0f;
     double total = 0.0; // serial, fixed order: the same loss for any thread count
     for (int n = 0; n < N; n++) total += losses[n];
@@ -161,11 +153,10 @@ float crossentropy_forward(float *probs, float *losses, const float *logits,
 
 void crossentropy_backward(float *d_logits, const float *probs, const int *targets, int N,
                            int V, float d_loss_scale) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * V, {
         const float *p = probs + (long)n * V;
         float *d = d_logits + (long)n * V;
         for (int i = 0; i < V; i++) d[i] += p[i] * d_loss_scale;
         d[targets[n]] -= d_loss_scale;
-    }
+    });
 }
