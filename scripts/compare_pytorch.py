@@ -6,6 +6,11 @@
         recipe and the larger shape in PyTorch, then runs our bin/bench in the
         same session, so the figures compare.
 
+    scripts/compare_pytorch.py train [--seed 1337]
+        Trains the same model with the default recipe in PyTorch (random
+        batches, AdamW, warmup + cosine, clipping) and reports the
+        validation loss over bin/train's windows at the end.
+
     scripts/compare_pytorch.py check out/model.safetensors [--data data/tinyshakespeare.txt]
         Loads one of our checkpoints into the PyTorch model with
         load_state_dict(strict=True), no reshaping, and computes the
@@ -121,31 +126,81 @@ def load_safetensors(path):
     return tensors, meta
 
 
-def check(args):
-    tensors, meta = load_safetensors(args.ckpt)
-    config = json.loads(meta["config"])
-    vocab = json.loads(meta["vocab"])
-    model = TinyGPT(config["vocab_size"], config["context"], config["layers"], config["heads"],
-                    config["dim"])
-    model.load_state_dict(tensors, strict=True)  # names and shapes as saved, no reshaping
-    model.eval()
-    text = open(args.data, encoding="utf-8").read()
+def corpus_tokens(path, vocab=None):
+    text = open(path, encoding="utf-8").read()
+    vocab = vocab or sorted(set(text))  # by code point, as bin/train
     ids = {ch: i for i, ch in enumerate(vocab)}
-    tokens = np.array([ids[ch] for ch in text], dtype=np.int64)
-    val = tokens[int(len(tokens) * (1 - args.val_fraction)):]
-    # bin/train's fixed evaluation windows (data/dataset.c batch_eval)
-    T, B, batches = config["context"], args.batch, args.eval_batches
+    return vocab, np.array([ids[ch] for ch in text], dtype=np.int64)
+
+
+def validation_loss(model, val, T, B=12, batches=50):
+    """Mean loss over bin/train's fixed windows (data/dataset.c batch_eval)."""
     windows = B * batches
     starts = [(len(val) - T - 1) * w // max(windows - 1, 1) for w in range(windows)]
     losses = []
+    model.eval()
     with torch.no_grad():
         for i in range(batches):
             s = starts[i * B:(i + 1) * B]
             x = torch.tensor(np.stack([val[a:a + T] for a in s]))
             y = torch.tensor(np.stack([val[a + 1:a + T + 1] for a in s]))
             losses.append(model(x, y)[1].item())
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def check(args):
+    tensors, meta = load_safetensors(args.ckpt)
+    config = json.loads(meta["config"])
+    model = TinyGPT(config["vocab_size"], config["context"], config["layers"], config["heads"],
+                    config["dim"])
+    model.load_state_dict(tensors, strict=True)  # names and shapes as saved, no reshaping
+    _, tokens = corpus_tokens(args.data, json.loads(meta["vocab"]))
+    val = tokens[int(len(tokens) * (1 - args.val_fraction)):]
+    loss = validation_loss(model, val, config["context"])
     print(f"{args.ckpt}: loaded into PyTorch {torch.__version__} with strict=True; "
-          f"validation loss over bin/train's windows: {sum(losses) / len(losses):.4f}")
+          f"validation loss over bin/train's windows: {loss:.4f}")
+
+
+def train(args):
+    """The default recipe, in PyTorch, with bin/train's initialisation."""
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    vocab, tokens = corpus_tokens(args.data)
+    split = int(len(tokens) * (1 - args.val_fraction))
+    train_tokens, val = tokens[:split], tokens[split:]
+    L, H, C, T, B, iters, warmup, lr, min_lr = 4, 4, 128, 64, 12, 2000, 100, 1e-3, 1e-4
+    model = TinyGPT(len(vocab), T, L, H, C)
+    for name, p in model.named_parameters():
+        if p.dim() == 1:
+            nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
+        else:
+            std = 0.02 / math.sqrt(2 * L) if name.endswith(("w_o.weight", "proj.weight")) else 0.02
+            nn.init.normal_(p, 0.0, std)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.99))
+    start = time.perf_counter()
+    for it in range(iters):
+        if it < warmup:
+            rate = lr * (it + 1) / (warmup + 1)
+        else:
+            ratio = (it - warmup) / (iters - warmup)
+            rate = min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (lr - min_lr)
+        for group in opt.param_groups:
+            group["lr"] = rate
+        ix = np.random.randint(0, len(train_tokens) - T, B)
+        x = torch.tensor(np.stack([train_tokens[a:a + T] for a in ix]))
+        y = torch.tensor(np.stack([train_tokens[a + 1:a + T + 1] for a in ix]))
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    seconds = time.perf_counter() - start
+    print(f"PyTorch {torch.__version__}, seed {args.seed}: {iters} iterations in {seconds:.0f} s; "
+          f"validation loss over bin/train's windows: {validation_loss(model, val, T):.4f}")
 
 
 # ---- timing
@@ -191,14 +246,19 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench")
     b.add_argument("--threads", type=int, default=os.cpu_count())
+    t = sub.add_parser("train")
+    t.add_argument("--seed", type=int, default=1337)
+    t.add_argument("--threads", type=int, default=os.cpu_count())
+    t.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
+    t.add_argument("--val-fraction", type=float, default=0.1)
     c = sub.add_parser("check")
     c.add_argument("ckpt")
     c.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
     c.add_argument("--val-fraction", type=float, default=0.1)
-    c.add_argument("--batch", type=int, default=12)
-    c.add_argument("--eval-batches", type=int, default=50)
     args = parser.parse_args()
-    bench(args) if args.command == "bench" else check(args)
+    if args.command == "train":
+        np.random.seed(args.seed)
+    {"bench": bench, "train": train, "check": check}[args.command](args)
 
 
 if __name__ == "__main__":
