@@ -69,6 +69,8 @@ static inline void tile_row(float *c, const float *a, long a_col, const float *b
     for (int p = 0; p < k; p++) {
         float a_p = a[p * a_col];
         const float *b_row = b + (long)p * ldb;
+        // one row of C streams all of B once: fetch a few rows ahead
+        for (int j = 0; j < COLS; j += 16) __builtin_prefetch(b_row + 8L * ldb + j);
         for (int j = 0; j < COLS; j++) acc[j] += a_p * b_row[j];
     }
     for (int j = 0; j < COLS; j++) c[j] = acc[j];
