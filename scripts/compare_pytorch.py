@@ -40,13 +40,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---- the model, with our checkpoint's tensor names and layouts
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, bias=True):
         super().__init__()
         self.heads = heads
-        self.w_q = nn.Linear(dim, dim)
-        self.w_k = nn.Linear(dim, dim)
-        self.w_v = nn.Linear(dim, dim)
-        self.w_o = nn.Linear(dim, dim)
+        self.w_q = nn.Linear(dim, dim, bias=bias)
+        self.w_k = nn.Linear(dim, dim, bias=bias)
+        self.w_v = nn.Linear(dim, dim, bias=bias)
+        self.w_o = nn.Linear(dim, dim, bias=bias)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -67,22 +67,22 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim):
+    def __init__(self, dim, bias=True):
         super().__init__()
-        self.fc = nn.Linear(dim, 4 * dim)
-        self.proj = nn.Linear(4 * dim, dim)
+        self.fc = nn.Linear(dim, 4 * dim, bias=bias)
+        self.proj = nn.Linear(4 * dim, dim, bias=bias)
 
     def forward(self, x):
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, bias=True):
         super().__init__()
         self.ln_1 = nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads)
+        self.attn = Attention(dim, heads, bias)
         self.ln_2 = nn.LayerNorm(dim)
-        self.mlp = MLP(dim)
+        self.mlp = MLP(dim, bias)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -90,11 +90,14 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    def __init__(self, vocab_size, context, layers, heads, dim):
+    """Ours; bias=False drops the Linear biases (nanoGPT's shakespeare_char
+    setting, for comparison; its LayerNorms also lack a shift)."""
+
+    def __init__(self, vocab_size, context, layers, heads, dim, bias=True):
         super().__init__()
         self.wte = nn.Parameter(torch.randn(vocab_size, dim) * 0.02)
         self.wpe = nn.Parameter(torch.randn(context, dim) * 0.02)
-        self.h = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([Block(dim, heads, bias) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim)
 
     def forward(self, idx, targets=None):
@@ -170,7 +173,7 @@ def train(args):
     split = int(len(tokens) * (1 - args.val_fraction))
     train_tokens, val = tokens[:split], tokens[split:]
     L, H, C, T, B, iters, warmup, lr, min_lr = 4, 4, 128, 64, 12, 2000, 100, 1e-3, 1e-4
-    model = TinyGPT(len(vocab), T, L, H, C)
+    model = TinyGPT(len(vocab), T, L, H, C, bias=not args.no_bias)
     for name, p in model.named_parameters():
         if p.dim() == 1:
             nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
@@ -199,7 +202,7 @@ def train(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     seconds = time.perf_counter() - start
-    print(f"PyTorch {torch.__version__}, seed {args.seed}: {iters} iterations in {seconds:.0f} s; "
+    print(f"PyTorch {torch.__version__}, seed {args.seed}{', no biases' if args.no_bias else ''}: {iters} iterations in {seconds:.0f} s; "
           f"validation loss over bin/train's windows: {validation_loss(model, val, T):.4f}")
 
 
@@ -248,6 +251,7 @@ def main():
     b.add_argument("--threads", type=int, default=os.cpu_count())
     t = sub.add_parser("train")
     t.add_argument("--seed", type=int, default=1337)
+    t.add_argument("--no-bias", action="store_true", help="no Linear biases (nanoGPT's setting)")
     t.add_argument("--threads", type=int, default=os.cpu_count())
     t.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
     t.add_argument("--val-fraction", type=float, default=0.1)
