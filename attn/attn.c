@@ -45,37 +45,6 @@ static AttnOptions default_options(void) {
                          .cell = HEATMAP_DEFAULT_CELL};
 }
 
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fputs(" (run bin/attn --help for usage)\n", stderr);
-    va_end(args);
-    exit(2);
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf) die("%s: out of memory", path);
-        }
-    }
-    if (ferror(f)) die("%s: read error", path);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 // The text's code points, every one in the vocabulary (else a one-line
 // error naming the first unknown character, its position and the count).
 static uint32_t *decode_text(const char *source, const char *text, size_t len, const Vocab *vocab,
@@ -154,7 +123,7 @@ int main(int argc, char **argv) {
     char *file_text = NULL;
     const char *text = o.text, *source = "--text";
     if (o.text_file) {
-        file_text = read_file(o.text_file, &len);
+        file_text = read_whole_file(o.text_file, &len);
         text = file_text;
         source = o.text_file;
     } else {

@@ -1,9 +1,11 @@
 #include "util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 void die(const char *fmt, ...) {
@@ -27,6 +29,26 @@ void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) die("out of memory allocating %zu x %zu bytes", count, size);
     return p;
+}
+
+char *read_whole_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0, got;
+    char *buf = xmalloc(cap);
+    while ((got = fread(buf + n, 1, cap - 1 - n, f)) > 0) {
+        n += got;
+        if (n == cap - 1) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            if (!buf) die("%s: out of memory reading it", path);
+        }
+    }
+    if (ferror(f)) die("%s: %s", path, strerror(errno ? errno : EIO));
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
 void set_error(char *err, size_t err_len, const char *fmt, ...) {

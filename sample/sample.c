@@ -50,31 +50,6 @@ static SampleOptions default_options(void) {
                            .threads = 1};
 }
 
-static void usage_error(const char *message) {
-    fprintf(stderr, "error: %s (run bin/sample --help for usage)\n", message);
-    exit(2);
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf) die("%s: out of memory", path);
-        }
-    }
-    if (ferror(f)) die("%s: read error", path);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 // Ids of the prompt's characters; unknown ones are an error unless skipped.
 static int *encode_prompt(const char *text, size_t len, const Vocab *vocab, int skip_unknown,
                           int *num_ids) {
@@ -138,7 +113,7 @@ int main(int argc, char **argv) {
                       help_table, NUM_OPTIONS);
         return 0;
     }
-    if (!parsed) usage_error(err);
+    if (!parsed) usage_error("%s", err);
     if (o.prompt && o.prompt_file) usage_error("give --prompt or --prompt-file, not both");
     omp_set_num_threads(o.threads);
 
@@ -151,7 +126,7 @@ int main(int argc, char **argv) {
     size_t prompt_len = 0;
     char *file_text = NULL;
     if (o.prompt_file) {
-        file_text = read_file(o.prompt_file, &prompt_len);
+        file_text = read_whole_file(o.prompt_file, &prompt_len);
         prompt_text = file_text;
     } else if (o.prompt) {
         prompt_text = o.prompt;

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,22 @@ bad:
     return 0;
 }
 
+static const char *program_name = "the program";
+
+void usage_error(const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    fflush(stdout);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fprintf(stderr, " (run %s --help for usage)\n", program_name);
+    va_end(args);
+    exit(2);
+}
+
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
                   size_t err_len) {
+    if (argc > 0 && argv[0] && strcmp(argv[0], "saved")) program_name = argv[0];
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return OPTIONS_HELP;

@@ -32,6 +32,10 @@ int options_parse(Option *options, int num_options, int argc, char **argv, char 
 // before parsing, or with a copy of the defaults).
 void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options);
 
+// Print "error: <message> (run <program> --help for usage)" on one line,
+// where <program> is argv[0] of the last options_parse, and exit(2).
+void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 // Format an option's current value ("4", "0.001", "data/x.txt", "on").
 void options_format_value(const Option *option, char *buf, size_t buf_len);
 

@@ -96,11 +96,6 @@ static void option_table(TrainOptions *o, Option t[NUM_OPTIONS]) {
     memcpy(t, table, sizeof table);
 }
 
-static void usage_error(const char *message) {
-    fprintf(stderr, "error: %s (run bin/train --help for usage)\n", message);
-    exit(2);
-}
-
 // The run's flags as a JSON array of strings, saved with the optimizer state
 // so --resume continues with the same settings.
 static char *options_to_json(const Option *t, int n) {
@@ -306,7 +301,7 @@ int main(int argc, char **argv) {
                       help_table, num_options);
         return 0;
     }
-    if (!parsed) usage_error(err);
+    if (!parsed) usage_error("%s", err);
 
     RunPaths paths;
     snprintf(paths.model_path, sizeof paths.model_path, "%s/model.safetensors", o.out);
@@ -344,7 +339,7 @@ int main(int argc, char **argv) {
             die("%s: saved options do not parse: %s", paths.state_path, err);
         option_table(&o, table);
         for (int i = 0; i < num_options; i++) table[i].given = user_given[i];
-        if (options_parse(table, num_options, argc, argv, err, sizeof err) != 1) usage_error(err);
+        if (options_parse(table, num_options, argc, argv, err, sizeof err) != 1) usage_error("%s", err);
         for (size_t s = 0; s < sizeof shape_options / sizeof shape_options[0]; s++)
             for (int i = 0; i < num_options; i++)
                 if (!strcmp(table[i].name, shape_options[s]) && user_given[i]) {
@@ -364,7 +359,7 @@ int main(int argc, char **argv) {
     if (o.min_lr > o.lr) usage_error("--min-lr must not exceed --lr");
     if (o.dim % o.heads != 0) {
         snprintf(err, sizeof err, "--dim %d is not divisible by --heads %d", o.dim, o.heads);
-        usage_error(err);
+        usage_error("%s", err);
     }
     omp_set_num_threads(o.threads);
 
@@ -377,7 +372,7 @@ int main(int argc, char **argv) {
             o.data, corpus.vocab.size, ckpt_vocab.size);
 
     GPTConfig cfg = {corpus.vocab.size, o.context, o.layers, o.heads, o.dim};
-    if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error(err);
+    if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     int B = o.batch, T = o.context;
     size_t need = bytes_needed(&cfg, B, T);
     size_t have = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
