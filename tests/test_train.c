@@ -58,6 +58,29 @@ static void test_same_seed_same_losses(void) {
     free(lb);
 }
 
+// Every element is summed in the same order whichever thread computes it,
+// so 1 and 2 threads agree bit for bit. The shape is large enough that the
+// loops really run in parallel (work above PARALLEL_MIN_WORK).
+static void test_thread_count_does_not_change_results(void) {
+    const char *a = make_temp_dir(), *b = make_temp_dir();
+    const char *shape = "--layers 1 --heads 2 --dim 64 --context 64 --batch 8 --iters 4 "
+                        "--eval-every 2 --eval-batches 2 --log-every 1 --sample-chars 0";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bin/train %s --threads 1 --out %s/run", shape, a);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "bin/train %s --threads 2 --out %s/run", shape, b);
+    CHECK(run_command(cmd, NULL) == 0);
+    char da[512], db[512];
+    snprintf(da, sizeof da, "%s/run", a);
+    snprintf(db, sizeof db, "%s/run", b);
+    char *la = loss_columns(da), *lb = loss_columns(db);
+    CHECK(la && lb && !strcmp(la, lb));
+    free(la);
+    free(lb);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/run/model.safetensors %s/run/model.safetensors", a, b);
+    CHECK(run_command(cmd, NULL) == 0);
+}
+
 static void test_resume_equals_straight_run(void) {
     const char *a = make_temp_dir(), *b = make_temp_dir();
     char cmd[1024];
@@ -171,6 +194,8 @@ static void test_bad_corpus(void) {
 
 void suite_train(void) {
     run_test("train: same seed, same losses", test_same_seed_same_losses);
+    run_test("train: 1 and 2 threads give the same losses and model",
+             test_thread_count_does_not_change_results);
     run_test("train: resume equals an uninterrupted run", test_resume_equals_straight_run);
     run_test("train: refuses to overwrite a run without --force", test_refuses_to_overwrite);
     run_test("train: usage errors exit 2 with one line", test_usage_errors);
