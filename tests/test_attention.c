@@ -21,31 +21,9 @@
 #include "../model/matmul.h"
 #include "../model/util.h"
 #include "check.h"
-
-#define GRAD_STEP 1e-3f
-#define GRAD_ATOL 1e-3
-#define GRAD_RTOL 1e-2
+#include "grad_check.h"
 
 // ---- helpers
-
-static float *random_normal(Rng *rng, long n) {
-    float *x = xmalloc((size_t)n * sizeof(float));
-    for (long i = 0; i < n; i++) x[i] = rng_normal(rng);
-    return x;
-}
-
-static float *zeros(long n) { return xcalloc((size_t)n, sizeof(float)); }
-
-// attention_backward accumulates (+=): the gradient buffers of the checks
-// start at GRAD_START instead of 0 and the checks subtract it, so a backward
-// that overwrote (=) would fail them.
-#define GRAD_START 1.0f
-
-static float *gradient_buffer(long n) {
-    float *g = xmalloc((size_t)n * sizeof(float));
-    for (long i = 0; i < n; i++) g[i] = GRAD_START;
-    return g;
-}
 
 typedef struct {
     int B, Tq, Tk, C, NH, causal;
@@ -56,12 +34,12 @@ typedef struct {
 
 static AttentionCase attention_case(Rng *rng, int B, int Tq, int Tk, int C, int NH, int causal) {
     AttentionCase a = {.B = B, .Tq = Tq, .Tk = Tk, .C = C, .NH = NH, .causal = causal};
-    a.q = random_normal(rng, (long)B * Tq * C);
-    a.k = random_normal(rng, (long)B * Tk * C);
-    a.v = random_normal(rng, (long)B * Tk * C);
+    a.q = random_normal(rng, (long)B * Tq * C, 1.0f, 0.0f);
+    a.k = random_normal(rng, (long)B * Tk * C, 1.0f, 0.0f);
+    a.v = random_normal(rng, (long)B * Tk * C, 1.0f, 0.0f);
     a.out = zeros((long)B * Tq * C);
     a.probs = zeros((long)B * NH * Tq * Tk);
-    a.r = random_normal(rng, (long)B * Tq * C);
+    a.r = random_normal(rng, (long)B * Tq * C, 1.0f, 0.0f);
     return a;
 }
 

@@ -29,31 +29,10 @@
 #include "../model/ops.h"
 #include "../model/util.h"
 #include "check.h"
+#include "grad_check.h"
 
-#define GRAD_STEP 1e-3f
-#define GRAD_ATOL 1e-3
-#define GRAD_RTOL 1e-2
 
 // ---- helpers
-
-static float *random_normal(Rng *rng, long n, float scale, float offset) {
-    float *x = xmalloc((size_t)n * sizeof(float));
-    for (long i = 0; i < n; i++) x[i] = offset + scale * rng_normal(rng);
-    return x;
-}
-
-static float *zeros(long n) { return xcalloc((size_t)n, sizeof(float)); }
-
-// Every backward accumulates (+=) into its d_ outputs. The gradient buffers
-// of the checks start at GRAD_START instead of 0 and the checks subtract it,
-// so a backward that overwrote (=) would fail them.
-#define GRAD_START 1.0f
-
-static float *gradient_buffer(long n) {
-    float *g = xmalloc((size_t)n * sizeof(float));
-    for (long i = 0; i < n; i++) g[i] = GRAD_START;
-    return g;
-}
 
 // L = sum(out * r), in double.
 static double weighted_sum(const float *out, const float *r, long n) {
