@@ -66,9 +66,89 @@ bench: bin/bench
 test: bin/tests $(PROGRAMS)
 	OMP_WAIT_POLICY=passive ./bin/tests
 
+# ---- make sanitize: the whole test suite under AddressSanitizer and
+# UndefinedBehaviorSanitizer, built with gcc; any error fails the test that
+# triggered it. Objects go to build-san/obj, programs to build-san/bin, and
+# the suite runs from build-san (with a link to data/), so the bin/train,
+# bin/sample, bin/attn the tests run are the sanitized ones and bin/ is left
+# alone. A sanitizer error exits 99, so no test can mistake it for a
+# program's own error exit. Leaks are checked in the test binary, where
+# every library call must free what it allocated, even when it fails; not
+# in the programs, which end an error with exit(1) and their data still
+# allocated (the $(SAN)/obj/no_leak_check.o they are linked with).
+SAN = build-san
+SAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -std=c11 -D_GNU_SOURCE -ffp-contract=fast -Wall -Wextra -fopenmp -MMD -MP
+SAN_LIB_OBJ = $(LIB_SRC:%.c=$(SAN)/obj/%.o)
+SAN_TRAIN_OBJ = $(TRAIN_LIB_SRC:%.c=$(SAN)/obj/%.o)
+SAN_ATTN_OBJ = $(ATTN_LIB_SRC:%.c=$(SAN)/obj/%.o)
+SAN_ENV = ASAN_OPTIONS=exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:exitcode=99 \
+          OMP_WAIT_POLICY=passive
+
+$(SAN)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) -c $< -o $@
+
+$(SAN)/obj/no_leak_check.o:
+	@mkdir -p $(dir $@)
+	echo 'const char *__asan_default_options(void) { return "detect_leaks=0"; }' | gcc -x c -c - -o $@
+
+$(SAN)/bin/train: $(SAN)/obj/no_leak_check.o $(SAN)/obj/train/train.o $(SAN_TRAIN_OBJ) $(SAN)/obj/sample/sampler.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN)/bin/sample: $(SAN)/obj/no_leak_check.o $(SAN)/obj/sample/sample.o $(SAN)/obj/sample/sampler.o $(SAN)/obj/train/options.o $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OBJ) $(SAN)/obj/train/options.o $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN)/obj/sample/sampler.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+sanitize: $(SAN)/bin/tests $(SAN)/bin/train $(SAN)/bin/sample $(SAN)/bin/attn
+	ln -sfn ../data $(SAN)/data
+	cd $(SAN) && $(SAN_ENV) ./bin/tests
+
+# ---- make fuzz: libFuzzer targets (clang, with address and undefined
+# sanitizers) for the checkpoint loader, the UTF-8 corpus reader and the
+# option parser, FUZZ_SECONDS each (FUZZ_TARGETS="corpus" for one). Needs
+# clang, libclang-rt-14-dev and libomp-14-dev. New inputs are kept in
+# build-fuzz/corpus/, crashes in build-fuzz/crashes/; the seeds are
+# fuzz/corpus/<target>/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= safetensors corpus options
+FUZZ = build-fuzz
+FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fopenmp \
+              -std=c11 -D_GNU_SOURCE -Wall -Wno-unknown-pragmas -Wno-pass-failed
+FUZZ_LIB_SRC = $(LIB_SRC) $(TRAIN_LIB_SRC)
+
+$(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(wildcard model/*.h data/*.h train/*.h)
+	@mkdir -p $(FUZZ)
+	clang $(FUZZ_CFLAGS) $< $(FUZZ_LIB_SRC) -o $@ $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ)/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ)/corpus/$$t $(FUZZ)/crashes/$$t && \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s" && \
+	    OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(FUZZ)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ)/crashes/$$t/ \
+	        $(FUZZ)/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
+
+clean: clean-robust
+clean-robust:
+	rm -rf $(SAN) $(FUZZ)
+
+.PHONY: sanitize fuzz clean-robust
+
 clean:
 	rm -rf $(BUILD) bin
 
 .PHONY: all test clean bench
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(SAN) -name '*.d' 2>/dev/null)

@@ -25,7 +25,9 @@
 
 // Map the whole file read-only. Returns NULL with a message naming the file.
 static const unsigned char *map_file(const char *path, size_t *size, char *err, size_t err_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
+    // (it is then refused below as not a regular file).
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         set_error(err, err_len, "%s: %s", path, strerror(errno));
         return NULL;

@@ -275,7 +275,8 @@ static int parse_vocab(const char *path, const char *text, int vocab_size, Vocab
     return ok;
 }
 
-int gpt_load(const char *path, GPT *model, Vocab *vocab, char *err, size_t err_len) {
+static int load_checkpoint(const char *path, GPT *model, Vocab *vocab, char *err,
+                           size_t err_len) {
     StFile *file = safetensors_open(path, err, err_len);
     if (!file) return 0;
     const char *version = safetensors_meta(file, "format_version");
@@ -339,4 +340,10 @@ int gpt_load(const char *path, GPT *model, Vocab *vocab, char *err, size_t err_l
     *model = loaded;
     *vocab = loaded_vocab;
     return 1;
+}
+
+int gpt_load(const char *path, GPT *model, Vocab *vocab, char *err, size_t err_len) {
+    int ok = load_checkpoint(path, model, vocab, err, err_len);
+    if (!ok && err && err_len) safetensors_printable(err); // it quotes the file's config
+    return ok;
 }

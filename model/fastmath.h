@@ -19,7 +19,8 @@ static inline float fast_expf(float x) {
     x = x > 88.0f ? 88.0f : x;
     // round to nearest by adding 1.5 * 2^23 (valid for |x / ln2| < 2^22)
     const float shifter = 12582912.0f;
-    float n = (x * 1.44269504088896341f + shifter) - shifter;
+    float shifted = x * 1.44269504088896341f + shifter;
+    float n = shifted - shifter;
     // Cody-Waite: ln 2 split in two so n * ln2_hi is exact
     float r = x - n * 0.693145751953125f;
     r = r - n * 1.428606765330187045e-06f;
@@ -31,7 +32,13 @@ static inline float fast_expf(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23; // 2^n
+    // 2^n: n + 127 in the exponent field. n is read from the low bits of
+    // `shifted` (1.5 * 2^23 + n) in unsigned arithmetic: converting a NaN
+    // input's n to int and shifting it would be undefined behaviour; this
+    // way the result is simply NaN.
+    uint32_t shifted_bits;
+    memcpy(&shifted_bits, &shifted, sizeof shifted_bits);
+    uint32_t bits = (shifted_bits - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

@@ -530,9 +530,13 @@ static int parse_header(StFile *file, char *err, size_t err_len) {
 }
 
 StFile *safetensors_open(const char *path, char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
+    // (it is then refused below as not a regular file).
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         set_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
     struct stat st;
@@ -557,10 +561,16 @@ StFile *safetensors_open(const char *path, char *err, size_t err_len) {
         return NULL;
     }
     if (!parse_header(file, err, err_len)) {
+        if (err && err_len) safetensors_printable(err);
         safetensors_close(file);
         return NULL;
     }
     return file;
+}
+
+void safetensors_printable(char *message) {
+    for (unsigned char *c = (unsigned char *)message; *c; c++)
+        if (*c < 0x20 || *c == 0x7F) *c = '?';
 }
 
 void safetensors_close(StFile *file) {

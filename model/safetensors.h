@@ -46,5 +46,10 @@ int safetensors_check_f32(const StFile *file, const char *name, int ndim, const 
                           char *err, size_t err_len);
 // A metadata value, or NULL if the key is absent.
 const char *safetensors_meta(const StFile *file, const char *key);
+// Replace control characters (bytes below 0x20, and 0x7F) with '?' in an
+// error message that quotes a file's own text (tensor names, metadata), so
+// it stays one line and a crafted file cannot send escape sequences to the
+// terminal. The readers here and in checkpoint.c call it on every error.
+void safetensors_printable(char *message);
 
 #endif

@@ -83,6 +83,7 @@ SUITE(suite_checkpoint);
 SUITE(suite_train);
 SUITE(suite_sample);
 SUITE(suite_heatmap);
+SUITE(suite_robust);
 
 int main(int argc, char **argv) {
     // An optional argument runs only the suites whose name contains it.
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
-                  {"sample", suite_sample}, {"heatmap", suite_heatmap}};
+                  {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
         printf("# %s\n", suites[i].name);

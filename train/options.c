@@ -1,6 +1,8 @@
 #include "options.h"
 
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +30,15 @@ static int parse_number(const Option *opt, const char *text, char *err, size_t e
     if (opt->min <= opt->max && (x < opt->min || x > opt->max)) {
         set_error(err, err_len, "%s: %s is out of range [%g, %g]", opt->name, text, opt->min,
                   opt->max);
+        return 0;
+    }
+    // An option without a range still gets only what its type can hold
+    // (converting anything else to int or float is undefined behaviour).
+    double type_max = opt->type == OPT_INT ? (double)INT_MAX : (double)FLT_MAX;
+    double type_min = opt->type == OPT_INT ? (double)INT_MIN : -(double)FLT_MAX;
+    if (x < type_min || x > type_max) {
+        set_error(err, err_len, "%s: %s is out of range [%.10g, %.10g]", opt->name, text,
+                  type_min, type_max);
         return 0;
     }
     if (opt->type == OPT_INT)

@@ -241,21 +241,92 @@ static void write_heatmaps(GPT *model, const Probe *probe, const char *out, long
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);
 }
 
-// ---- checkpoint: model, then optimizer state
+// ---- non-finite values: which tensor went bad first
+
+static const char *const param_names[NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln_1.weight", "ln_1.bias", "attn.w_q.weight", "attn.w_q.bias",
+    "attn.w_k.weight", "attn.w_k.bias", "attn.w_v.weight", "attn.w_v.bias",
+    "attn.w_o.weight", "attn.w_o.bias", "ln_2.weight", "ln_2.bias",
+    "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias",
+    "ln_f.weight", "ln_f.bias"};
+
+// The checkpoint name ("h.1.attn.w_q.weight") of the first NaN or Inf in a
+// buffer laid out like the parameters (params_memory or grads_memory), or
+// NULL when every value is finite.
+static const char *first_non_finite(const GPT *model, const float *memory, char *name,
+                                    size_t len) {
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = model->param_sizes[t];
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(memory[offset + i])) {
+                if (t < 2 || t >= NUM_PARAM_TENSORS - 2) // wte, wpe, ln_f: not per block
+                    snprintf(name, len, "%s", param_names[t]);
+                else
+                    snprintf(name, len, "h.%zu.%s", i / (n / model->config.layers), param_names[t]);
+                return name;
+            }
+        offset += n;
+    }
+    return NULL;
+}
+
+// ---- checkpoint: optimizer state, then model
 
 typedef struct {
-    char model_path[4096], state_path[4096], log_path[4096];
+    char model_path[4096], state_path[4096], prev_state_path[4096], log_path[4096];
 } RunPaths;
 
+// Each file is replaced atomically, but the pair is not: a crash between
+// the two renames leaves the new optimizer state beside the old model. So
+// the optimizer state the current model was saved with is kept, as a hard
+// link (no copy), until the new model is in place; --resume falls back to it.
 static void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
-                            const AdamW *opt, const Rng *rng, const char *options_json) {
-    char err[1024];
+                            const AdamW *opt, const Rng *rng, const char *options_json,
+                            const char *out) {
+    char err[1024], name[128];
+    if (first_non_finite(model, model->params_memory, name, sizeof name))
+        die("parameters are not finite after step %ld (first: %s); not saved, the last "
+            "checkpoint in %s is intact (try a lower --lr)",
+            opt->step, name, out);
+    unlink(paths->prev_state_path);
+    link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
     if (!train_state_save(paths->state_path, opt, rng->state,
                           params_hash(model->params_memory, model->num_params), options_json,
                           err, sizeof err))
         die("saving optimizer state: %s", err);
     if (!gpt_save(paths->model_path, model, vocab, err, sizeof err))
         die("saving model: %s", err);
+    unlink(paths->prev_state_path);
+}
+
+// The optimizer state saved with the model: DIR/optimizer.safetensors, or
+// the previous one kept by an interrupted save_checkpoint, which is then
+// restored. Dies with the first file's problem if neither matches.
+static void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
+                       char **options_json) {
+    char err[8400], prev_err[1024];
+    uint64_t hash = params_hash(model->params_memory, model->num_params), saved_hash;
+    if (train_state_load(paths->state_path, opt, &rng->state, &saved_hash, options_json, err,
+                         sizeof err)) {
+        if (saved_hash == hash) return;
+        free(*options_json);
+        snprintf(err, sizeof err, "%s and %s are from different saves (was a save interrupted?)",
+                 paths->model_path, paths->state_path);
+    }
+    if (file_exists(paths->prev_state_path) &&
+        train_state_load(paths->prev_state_path, opt, &rng->state, &saved_hash, options_json,
+                         prev_err, sizeof prev_err)) {
+        if (saved_hash == hash) {
+            if (rename(paths->prev_state_path, paths->state_path) != 0)
+                die("%s: cannot restore it as %s: %s", paths->prev_state_path, paths->state_path,
+                    strerror(errno));
+            fprintf(stderr, "note: the last save was interrupted; resuming from the one before\n");
+            return;
+        }
+        free(*options_json);
+    }
+    die("%s", err);
 }
 
 // Keep log.csv's rows up to `step` (a resumed run rewrites what came after).
@@ -269,7 +340,8 @@ static void truncate_log(const char *path, long step) {
     char line[4096];
     int first = 1;
     while (fgets(line, sizeof line, in)) {
-        if (first || atol(line) <= step) fputs(line, out);
+        // a row without its newline was cut short by a crash: drop it
+        if (first || (atol(line) <= step && strchr(line, '\n'))) fputs(line, out);
         first = 0;
     }
     fclose(in);
@@ -277,12 +349,13 @@ static void truncate_log(const char *path, long step) {
         die("%s: cannot rewrite: %s", path, strerror(errno));
 }
 
-static size_t bytes_needed(const GPTConfig *cfg, int B, int T) {
-    size_t L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
-    size_t P = V * C + (size_t)cfg->context * C + L * (12 * C * C + 13 * C) + 2 * C;
-    size_t BT = (size_t)B * T;
-    size_t acts = L * BT * (16 * C + 4) + L * B * NH * T * T + BT * (2 * C + 2 * V + 3);
-    size_t scratch = BT * (14 * C + 2 * V) + BT * (V > 4 * C ? V : 4 * C);
+// In double: the largest shapes the flags allow overflow 64-bit integers.
+static double bytes_needed(const GPTConfig *cfg, int B, int T) {
+    double L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
+    double P = V * C + (double)cfg->context * C + L * (12 * C * C + 13 * C) + 2 * C;
+    double BT = (double)B * T;
+    double acts = L * BT * (16 * C + 4) + L * B * NH * T * T + BT * (2 * C + 2 * V + 3);
+    double scratch = BT * (14 * C + 2 * V) + BT * (V > 4 * C ? V : 4 * C);
     return 4 * (4 * P + acts + scratch);
 }
 
@@ -306,33 +379,31 @@ int main(int argc, char **argv) {
     RunPaths paths;
     snprintf(paths.model_path, sizeof paths.model_path, "%s/model.safetensors", o.out);
     snprintf(paths.state_path, sizeof paths.state_path, "%s/optimizer.safetensors", o.out);
+    snprintf(paths.prev_state_path, sizeof paths.prev_state_path, "%s/optimizer.prev.safetensors",
+             o.out);
     snprintf(paths.log_path, sizeof paths.log_path, "%s/log.csv", o.out);
 
     GPT model;
     Vocab ckpt_vocab = {0};
     AdamW opt = {0};
     Rng rng;
+    char **saved_argv = NULL; // a resumed run's saved flags; o's strings point into them
+    int saved_argc = 0;
     if (o.resume) {
         if (o.force) usage_error("--resume and --force contradict each other");
         if (!file_exists(paths.model_path))
-            die("%s: no checkpoint to resume (start a fresh run without --resume)", paths.model_path);
+            die("%s: no checkpoint to resume (start a fresh run without --resume%s)",
+                paths.model_path, file_exists(paths.state_path) ? ", with --force" : "");
         if (!gpt_load(paths.model_path, &model, &ckpt_vocab, err, sizeof err)) die("%s", err);
         adamw_init(&opt, model.num_params);
-        uint64_t saved_hash;
         char *saved_json;
-        if (!train_state_load(paths.state_path, &opt, &rng.state, &saved_hash, &saved_json, err,
-                              sizeof err))
-            die("%s", err);
-        if (saved_hash != params_hash(model.params_memory, model.num_params))
-            die("%s and %s are from different saves (was a save interrupted?)", paths.model_path,
-                paths.state_path);
+        load_state(&paths, &model, &opt, &rng, &saved_json);
         // The saved flags are the defaults; flags given now override them,
         // except the model's shape, which a checkpoint fixes.
         int user_given[NUM_OPTIONS];
         TrainOptions user = o;
         for (int i = 0; i < num_options; i++) user_given[i] = table[i].given;
-        int saved_argc;
-        char **saved_argv = json_to_argv(saved_json, &saved_argc);
+        saved_argv = json_to_argv(saved_json, &saved_argc);
         o = default_options();
         option_table(&o, table);
         if (options_parse(table, num_options, saved_argc, saved_argv, err, sizeof err) != 1)
@@ -374,8 +445,8 @@ int main(int argc, char **argv) {
     GPTConfig cfg = {corpus.vocab.size, o.context, o.layers, o.heads, o.dim};
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     int B = o.batch, T = o.context;
-    size_t need = bytes_needed(&cfg, B, T);
-    size_t have = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    double need = bytes_needed(&cfg, B, T);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
             need / 1e9, have / 1e9);
@@ -431,6 +502,11 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    // For the tests, not a user option: TINYGPT_INJECT_NAN_AT_STEP=N turns
+    // one weight (h.0.attn.w_q.weight[0]) into NaN right after step N, as a
+    // faulty kernel or memory would.
+    const char *inject = getenv("TINYGPT_INJECT_NAN_AT_STEP");
+    long inject_nan_at = inject ? atol(inject) : 0;
     int live = isatty(STDOUT_FILENO);
     double run_start = now_seconds(), train_seconds = 0.0, window_seconds = 0.0;
     double window_loss = 0.0;
@@ -447,29 +523,19 @@ int main(int argc, char **argv) {
         gpt_backward(&model, batch.inputs);
         float norm = grad_global_norm(model.grads_memory, model.num_params);
         if (!isfinite(loss) || !isfinite(norm)) {
-            const char *names[NUM_PARAM_TENSORS] = {
-                "wte", "wpe", "ln_1.weight", "ln_1.bias", "attn.w_q.weight", "attn.w_q.bias",
-                "attn.w_k.weight", "attn.w_k.bias", "attn.w_v.weight", "attn.w_v.bias",
-                "attn.w_o.weight", "attn.w_o.bias", "ln_2.weight", "ln_2.bias",
-                "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias",
-                "ln_f.weight", "ln_f.bias"};
-            const char *bad = "the loss";
-            size_t offset = 0;
-            for (int t = 0; t < NUM_PARAM_TENSORS && isfinite(loss); t++) {
-                size_t n = model.param_sizes[t];
-                if (!isfinite(grad_global_norm(model.grads_memory + offset, n))) {
-                    bad = names[t];
-                    break;
-                }
-                offset += n;
-            }
-            die("loss %g / gradient norm %g is not finite at step %ld (first: gradient of %s); "
+            char name[128], bad[160] = "the loss";
+            if (first_non_finite(&model, model.params_memory, name, sizeof name))
+                snprintf(bad, sizeof bad, "parameter %s", name);
+            else if (isfinite(loss) && first_non_finite(&model, model.grads_memory, name, sizeof name))
+                snprintf(bad, sizeof bad, "gradient of %s", name);
+            die("loss %g / gradient norm %g is not finite at step %ld (first: %s); "
                 "stopped without saving, the last checkpoint in %s is intact (try a lower --lr)",
                 loss, norm, it + 1, bad, o.out);
         }
         float clip_scale = (o.grad_clip > 0 && norm > o.grad_clip) ? o.grad_clip / norm : 1.0f;
         float lr = lr_at(&acfg, it);
         adamw_update(&opt, &model, &acfg, lr, clip_scale);
+        if (opt.step == inject_nan_at) model.params.w_q[0] = NAN;
         double dt = now_seconds() - t0;
         train_seconds += dt;
         window_seconds += dt;
@@ -504,7 +570,7 @@ int main(int argc, char **argv) {
             if (is_eval) {
                 last_train_eval = evaluate(&model, train, B, T, o.eval_batches, &batch);
                 last_val = evaluate(&model, val, B, T, o.eval_batches, &batch);
-                save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json);
+                save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json, o.out);
                 fprintf(log, "%ld,%.6f,%.6f,%.6g,%.3f,%.1f\n", step, last_train_eval, last_val,
                         lr, ms_per_iter, tokens_per_s);
                 printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "",
@@ -515,23 +581,24 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    int exit_code = 0;
     if (stop_requested || opt.step < o.iters) {
-        save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json);
-        fflush(log);
+        save_checkpoint(&paths, &model, &corpus.vocab, &opt, &rng, options_json, o.out);
         printf("%s%s at step %ld: saved %s; continue with --resume\n", live ? "\n" : "",
                stop_requested ? "interrupted" : "stopped", opt.step, paths.model_path);
-        return stop_requested ? 130 : 0;
-    }
-    if (isnan(last_val)) {
-        // nothing ran (a resumed run that was already complete): evaluate once
-        last_train_eval = evaluate(&model, train, B, T, o.eval_batches, &batch);
-        last_val = evaluate(&model, val, B, T, o.eval_batches, &batch);
-        printf("step %ld: train loss %.4f, val loss %.4f\n", opt.step, last_train_eval, last_val);
+        exit_code = stop_requested ? 128 + stop_requested : 0; // 130 SIGINT, 143 SIGTERM
+    } else {
+        if (isnan(last_val)) {
+            // nothing ran (a resumed run that was already complete): evaluate once
+            last_train_eval = evaluate(&model, train, B, T, o.eval_batches, &batch);
+            last_val = evaluate(&model, val, B, T, o.eval_batches, &batch);
+            printf("step %ld: train loss %.4f, val loss %.4f\n", opt.step, last_train_eval, last_val);
+        }
+        printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f\n",
+               opt.step, now_seconds() - run_start,
+               steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0, last_val);
     }
     fclose(log);
-    printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f\n",
-           opt.step, now_seconds() - run_start,
-           steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0, last_val);
     free(options_json);
     kv_cache_free(&sample_cache);
     free(probe.ids);
@@ -543,5 +610,7 @@ int main(int argc, char **argv) {
     gpt_free(&model);
     vocab_free(&ckpt_vocab);
     corpus_free(&corpus);
-    return 0;
+    for (int i = 0; i < saved_argc; i++) free(saved_argv[i]);
+    free(saved_argv);
+    return exit_code;
 }

@@ -71,5 +71,6 @@ int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
         ok = 1;
     }
     safetensors_close(file);
+    if (!ok && err && err_len) safetensors_printable(err); // it quotes the file's metadata
     return ok;
 }
