@@ -192,6 +192,33 @@ static void test_bad_corpus(void) {
     free(msg);
 }
 
+static void test_heatmaps_during_training(void) {
+    const char *d = make_temp_dir();
+    char cmd[1024], path[512], capture[512];
+    snprintf(cmd, sizeof cmd,
+             "bin/train " TINY " --iters 4 --eval-every 4 --sample-chars 0 --heatmaps-every 2 "
+             "--probe 'To be, or not to be' --out %s/run",
+             d);
+    CHECK(run_command(cmd, NULL) == 0);
+    const char *files[] = {"step_2/overview.png", "step_2/layer0_head1.png",
+                           "step_4/overview.png", "step_4/layer0_head0.png"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/run/attn/%s", d, files[i]);
+        char *png = read_text_file(path);
+        CHECK_MSG(png && !strncmp(png + 1, "PNG", 3), "%s missing or not a PNG", path);
+        free(png);
+    }
+    // a probe character outside the corpus's vocabulary is an error, before training
+    snprintf(capture, sizeof capture, "%s/err.txt", d);
+    snprintf(cmd, sizeof cmd,
+             "bin/train " TINY " --iters 4 --heatmaps-every 2 --probe 'caf\xc3\xa9' --out %s/run2",
+             d);
+    CHECK(run_command(cmd, capture) != 0);
+    char *msg = read_text_file(capture);
+    CHECK_MSG(msg && strstr(msg, "--probe") && strstr(msg, "U+00E9"), "said: %s", msg ? msg : "");
+    free(msg);
+}
+
 void suite_train(void) {
     run_test("train: same seed, same losses", test_same_seed_same_losses);
     run_test("train: 1 and 2 threads give the same losses and model",
@@ -200,4 +227,5 @@ void suite_train(void) {
     run_test("train: refuses to overwrite a run without --force", test_refuses_to_overwrite);
     run_test("train: usage errors exit 2 with one line", test_usage_errors);
     run_test("train: bad corpus errors", test_bad_corpus);
+    run_test("train: --heatmaps-every writes pictures of the probe", test_heatmaps_during_training);
 }

@@ -213,8 +213,7 @@ static void make_probe(Probe *probe, const char *text, const Corpus *corpus, int
         while (pos < len) {
             size_t start = pos;
             if (!utf8_decode((const unsigned char *)text, len, &pos, &cp))
-                usage_error("--probe: invalid UTF-8");
-            (void)start;
+                usage_error("--probe: invalid UTF-8 at byte offset %zu", start);
             if (vocab_id(&corpus->vocab, cp) < 0 && unknown++ == 0) first_unknown = cp;
             count++;
         }
