@@ -1,6 +1,7 @@
 // sample.c: bin/sample, text from a trained checkpoint, streamed as it is
 // generated, one position's work per token thanks to the KV cache.
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,11 @@ int main(int argc, char **argv) {
     GPT model;
     Vocab vocab;
     if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
+    size_t non_finite = 0;
+    for (size_t i = 0; i < model.num_params; i++) non_finite += !isfinite(model.params_memory[i]);
+    if (non_finite)
+        fprintf(stderr, "warning: %s has %zu non-finite (NaN or Inf) weights; the text will be "
+                "meaningless\n", o.ckpt, non_finite);
 
     int num_ids = 0, *ids;
     const char *prompt_text = NULL;

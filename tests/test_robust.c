@@ -1093,8 +1093,9 @@ static void test_fuzz_option_values_beyond_their_type(void) {
 }
 
 // A checkpoint holding NaN and Inf weights (fuzz_safetensors reached the
-// forward pass with them): it loads (the format stores any float), and
-// sampling from it runs to the end without crashing.
+// forward pass with them): it loads (the format stores any float), sampling
+// from it warns that the text will be meaningless and runs to the end
+// without crashing.
 static void test_fuzz_non_finite_checkpoint(void) {
     const char *dir = make_temp_dir();
     GPTConfig cfg = {.vocab_size = 3, .context = 4, .layers = 1, .heads = 1, .dim = 4};
@@ -1111,8 +1112,13 @@ static void test_fuzz_non_finite_checkpoint(void) {
         const char *path = path_in(dir, "model.safetensors");
         CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
         gpt_free(&model);
-        int status = RUN(NULL, NULL, "bin/sample --ckpt %s -n 8 --prompt ab", path);
+        const char *capture = path_in(dir, "sample.txt");
+        int status = RUN(capture, NULL, "bin/sample --ckpt %s -n 8 --prompt ab", path);
         CHECK_MSG(status == 0, "sampling from weights with %g exited %d", poison[i], status);
+        char *said = read_text_file(capture);
+        CHECK_MSG(said && strstr(said, "warning: ") && strstr(said, "1 non-finite"),
+                  "no warning about the non-finite weight: %s", said ? said : "");
+        free(said);
         status = RUN(NULL, NULL, "bin/sample --ckpt %s -n 8 --temperature 0", path);
         CHECK_MSG(status == 0, "greedy sampling from weights with %g exited %d", poison[i], status);
     }
