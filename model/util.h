@@ -9,7 +9,8 @@
 // Print "error: <message>" on one line to stderr and exit(1).
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-// malloc/calloc that die with the requested size when memory runs out.
+// malloc/calloc that die with the requested size when memory runs out, and
+// return memory aligned to a 64-byte cache line (release it with free).
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 
