@@ -39,33 +39,27 @@ void kv_cache_free(KVCache *cache) {
     memset(cache, 0, sizeof *cache);
 }
 
-// dst (cols, rows) = src (rows, cols)^T
-static void transpose(float *dst, const float *src, int rows, int cols) {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[(long)j * rows + i] = src[(long)i * cols + j];
-}
-
 void kv_cache_reset(KVCache *cache) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
     int C = cfg->dim;
     long cc = (long)C * C;
     for (int l = 0; l < cfg->layers; l++) {
-        transpose(cache->w_q_t + l * cc, p->w_q + l * cc, C, C);
-        transpose(cache->w_k_t + l * cc, p->w_k + l * cc, C, C);
-        transpose(cache->w_v_t + l * cc, p->w_v + l * cc, C, C);
-        transpose(cache->w_o_t + l * cc, p->w_o + l * cc, C, C);
-        transpose(cache->fc_w_t + 4 * l * cc, p->fc_w + 4 * l * cc, 4 * C, C);
-        transpose(cache->proj_w_t + 4 * l * cc, p->proj_w + 4 * l * cc, C, 4 * C);
+        matmul_pack_weight(cache->w_q_t + l * cc, p->w_q + l * cc, C, C);
+        matmul_pack_weight(cache->w_k_t + l * cc, p->w_k + l * cc, C, C);
+        matmul_pack_weight(cache->w_v_t + l * cc, p->w_v + l * cc, C, C);
+        matmul_pack_weight(cache->w_o_t + l * cc, p->w_o + l * cc, C, C);
+        matmul_pack_weight(cache->fc_w_t + 4 * l * cc, p->fc_w + 4 * l * cc, 4 * C, C);
+        matmul_pack_weight(cache->proj_w_t + 4 * l * cc, p->proj_w + 4 * l * cc, C, 4 * C);
     }
-    transpose(cache->wte_t, p->wte, cfg->vocab_size, C);
+    matmul_pack_weight(cache->wte_t, p->wte, cfg->vocab_size, C);
     cache->len = 0;
 }
 
-// out (n,OC) = inp (n,IC) . w_t (IC,OC) + bias (OC)
+// out (n,OC) = inp (n,IC) . weight^T + bias (OC), the weight packed
 static void linear_t(float *out, const float *inp, const float *w_t, const float *bias, int n,
                      int ic, int oc) {
-    matmul(out, inp, w_t, n, ic, oc, 0);
+    matmul_packed(out, inp, w_t, n, ic, oc, 0);
     if (bias)
         for (int t = 0; t < n; t++)
             for (int o = 0; o < oc; o++) out[(long)t * oc + o] += bias[o];

@@ -101,30 +101,40 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
 // strided as above, B and C with row strides ldb and ldc. Every element sums
 // its products in the same order (k ascending, in KC chunks) whichever
 // thread computes it, so results do not depend on the thread count.
+//
+// B is either row-major with row stride ldb (ldb > 0), or packed by
+// matmul_pack (ldb == PACKED): then the KC x COLS block a tile reads is
+// contiguous, which the hardware prefetcher streams and the L1 keeps
+// (rows of a wide row-major B are a power of two apart and share a few L1
+// sets).
+#define PACKED 0
 static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                       int ldb, int m, int k, int n, int accumulate, int rb_begin, int rb_end) {
     for (int k0 = 0; k0 < k; k0 += KC) {
         int kc = k - k0 < KC ? k - k0 : KC;
         int acc = accumulate || k0 > 0; // later passes add to the earlier ones
         const float *a_k = a + (long)k0 * a_col;
-        const float *b_k = b + (long)k0 * ldb;
         for (int j = 0; j < n; j += COLS) {
             int cols = n - j < COLS ? n - j : COLS;
+            // the (kc, cols) block of B at row k0, column j, and its row stride
+            const float *b_block = ldb == PACKED ? b + (long)j * k + (long)k0 * cols
+                                                 : b + (long)k0 * ldb + j;
+            int ld = ldb == PACKED ? cols : ldb;
             for (int rb = rb_begin; rb < rb_end; rb++) {
                 int i = rb * ROWS;
                 int rows = m - i < ROWS ? m - i : ROWS;
                 const float *a_rows = a_k + (long)i * a_row;
                 float *c_tile = c + (long)i * ldc + j;
                 if (rows == ROWS && cols == COLS)
-                    tile_full(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, acc);
+                    tile_full(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, acc);
                 else if (rows == ROWS && cols == COLS / 2)
-                    tile_half(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, acc);
+                    tile_half(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, acc);
                 else if (cols == COLS)
                     for (int r = 0; r < rows; r++)
-                        tile_row(c_tile + (long)r * ldc, a_rows + r * a_row, a_col, b_k + j, kc,
-                                 ldb, acc);
+                        tile_row(c_tile + (long)r * ldc, a_rows + r * a_row, a_col, b_block, kc,
+                                 ld, acc);
                 else
-                    tile_edge(c_tile, a_rows, a_row, a_col, b_k + j, kc, ldb, ldc, rows, cols,
+                    tile_edge(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, rows, cols,
                               acc);
             }
         }
@@ -133,13 +143,13 @@ static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col,
 
 // The whole product, split between the threads by contiguous row blocks:
 // no two threads write the same memory.
-static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int m, int k,
-                 int n, int accumulate) {
+static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int ldb, int m,
+                 int k, int n, int accumulate) {
     int row_blocks = (m + ROWS - 1) / ROWS;
     if ((long)m * k * n <= 32768 || omp_get_max_threads() == 1) {
         // too small to share out (or one thread): no parallel region at all,
         // whose set-up would cost more than the product
-        gemm_rows(c, n, a, a_row, a_col, b, n, m, k, n, accumulate, 0, row_blocks);
+        gemm_rows(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, 0, row_blocks);
         return;
     }
 #pragma omp parallel
@@ -147,7 +157,7 @@ static void gemm(float *c, const float *a, long a_row, long a_col, const float *
         int threads = omp_get_num_threads(), me = omp_get_thread_num();
         int rb_begin = (int)((long)row_blocks * me / threads);
         int rb_end = (int)((long)row_blocks * (me + 1) / threads);
-        gemm_rows(c, n, a, a_row, a_col, b, n, m, k, n, accumulate, rb_begin, rb_end);
+        gemm_rows(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, rb_begin, rb_end);
     }
 }
 
@@ -157,7 +167,28 @@ void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, c
 }
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
-    gemm(c, a, k, 1, b, m, k, n, accumulate);
+    gemm(c, a, k, 1, b, n, m, k, n, accumulate);
+}
+
+// Packed layout: column panels of COLS (the last one narrower if N is not a
+// multiple), each panel (K, width) row-major, panels one after the other.
+// Element (p, j) of B, in panel j / COLS, is at j0 * K + p * width + (j - j0)
+// with j0 the panel's first column.
+void matmul_pack_weight(float *packed, const float *weight, int oc, int ic) {
+    for (int j0 = 0; j0 < oc; j0 += COLS) {
+        int width = oc - j0 < COLS ? oc - j0 : COLS;
+        float *panel = packed + (long)j0 * ic;
+        // B = weight^T: B (p, j) = weight (j, p), read along weight's rows
+        for (int jj = 0; jj < width; jj++) {
+            const float *w_row = weight + (long)(j0 + jj) * ic;
+            for (int p = 0; p < ic; p++) panel[(long)p * width + jj] = w_row[p];
+        }
+    }
+}
+
+void matmul_packed(float *c, const float *a, const float *packed, int m, int k, int n,
+                   int accumulate) {
+    gemm(c, a, k, 1, packed, PACKED, m, k, n, accumulate);
 }
 
 // dst (cols, rows) = src (rows, cols)^T, in 16x16 blocks so that both the
@@ -216,7 +247,7 @@ void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *
                      const float *inp, const float *weight, int n, int ic, int oc) {
     if (d_inp) matmul(d_inp, d_out, weight, n, oc, ic, 1);
     // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
-    gemm(d_weight, d_out, 1, oc, inp, oc, n, ic, 1);
+    gemm(d_weight, d_out, 1, oc, inp, ic, oc, n, ic, 1);
     if (d_bias) {
         // column sums of d_out, split by column so each thread owns its outputs
         int chunks = (oc + COLS - 1) / COLS;
