@@ -15,12 +15,14 @@
 #include "util.h"
 
 // Register tile: ROWS rows of C by COLS columns, kept in vector registers
-// across the whole K loop: 4 x 64 floats is 16 AVX-512 registers; on
-// AVX2 (16 ymm registers) 4 x 32 is 16.
-#define ROWS 4
+// across the whole K loop. AVX-512 has 32 registers: 6 x 64 floats is 24
+// of them, plus 4 for a row of B and one for an element of A. AVX2 has
+// 16 (ymm): 4 x 32 is all of them, B is read from memory by the FMAs.
 #ifdef __AVX512F__
+#define ROWS 6
 #define COLS 64
 #else
+#define ROWS 4
 #define COLS 32
 #endif
 
@@ -39,27 +41,32 @@ void matmul_reserve(long floats) {
 // a_col = M) without copying it. B and C are row-major with row strides
 // ldb and ldc.
 //
-// Full tiles: ROWS x W of C, W = COLS or COLS/2 (a head of 32 channels
-// under AVX-512). Constant trip counts let the compiler keep acc in vector
-// registers across the whole K loop.
-#define DEFINE_TILE(name, W)                                                                   \
+// Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
+// AVX-512), R = ROWS, or 4 and 2 for the rows left over below a multiple of
+// ROWS. Constant trip counts let the compiler keep acc in vector registers
+// across the whole K loop.
+#define DEFINE_TILE(name, R, W)                                                                \
     static inline void name(float *c, const float *a, long a_row, long a_col, const float *b,   \
                             int k, int ldb, int ldc, int accumulate) {                         \
-        float acc[ROWS][W];                                                                    \
-        for (int r = 0; r < ROWS; r++)                                                         \
+        float acc[R][W];                                                                       \
+        for (int r = 0; r < R; r++)                                                            \
             for (int j = 0; j < W; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;        \
         for (int p = 0; p < k; p++) {                                                          \
             const float *b_row = b + (long)p * ldb;                                            \
-            for (int r = 0; r < ROWS; r++) {                                                   \
+            for (int r = 0; r < R; r++) {                                                      \
                 float a_rp = a[r * a_row + p * a_col];                                         \
                 for (int j = 0; j < W; j++) acc[r][j] += a_rp * b_row[j];                      \
             }                                                                                  \
         }                                                                                      \
-        for (int r = 0; r < ROWS; r++)                                                         \
+        for (int r = 0; r < R; r++)                                                            \
             for (int j = 0; j < W; j++) c[r * ldc + j] = acc[r][j];                            \
     }
-DEFINE_TILE(tile_full, COLS)
-DEFINE_TILE(tile_half, COLS / 2)
+DEFINE_TILE(tile_full, ROWS, COLS)
+DEFINE_TILE(tile_half, ROWS, COLS / 2)
+DEFINE_TILE(tile_four, 4, COLS)
+DEFINE_TILE(tile_four_half, 4, COLS / 2)
+DEFINE_TILE(tile_two, 2, COLS)
+DEFINE_TILE(tile_two_half, 2, COLS / 2)
 
 // One row of C (a single token while sampling): 1 x COLS in registers.
 static inline void tile_row(float *c, const float *a, long a_col, const float *b, int k,
@@ -93,6 +100,40 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
         for (int j = 0; j < cols; j++) c[r * ldc + j] = acc[r][j];
 }
 
+// A rows x cols block of C, rows <= ROWS, cols <= COLS: full-width blocks
+// go to the fixed-size tiles, ROWS rows at once or the leftover rows in
+// fours, twos and ones.
+static inline void tile(float *c, const float *a, long a_row, long a_col, const float *b, int k,
+                        int ldb, int ldc, int rows, int cols, int accumulate) {
+    if (cols != COLS && cols != COLS / 2) {
+        tile_edge(c, a, a_row, a_col, b, k, ldb, ldc, rows, cols, accumulate);
+        return;
+    }
+    int wide = cols == COLS;
+    if (rows == ROWS) {
+        if (wide) tile_full(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
+        else tile_half(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
+        return;
+    }
+    for (int r = 0; r < rows;) {
+        float *c_r = c + (long)r * ldc;
+        const float *a_r = a + r * a_row;
+        if (rows - r >= 4) {
+            if (wide) tile_four(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            else tile_four_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            r += 4;
+        } else if (rows - r >= 2) {
+            if (wide) tile_two(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            else tile_two_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            r += 2;
+        } else {
+            if (wide) tile_row(c_r, a_r, a_col, b, k, ldb, accumulate);
+            else tile_edge(c_r, a_r, a_row, a_col, b, k, ldb, ldc, 1, cols, accumulate);
+            r += 1;
+        }
+    }
+}
+
 // Depth of one pass over K: a KC x COLS panel of B (32 KB with AVX-512)
 // stays in L1 while every row block of a thread's share uses it.
 #define KC 128
@@ -103,7 +144,7 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
 // thread computes it, so results do not depend on the thread count.
 //
 // B is either row-major with row stride ldb (ldb > 0), or packed by
-// matmul_pack (ldb == PACKED): then the KC x COLS block a tile reads is
+// matmul_pack_weight (ldb == PACKED): then the KC x COLS block a tile reads is
 // contiguous, which the hardware prefetcher streams and the L1 keeps
 // (rows of a wide row-major B are a power of two apart and share a few L1
 // sets).
@@ -125,17 +166,7 @@ static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col,
                 int rows = m - i < ROWS ? m - i : ROWS;
                 const float *a_rows = a_k + (long)i * a_row;
                 float *c_tile = c + (long)i * ldc + j;
-                if (rows == ROWS && cols == COLS)
-                    tile_full(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, acc);
-                else if (rows == ROWS && cols == COLS / 2)
-                    tile_half(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, acc);
-                else if (cols == COLS)
-                    for (int r = 0; r < rows; r++)
-                        tile_row(c_tile + (long)r * ldc, a_rows + r * a_row, a_col, b_block, kc,
-                                 ld, acc);
-                else
-                    tile_edge(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, rows, cols,
-                              acc);
+                tile(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, rows, cols, acc);
             }
         }
     }

@@ -209,13 +209,51 @@ static void check_matmul_shape(Rng *rng, int m, int k, int n, int accumulate) {
 static void test_matmul_matches_double(void) {
     Rng rng;
     rng_seed(&rng, 3);
-    // Shapes below, at and above the register tile (4 rows by 32 or 64
+    // Shapes below, at and above the register tile (4 or 6 rows by 32 or 64
     // columns), so both the full and the edge tiles run.
     const int shapes[][3] = {{1, 1, 1},    {5, 7, 9},     {4, 16, 32}, {4, 16, 64},
                              {37, 64, 72}, {64, 33, 130}, {3, 200, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int accumulate = 0; accumulate <= 1; accumulate++)
             check_matmul_shape(&rng, shapes[s][0], shapes[s][1], shapes[s][2], accumulate);
+    // Every row count up to two tiles and a bit (the leftover rows go in
+    // fours, twos and ones), at full and half width (96 = 64 + 32), with K
+    // past the depth of one pass (150 > 128).
+    for (int m = 1; m <= 13; m++)
+        for (int accumulate = 0; accumulate <= 1; accumulate++)
+            check_matmul_shape(&rng, m, 150, 96, accumulate);
+}
+
+// The KV cache's products: the weight packed once, then C = A . weight^T.
+static void test_packed_matmul_matches_double(void) {
+    Rng rng;
+    rng_seed(&rng, 5);
+    const int sizes[][2] = {{7, 9}, {128, 65}, {150, 96}, {300, 130}}; // (IC, OC)
+    const int rows[] = {1, 2, 5, 6, 13, 32};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            int m = rows[r], k = sizes[s][0], n = sizes[s][1];
+            float *a = random_normal(&rng, (long)m * k, 1, 0);
+            float *weight = random_normal(&rng, (long)n * k, 1, 0); // (OC,IC)
+            float *packed = xcalloc((size_t)n * k, sizeof(float));
+            float *c = random_normal(&rng, (long)m * n, 1, 0); // garbage to be overwritten
+            matmul_pack_weight(packed, weight, n, k);
+            matmul_packed(c, a, packed, m, k, n, 0);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double sum = 0, abs_sum = 0;
+                    for (int p = 0; p < k; p++) {
+                        double term = (double)a[(long)i * k + p] * weight[(long)j * k + p];
+                        sum += term;
+                        abs_sum += fabs(term);
+                    }
+                    float got = c[(long)i * n + j];
+                    CHECK_MSG(fabs(got - sum) <= matmul_tolerance(k, abs_sum, 0),
+                              "packed %dx%dx%d: c[%d,%d] = %.9g, expected %.9g", m, k, n, i, j,
+                              got, sum);
+                }
+            free(a), free(weight), free(packed), free(c);
+        }
 }
 
 static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias) {
@@ -440,6 +478,7 @@ void suite_ops(void) {
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
     run_test("matmul matches double", test_matmul_matches_double);
+    run_test("packed matmul (the KV cache's) matches double", test_packed_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
