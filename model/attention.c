@@ -48,6 +48,24 @@ static inline int keys_for_block(int i0, int rows, int Tq, int Tk, int causal) {
     return causal ? last_visible_key(i0 + rows - 1, Tq, Tk, causal) + 1 : Tk;
 }
 
+// p (Tk) holds the scores of one query: replace them by the softmax of
+// scores * scale over keys 0..last, and zero for the masked keys after it.
+static void softmax_row(float *p, int last, int Tk, float scale) {
+    float max_score = -INFINITY;
+    _Pragma("omp simd reduction(max : max_score)")
+    for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
+    float sum = 0.0f;
+    _Pragma("omp simd reduction(+ : sum)")
+    for (int j = 0; j <= last; j++) {
+        p[j] = fast_expf((p[j] - max_score) * scale);
+        sum += p[j];
+    }
+    float inv_sum = 1.0f / sum;
+    for (int j = 0; j <= last; j++) p[j] *= inv_sum;
+    // masked (future) keys: exactly zero weight
+    for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
+}
+
 // The products are small matrix multiplications (matmul_strided), one
 // (batch row, head) per thread:
 //   scores = q_h . k_h^T      (Tq,hs) x (hs,Tk), keys transposed once
@@ -63,43 +81,16 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
         const float *v_bh = v + (long)b * Tk * C + h * hs;
         float *out_bh = out + (long)b * Tq * C + h * hs;
         float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-        if (Tq == 1) {
-            // One query (a token while sampling): dot products with the keys
-            // as they are, no transpose.
-            int last = last_visible_key(0, Tq, Tk, causal);
-            for (int j = 0; j <= last; j++) {
-                const float *k_j = k_bh + (long)j * C;
-                float dot = 0.0f;
-                _Pragma("omp simd reduction(+ : dot)")
-                for (int d = 0; d < hs; d++) dot += q_bh[d] * k_j[d];
-                probs_bh[j] = dot;
-            }
-        } else {
-            float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
-            transpose_head(k_t, k_bh, Tk, C, hs);
-            for (int i0 = 0; i0 < Tq; i0 += QB) {
-                int rows = Tq - i0 < QB ? Tq - i0 : QB;
-                int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-                matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
-                               Tk, rows, hs, keys, 0);
-            }
+        float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
+        transpose_head(k_t, k_bh, Tk, C, hs);
+        for (int i0 = 0; i0 < Tq; i0 += QB) {
+            int rows = Tq - i0 < QB ? Tq - i0 : QB;
+            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
+                           Tk, rows, hs, keys, 0);
         }
-        for (int i = 0; i < Tq; i++) {
-            float *p = probs_bh + (long)i * Tk;
-            int last = last_visible_key(i, Tq, Tk, causal);
-            // softmax over the visible keys of scores / sqrt(hs)
-            float max_score = -INFINITY;
-            for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
-            float sum = 0.0f;
-            for (int j = 0; j <= last; j++) {
-                p[j] = fast_expf((p[j] - max_score) * scale);
-                sum += p[j];
-            }
-            float inv_sum = 1.0f / sum;
-            for (int j = 0; j <= last; j++) p[j] *= inv_sum;
-            // masked (future) keys: exactly zero weight
-            for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
-        }
+        for (int i = 0; i < Tq; i++)
+            softmax_row(probs_bh + (long)i * Tk, last_visible_key(i, Tq, Tk, causal), Tk, scale);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
             int keys = keys_for_block(i0, rows, Tq, Tk, causal);
@@ -107,6 +98,24 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
                            rows, keys, hs, 0);
         }
     });
+}
+
+void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,
+                           int ldk, const float *v, int Tk, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    // Scores for Tk rounded up to 32 keys (at most ldk): whole vector tiles.
+    // The extra ones are computed and ignored.
+    int cols = (Tk + 31) / 32 * 32;
+    if (cols > ldk) cols = ldk;
+    for (int h = 0; h < NH; h++) {
+        float *p = probs + (long)h * ldk;
+        // scores (1,Tk) = q_h (1,hs) . k_t_h (hs,Tk): rows of k_t scaled by q
+        matmul_strided(p, ldk, q + h * hs, hs, 1, k_t + (long)h * hs * ldk, ldk, 1, hs, cols, 0);
+        softmax_row(p, Tk - 1, Tk, scale);
+        // out_h (1,hs) = probs (1,Tk) . v_h (Tk,hs)
+        matmul_strided(out + h * hs, C, p, Tk, 1, v + h * hs, C, 1, Tk, hs, 0);
+    }
 }
 
 // Backward, per (batch row, head), with P = probs and dO = d_out's slice:

@@ -17,6 +17,15 @@
 void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
 
+// One query (the newest position, while sampling) against Tk <= ldk keys,
+// all visible: q (C) and out (C), v (Tk,C) as above, the keys transposed per
+// head, k_t (NH,hs,ldk): key j's channel d of head h at k_t[(h*hs + d)*ldk + j],
+// and probs (NH,ldk), head h's in its first Tk entries. The scores are then a
+// product along contiguous rows rather than Tk dot products, each ending in
+// a horizontal sum. Columns of k_t past Tk may be read, not used.
+void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,
+                           int ldk, const float *v, int Tk, int C, int NH);
+
 // Accumulates (+=) into d_q (B,Tq,C), d_k (B,Tk,C), d_v (B,Tk,C), given
 // d_out (B,Tq,C) and the probs saved by the forward.
 void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,

@@ -8,34 +8,43 @@
 #include "ops.h"
 #include "util.h"
 
-void kv_cache_init(KVCache *cache, const GPT *model) {
-    const GPTConfig *cfg = &model->config;
+// Every buffer of the cache with its size in floats; returns the count.
+enum { NUM_BUFFERS = 21 };
+typedef struct {
+    float **buffer;
+    size_t floats;
+} Buffer;
+static int cache_buffers(KVCache *cache, const GPTConfig *cfg, Buffer list[NUM_BUFFERS]) {
     size_t T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads;
     size_t V = cfg->vocab_size, cc = C * C;
+    Buffer all[NUM_BUFFERS] = {
+        {&cache->k, L * T * C},      {&cache->v, L * T * C},        {&cache->k_t, L * C * T},
+        {&cache->x, T * C},          {&cache->ln, T * C},           {&cache->q, T * C},
+        {&cache->att_out, T * C},    {&cache->proj, T * C},         {&cache->fc, T * 4 * C},
+        {&cache->fc_gelu, T * 4 * C}, {&cache->att_probs, NH * T * T}, {&cache->ln_mean, T},
+        {&cache->ln_rstd, T},        {&cache->logits, V},           {&cache->w_q_t, L * cc},
+        {&cache->w_k_t, L * cc},     {&cache->w_v_t, L * cc},       {&cache->w_o_t, L * cc},
+        {&cache->fc_w_t, L * 4 * cc}, {&cache->proj_w_t, L * 4 * cc}, {&cache->wte_t, V * C},
+    };
+    memcpy(list, all, sizeof all);
+    return NUM_BUFFERS;
+}
+
+void kv_cache_init(KVCache *cache, const GPT *model) {
     memset(cache, 0, sizeof *cache);
     cache->model = model;
-    cache->tokens = xcalloc(T, sizeof(int));
-    float **buffers[] = {&cache->k,      &cache->v,      &cache->x,         &cache->ln,
-                         &cache->q,      &cache->att_out, &cache->proj,     &cache->fc,
-                         &cache->fc_gelu, &cache->att_probs, &cache->ln_mean, &cache->ln_rstd,
-                         &cache->logits, &cache->w_q_t,  &cache->w_k_t,     &cache->w_v_t,
-                         &cache->w_o_t,  &cache->fc_w_t, &cache->proj_w_t,  &cache->wte_t};
-    size_t sizes[] = {L * T * C, L * T * C, T * C,    T * C,  T * C,  T * C,  T * C,
-                      T * 4 * C, T * 4 * C, NH * T * T, T,     T,      V,      L * cc,
-                      L * cc,    L * cc,    L * cc,    L * 4 * cc, L * 4 * cc, V * C};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        *buffers[i] = xcalloc(sizes[i], sizeof(float));
+    cache->tokens = xcalloc(model->config.context, sizeof(int));
+    Buffer list[NUM_BUFFERS];
+    for (int i = 0, n = cache_buffers(cache, &model->config, list); i < n; i++)
+        *list[i].buffer = xcalloc(list[i].floats, sizeof(float));
     kv_cache_reset(cache);
 }
 
 void kv_cache_free(KVCache *cache) {
-    void *buffers[] = {cache->tokens,  cache->k,        cache->v,         cache->x,
-                       cache->ln,      cache->q,        cache->att_out,   cache->proj,
-                       cache->fc,      cache->fc_gelu,  cache->att_probs, cache->ln_mean,
-                       cache->ln_rstd, cache->logits,   cache->w_q_t,     cache->w_k_t,
-                       cache->w_v_t,   cache->w_o_t,    cache->fc_w_t,    cache->proj_w_t,
-                       cache->wte_t};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
+    Buffer list[NUM_BUFFERS];
+    for (int i = 0, n = cache_buffers(cache, &cache->model->config, list); i < n; i++)
+        free(*list[i].buffer);
+    free(cache->tokens);
     memset(cache, 0, sizeof *cache);
 }
 
@@ -88,9 +97,16 @@ const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
         linear_t(cache->q, cache->ln, cache->w_q_t + l * cc, p->b_q + l * C, n, C, C);
         linear_t(k_layer + (long)pos * C, cache->ln, cache->w_k_t + l * cc, p->b_k + l * C, n, C, C);
         linear_t(v_layer + (long)pos * C, cache->ln, cache->w_v_t + l * cc, p->b_v + l * C, n, C, C);
+        float *k_t_layer = cache->k_t + (long)l * C * T;
+        for (int t = pos; t < pos + n; t++)
+            for (int c = 0; c < C; c++) k_t_layer[(long)c * T + t] = k_layer[(long)t * C + c];
         // n queries, the last n of pos+n keys: causal among the new ones
-        attention_forward(cache->att_out, cache->att_probs, cache->q, k_layer, v_layer, 1, n,
-                          pos + n, C, NH, 1);
+        if (n == 1)
+            attention_forward_one(cache->att_out, cache->att_probs, cache->q, k_t_layer, T,
+                                  v_layer, pos + 1, C, NH);
+        else
+            attention_forward(cache->att_out, cache->att_probs, cache->q, k_layer, v_layer, 1,
+                              n, pos + n, C, NH, 1);
         linear_t(cache->proj, cache->att_out, cache->w_o_t + l * cc, p->b_o + l * C, n, C, C);
         residual_forward(x, x, cache->proj, nc);
         // x += MLP(LN2(x))

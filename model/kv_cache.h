@@ -22,6 +22,7 @@ typedef struct {
     int len;            // positions cached, the window is tokens[0..len)
     int *tokens;        // (T) the window's tokens
     float *k, *v;       // (L,T,C) cached keys and values
+    float *k_t;         // (L,C,T) the keys again, transposed: (NH,hs,T) per layer
     // scratch for up to T new positions
     float *x, *ln, *q, *att_out, *proj; // (T,C)
     float *fc, *fc_gelu;                // (T,4C)

@@ -42,8 +42,8 @@ void matmul_reserve(long floats) {
 // ldb and ldc.
 //
 // Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
-// AVX-512), R = ROWS, or 4 and 2 for the rows left over below a multiple of
-// ROWS. Constant trip counts let the compiler keep acc in vector registers
+// AVX-512), R = ROWS, or 4, 2 and 1 for the rows left over below a multiple
+// of ROWS. Constant trip counts let the compiler keep acc in vector registers
 // across the whole K loop.
 #define DEFINE_TILE(name, R, W)                                                                \
     static inline void name(float *c, const float *a, long a_row, long a_col, const float *b,   \
@@ -67,6 +67,7 @@ DEFINE_TILE(tile_four, 4, COLS)
 DEFINE_TILE(tile_four_half, 4, COLS / 2)
 DEFINE_TILE(tile_two, 2, COLS)
 DEFINE_TILE(tile_two_half, 2, COLS / 2)
+DEFINE_TILE(tile_one_half, 1, COLS / 2)
 
 // One row of C (a single token while sampling): 1 x COLS in registers.
 static inline void tile_row(float *c, const float *a, long a_col, const float *b, int k,
@@ -128,7 +129,7 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
             r += 2;
         } else {
             if (wide) tile_row(c_r, a_r, a_col, b, k, ldb, accumulate);
-            else tile_edge(c_r, a_r, a_row, a_col, b, k, ldb, ldc, 1, cols, accumulate);
+            else tile_one_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
             r += 1;
         }
     }

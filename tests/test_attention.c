@@ -381,6 +381,45 @@ static void check_long_case(int Tq, int Tk, int causal) {
 
 // 150 queries span three query blocks of the kernels; Tq < Tk shifts the
 // mask across block boundaries.
+// The sampler's single-query attention, with the keys transposed, equals
+// the last query row of the general forward; columns of k_t past Tk hold
+// NaN, so reading them into a used value would show.
+static void test_single_query_matches_forward(void) {
+    Rng rng;
+    rng_seed(&rng, 11);
+    const int C = 64, NH = 2, ldk = 80;
+    const int key_counts[] = {1, 5, 32, 33, 64, 80};
+    for (size_t t = 0; t < sizeof key_counts / sizeof key_counts[0]; t++) {
+        int Tk = key_counts[t];
+        float *q = random_normal(&rng, (long)Tk * C, 1, 0);
+        float *k = random_normal(&rng, (long)Tk * C, 1, 0);
+        float *v = random_normal(&rng, (long)Tk * C, 1, 0);
+        float *out = xcalloc((size_t)Tk * C, sizeof(float));
+        float *probs = xcalloc((size_t)NH * Tk * Tk, sizeof(float));
+        attention_forward(out, probs, q, k, v, 1, Tk, Tk, C, NH, 1);
+
+        float *k_t = xcalloc((size_t)C * ldk, sizeof(float));
+        for (long i = 0; i < (long)C * ldk; i++) k_t[i] = NAN;
+        for (int j = 0; j < Tk; j++)
+            for (int c = 0; c < C; c++) k_t[(long)c * ldk + j] = k[(long)j * C + c];
+        float out_one[64], probs_one[2 * 80];
+        const float *q_last = q + (long)(Tk - 1) * C;
+        attention_forward_one(out_one, probs_one, q_last, k_t, ldk, v, Tk, C, NH);
+        for (int c = 0; c < C; c++)
+            CHECK_MSG(fabsf(out_one[c] - out[(long)(Tk - 1) * C + c]) <= 1e-5f,
+                      "Tk %d: out[%d] = %.7g, the full forward gives %.7g", Tk, c, out_one[c],
+                      out[(long)(Tk - 1) * C + c]);
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < Tk; j++) {
+                float full = probs[((long)h * Tk + Tk - 1) * Tk + j];
+                CHECK_MSG(fabsf(probs_one[h * ldk + j] - full) <= 1e-6f,
+                          "Tk %d head %d: prob of key %d = %.7g, the full forward gives %.7g",
+                          Tk, h, j, probs_one[h * ldk + j], full);
+            }
+        free(q), free(k), free(v), free(out), free(probs), free(k_t);
+    }
+}
+
 static void test_long_sequences(void) {
     check_long_case(150, 150, 1);
     check_long_case(70, 150, 1);
@@ -397,4 +436,6 @@ void suite_attention(void) {
     run_test("probs rows sum to 1, zero above the diagonal", test_probs_rows_and_mask);
     run_test("worked example, 3 tokens by hand", test_worked_example);
     run_test("causal with Tq < Tk is the last rows of Tq = Tk", test_causal_fewer_queries);
+    run_test("single query with transposed keys equals the last row of the forward",
+             test_single_query_matches_forward);
 }
