@@ -81,7 +81,7 @@ const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
     int T = cfg->context, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     int pos = cache->len;
     if (n < 1 || pos + n > T) die("kv_cache_append: %d tokens after %d exceed context %d", n, pos, T);
-    long cc = (long)C * C, nc = (long)n * C;
+    long cc = (long)C * C;
     memmove(cache->tokens + pos, tokens, (size_t)n * sizeof(int)); // may be the same memory
     cache->len += n;
 
@@ -91,32 +91,43 @@ const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
             x[t * C + c] = p->wte[(long)tokens[t] * C + c] + p->wpe[(long)(pos + t) * C + c];
     for (int l = 0; l < cfg->layers; l++) {
         float *k_layer = cache->k + (long)l * T * C, *v_layer = cache->v + (long)l * T * C;
-        // x += Attn(LN1(x)): the new positions' k and v join the cache
+        float *k_t_layer = cache->k_t + (long)l * C * T;
+        // LN1(x) and the new positions' keys and values, which join the cache
         layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x, p->ln1_w + l * C,
                           p->ln1_b + l * C, n, C);
-        linear_t(cache->q, cache->ln, cache->w_q_t + l * cc, p->b_q + l * C, n, C, C);
-        linear_t(k_layer + (long)pos * C, cache->ln, cache->w_k_t + l * cc, p->b_k + l * C, n, C, C);
-        linear_t(v_layer + (long)pos * C, cache->ln, cache->w_v_t + l * cc, p->b_v + l * C, n, C, C);
-        float *k_t_layer = cache->k_t + (long)l * C * T;
+        linear_t(k_layer + (long)pos * C, cache->ln, cache->w_k_t + l * cc, p->b_k + l * C, n, C,
+                 C);
+        linear_t(v_layer + (long)pos * C, cache->ln, cache->w_v_t + l * cc, p->b_v + l * C, n, C,
+                 C);
         for (int t = pos; t < pos + n; t++)
             for (int c = 0; c < C; c++) k_t_layer[(long)c * T + t] = k_layer[(long)t * C + c];
-        // n queries, the last n of pos+n keys: causal among the new ones
-        if (n == 1)
+        // The rest of the block carries on the rows that a later layer or the
+        // logits read: all n, but in the last layer only the last position
+        // (nothing reads the others' outputs there). This saves a rebuild 10
+        // of the last layer's 12 C^2 multiply-adds per position.
+        int rows = l == cfg->layers - 1 ? 1 : n;
+        float *x_rows = x + (long)(n - rows) * C;
+        const float *ln_rows = cache->ln + (long)(n - rows) * C;
+        long rc = (long)rows * C;
+        // x += Attn(LN1(x)): `rows` queries, the last of pos+n keys, causal
+        linear_t(cache->q, ln_rows, cache->w_q_t + l * cc, p->b_q + l * C, rows, C, C);
+        if (rows == 1)
             attention_forward_one(cache->att_out, cache->att_probs, cache->q, k_t_layer, T,
-                                  v_layer, pos + 1, C, NH);
+                                  v_layer, pos + n, C, NH);
         else
             attention_forward(cache->att_out, cache->att_probs, cache->q, k_layer, v_layer, 1,
-                              n, pos + n, C, NH, 1);
-        linear_t(cache->proj, cache->att_out, cache->w_o_t + l * cc, p->b_o + l * C, n, C, C);
-        residual_forward(x, x, cache->proj, nc);
+                              rows, pos + n, C, NH, 1);
+        linear_t(cache->proj, cache->att_out, cache->w_o_t + l * cc, p->b_o + l * C, rows, C, C);
+        residual_forward(x_rows, x_rows, cache->proj, rc);
         // x += MLP(LN2(x))
-        layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x, p->ln2_w + l * C,
-                          p->ln2_b + l * C, n, C);
-        linear_t(cache->fc, cache->ln, cache->fc_w_t + 4 * l * cc, p->fc_b + 4 * l * C, n, C, 4 * C);
-        gelu_forward(cache->fc_gelu, cache->fc, 4 * nc);
-        linear_t(cache->proj, cache->fc_gelu, cache->proj_w_t + 4 * l * cc, p->proj_b + l * C, n,
-                 4 * C, C);
-        residual_forward(x, x, cache->proj, nc);
+        layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x_rows, p->ln2_w + l * C,
+                          p->ln2_b + l * C, rows, C);
+        linear_t(cache->fc, cache->ln, cache->fc_w_t + 4 * l * cc, p->fc_b + 4 * l * C, rows, C,
+                 4 * C);
+        gelu_forward(cache->fc_gelu, cache->fc, 4 * rc);
+        linear_t(cache->proj, cache->fc_gelu, cache->proj_w_t + 4 * l * cc, p->proj_b + l * C,
+                 rows, 4 * C, C);
+        residual_forward(x_rows, x_rows, cache->proj, rc);
     }
     // logits for the last position only
     const float *x_last = x + (long)(n - 1) * C;

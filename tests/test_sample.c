@@ -58,6 +58,60 @@ static void test_cache_matches_full_forward(void) {
     gpt_free(&model);
 }
 
+// The default shape (4 layers, 4 heads, 128 wide, 64 positions), so that the
+// cache's products run on whole vector tiles: a 10-token prompt, appends of
+// several tokens at a time, then single steps through two slides. Every
+// append's logits are checked, and the cache's keys at every position.
+static void test_cache_matches_full_forward_default_shape(void) {
+    GPTConfig cfg = {65, 64, 4, 4, 128};
+    GPT model;
+    gpt_build(&model, &cfg);
+    gpt_init_params(&model, 3);
+    Rng rng;
+    rng_seed(&rng, 8);
+    for (size_t i = 0; i < model.num_params; i++) model.params_memory[i] += 0.05f * rng_normal(&rng);
+    gpt_alloc_activations(&model, 1, cfg.context);
+    KVCache cache;
+    kv_cache_init(&cache, &model);
+    double worst_logit = 0.0, worst_key = 0.0;
+    int tokens[16];
+    const int chunks[] = {10, 1, 3, 7, 2};
+    int appended = 0, slides = 0;
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0] + 100; c++) {
+        int n = c < sizeof chunks / sizeof chunks[0] ? chunks[c] : 1;
+        for (int i = 0; i < n; i++) tokens[i] = (int)rng_below(&rng, cfg.vocab_size);
+        const float *cached;
+        if (n == 1) {
+            int before = cache.len;
+            cached = kv_cache_step(&cache, tokens[0]);
+            slides += cache.len < before;
+        } else {
+            cached = kv_cache_append(&cache, tokens, n);
+        }
+        appended += n;
+        float cached_copy[65];
+        memcpy(cached_copy, cached, sizeof cached_copy);
+        const float *full = full_forward_last(&model, cache.tokens, cache.len);
+        for (int i = 0; i < cfg.vocab_size; i++) {
+            double d = fabs(cached_copy[i] - full[i]);
+            if (d > worst_logit) worst_logit = d;
+        }
+        // the keys of every layer at every cached position
+        long layer_size = (long)cache.len * cfg.dim;
+        for (int l = 0; l < cfg.layers; l++)
+            for (long i = 0; i < layer_size; i++) {
+                double d = fabs(cache.k[(long)l * cfg.context * cfg.dim + i] -
+                                model.acts.k[l * layer_size + i]);
+                if (d > worst_key) worst_key = d;
+            }
+    }
+    CHECK_MSG(slides == 2, "%d tokens appended, %d slides, expected 2", appended, slides);
+    CHECK_MSG(worst_logit <= 1e-4, "largest |cached - full| logit difference %g", worst_logit);
+    CHECK_MSG(worst_key <= 1e-5, "largest |cached - full| key difference %g", worst_key);
+    kv_cache_free(&cache);
+    gpt_free(&model);
+}
+
 static void test_greedy_is_argmax_of_full_forward(void) {
     int V = 9, T = 6;
     GPT model;
@@ -223,6 +277,8 @@ static void test_sample_bad_input(void) {
 
 void suite_sample(void) {
     run_test("sample: KV-cache logits equal the full forward, across slides", test_cache_matches_full_forward);
+    run_test("sample: KV cache at the default shape, multi-token appends and slides",
+             test_cache_matches_full_forward_default_shape);
     run_test("sample: greedy equals argmax of the full forward", test_greedy_is_argmax_of_full_forward);
     run_test("sample: top-k, top-p and temperature", test_top_k_and_top_p);
     run_test("sample: bin/sample output and seeds", test_sample_program);
