@@ -41,13 +41,18 @@ void matmul_reserve(long floats) {
 // a_col = M) without copying it. B and C are row-major with row strides
 // ldb and ldc.
 //
+// Each tile is a function of its own: inlined into gemm_rows, whose other
+// locals compete for the registers, GCC kept the small tiles' accumulators
+// on the stack (a store and a reload per FMA).
+#define NOINLINE __attribute__((noinline))
+
 // Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
 // AVX-512), R = ROWS, or 4, 2 and 1 for the rows left over below a multiple
 // of ROWS. Constant trip counts let the compiler keep acc in vector registers
 // across the whole K loop.
 #define DEFINE_TILE(name, R, W)                                                                \
-    static inline void name(float *c, const float *a, long a_row, long a_col, const float *b,   \
-                            int k, int ldb, int ldc, int accumulate) {                         \
+    static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
+                              int k, int ldb, int ldc, int accumulate) {                       \
         float acc[R][W];                                                                       \
         for (int r = 0; r < R; r++)                                                            \
             for (int j = 0; j < W; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;        \
@@ -70,8 +75,8 @@ DEFINE_TILE(tile_two_half, 2, COLS / 2)
 DEFINE_TILE(tile_one_half, 1, COLS / 2)
 
 // One row of C (a single token while sampling): 1 x COLS in registers.
-static inline void tile_row(float *c, const float *a, long a_col, const float *b, int k,
-                            int ldb, int accumulate) {
+static NOINLINE void tile_row(float *c, const float *a, long a_col, const float *b, int k,
+                              int ldb, int accumulate) {
     float acc[COLS];
     for (int j = 0; j < COLS; j++) acc[j] = accumulate ? c[j] : 0.0f;
     for (int p = 0; p < k; p++) {
