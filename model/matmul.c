@@ -15,16 +15,32 @@
 #include "util.h"
 
 // Register tile: ROWS rows of C by COLS columns, kept in vector registers
-// across the whole K loop. AVX-512 has 32 registers: 6 x 64 floats is 24
-// of them, plus 4 for a row of B and one for an element of A. AVX2 has
-// 16 (ymm): 4 x 32 is all of them, B is read from memory by the FMAs.
-#ifdef __AVX512F__
-#define ROWS 6
+// across the whole K loop, plus a row of B and a broadcast element of A.
+// AVX-512 (32 registers of 16 floats): 6 x 64 is 24 accumulators + 4 + 1.
+// AVX/AVX2 (16 of 8 floats): 6 x 16 is 12 + 2 + 1. SSE (16 of 4): 6 x 8.
+// The kernels use GCC's vector extension (which clang also implements):
+// plain loops over float arrays left the accumulators' placement to the
+// vectoriser, which under -march=haswell kept them on the stack.
+#if defined(__AVX512F__)
+#define VLEN 16
 #define COLS 64
+#elif defined(__AVX__)
+#define VLEN 8
+#define COLS 16
 #else
-#define ROWS 4
-#define COLS 32
+#define VLEN 4
+#define COLS 8
 #endif
+#define ROWS 6
+typedef float vfloat __attribute__((vector_size(VLEN * sizeof(float))));
+
+// Unaligned vector load and store (memcpy compiles to one instruction).
+static inline vfloat load_v(const float *p) {
+    vfloat v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void store_v(float *p, vfloat v) { memcpy(p, &v, sizeof v); }
 
 static float *pack_buffer;
 static long pack_capacity;
@@ -48,23 +64,29 @@ void matmul_reserve(long floats) {
 
 // Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
 // AVX-512), R = ROWS, or 4, 2 and 1 for the rows left over below a multiple
-// of ROWS. Constant trip counts let the compiler keep acc in vector registers
-// across the whole K loop.
+// of ROWS. One row (a single token while sampling) streams all of B once:
+// it also fetches a few rows of B ahead.
 #define DEFINE_TILE(name, R, W)                                                                \
     static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
                               int k, int ldb, int ldc, int accumulate) {                       \
-        float acc[R][W];                                                                       \
+        enum { NV = (W) / VLEN };                                                              \
+        vfloat acc[R][NV];                                                                     \
         for (int r = 0; r < R; r++)                                                            \
-            for (int j = 0; j < W; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;        \
+            for (int v = 0; v < NV; v++)                                                       \
+                acc[r][v] = accumulate ? load_v(c + r * ldc + v * VLEN) : (vfloat){0};         \
         for (int p = 0; p < k; p++) {                                                          \
             const float *b_row = b + (long)p * ldb;                                            \
+            if (R == 1)                                                                        \
+                for (int j = 0; j < W; j += 16) __builtin_prefetch(b_row + 8L * ldb + j);      \
+            vfloat b_v[NV];                                                                    \
+            for (int v = 0; v < NV; v++) b_v[v] = load_v(b_row + v * VLEN);                    \
             for (int r = 0; r < R; r++) {                                                      \
                 float a_rp = a[r * a_row + p * a_col];                                         \
-                for (int j = 0; j < W; j++) acc[r][j] += a_rp * b_row[j];                      \
+                for (int v = 0; v < NV; v++) acc[r][v] += a_rp * b_v[v];                       \
             }                                                                                  \
         }                                                                                      \
         for (int r = 0; r < R; r++)                                                            \
-            for (int j = 0; j < W; j++) c[r * ldc + j] = acc[r][j];                            \
+            for (int v = 0; v < NV; v++) store_v(c + r * ldc + v * VLEN, acc[r][v]);           \
     }
 DEFINE_TILE(tile_full, ROWS, COLS)
 DEFINE_TILE(tile_half, ROWS, COLS / 2)
@@ -72,22 +94,8 @@ DEFINE_TILE(tile_four, 4, COLS)
 DEFINE_TILE(tile_four_half, 4, COLS / 2)
 DEFINE_TILE(tile_two, 2, COLS)
 DEFINE_TILE(tile_two_half, 2, COLS / 2)
+DEFINE_TILE(tile_one, 1, COLS)
 DEFINE_TILE(tile_one_half, 1, COLS / 2)
-
-// One row of C (a single token while sampling): 1 x COLS in registers.
-static NOINLINE void tile_row(float *c, const float *a, long a_col, const float *b, int k,
-                              int ldb, int accumulate) {
-    float acc[COLS];
-    for (int j = 0; j < COLS; j++) acc[j] = accumulate ? c[j] : 0.0f;
-    for (int p = 0; p < k; p++) {
-        float a_p = a[p * a_col];
-        const float *b_row = b + (long)p * ldb;
-        // one row of C streams all of B once: fetch a few rows ahead
-        for (int j = 0; j < COLS; j += 16) __builtin_prefetch(b_row + 8L * ldb + j);
-        for (int j = 0; j < COLS; j++) acc[j] += a_p * b_row[j];
-    }
-    for (int j = 0; j < COLS; j++) c[j] = acc[j];
-}
 
 // Edge tile: rows x cols with rows <= ROWS, cols <= COLS.
 static void tile_edge(float *c, const float *a, long a_row, long a_col, const float *b, int k,
@@ -133,7 +141,7 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
             else tile_two_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
             r += 2;
         } else {
-            if (wide) tile_row(c_r, a_r, a_col, b, k, ldb, accumulate);
+            if (wide) tile_one(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
             else tile_one_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
             r += 1;
         }
