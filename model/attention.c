@@ -52,7 +52,6 @@ static inline int keys_for_block(int i0, int rows, int Tq, int Tk, int causal) {
 // scores * scale over keys 0..last, and zero for the masked keys after it.
 static void softmax_row(float *p, int last, int Tk, float scale) {
     float max_score = -INFINITY;
-    _Pragma("omp simd reduction(max : max_score)")
     for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
     float sum = 0.0f;
     _Pragma("omp simd reduction(+ : sum)")
