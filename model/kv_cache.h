@@ -29,10 +29,10 @@ typedef struct {
     float *att_probs;                   // (NH,T,T)
     float *ln_mean, *ln_rstd;           // (T)
     float *logits;                      // (V) for the last position
-    // Weights transposed to (in, out), so each product is rows of the
-    // weights scaled by the inputs: contiguous and vectorised, no packing
-    // per call. Refreshed by kv_cache_reset (the trainer samples between
-    // steps, after the weights changed).
+    // The weights transposed to (in, out) and packed by matmul_pack_weight
+    // (column panels, each contiguous), so a token's products stream them
+    // in order, with no packing per call. Refreshed by kv_cache_reset (the
+    // trainer samples between steps, after the weights changed).
     float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
     float *fc_w_t;                         // (L,C,4C)
     float *proj_w_t;                       // (L,4C,C)

@@ -1,7 +1,7 @@
 // matmul.c: one row-major kernel, C (M,N) (+)= A (M,K) . B (K,N), in the
 // broadcast form: each row of C is a sum of rows of B scaled by one element
-// of A, so the innermost loop runs along contiguous rows of B and C and the
-// compiler vectorises it. The linear layer's three products are all this
+// of A, so the innermost loop runs along contiguous rows of B and C, in
+// vector registers. The linear layer's three products are all this
 // kernel, after at most one transpose into a packing buffer:
 //   forward  out    = inp   . W^T      (pack W^T, (IC,OC))
 //   backward d_inp  += d_out . W       (W is already (OC,IC))
