@@ -1,10 +1,14 @@
 #include "check.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include "../model/util.h"
 
 static int tests_passed, tests_failed, failures_in_test;
 
@@ -43,22 +47,29 @@ int run_command(const char *command, const char *capture_path) {
     return WEXITSTATUS(status);
 }
 
-char *read_text_file(const char *path) {
+unsigned char *read_file_bytes(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (!s) {
-        fclose(f);
-        return NULL;
-    }
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
+    unsigned char *bytes = xmalloc((size_t)n + 1);
+    size_t got = fread(bytes, 1, (size_t)n, f);
+    bytes[got] = '\0';
     fclose(f);
-    return s;
+    if (len) *len = got;
+    return bytes;
 }
+
+char *read_text_file(const char *path) { return (char *)read_file_bytes(path, NULL); }
+
+void write_file_bytes(const char *path, const void *bytes, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(bytes, 1, len, f) != len) die("%s: %s", path, strerror(errno));
+    fclose(f);
+}
+
+int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 const char *make_temp_dir(void) {
     static char paths[64][64];

@@ -5,6 +5,7 @@
 #define CHECK_H
 
 #include <math.h>
+#include <stddef.h>
 
 typedef void (*TestFn)(void);
 
@@ -38,8 +39,14 @@ int current_test_failures(void);
 // Run a shell command; returns its exit status (or -1), output to /dev/null
 // unless capture is given (stdout+stderr written to the file).
 int run_command(const char *command, const char *capture_path);
-// Read a whole file into a new NUL-terminated string (NULL if missing).
+// Read a whole file into a new buffer with a NUL after its bytes (NULL if it
+// cannot be opened); its length in *len unless len is NULL.
+unsigned char *read_file_bytes(const char *path, size_t *len);
+// The same, as a string.
 char *read_text_file(const char *path);
+// Write bytes to a file (created or truncated); dies if that fails.
+void write_file_bytes(const char *path, const void *bytes, size_t len);
+int file_exists(const char *path);
 // Make a fresh temporary directory; returns its path (static storage per call).
 const char *make_temp_dir(void);
 

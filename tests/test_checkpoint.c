@@ -55,24 +55,6 @@ static const char *join_path(const char *dir, const char *name) {
     return p;
 }
 
-static unsigned char *read_bytes(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *bytes = xmalloc((size_t)n + 1);
-    *len = fread(bytes, 1, (size_t)n, f);
-    fclose(f);
-    return bytes;
-}
-
-static void write_bytes(const char *path, const void *bytes, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(bytes, 1, len, f) != len) die("%s: %s", path, strerror(errno));
-    fclose(f);
-}
-
 // A file of the 8-byte length, then header, then data (no padding added).
 static void write_raw(const char *path, const char *header, size_t header_len, const void *data,
                       size_t data_len) {
@@ -115,7 +97,7 @@ typedef struct {
 static SplitFile split_file(const char *path) {
     SplitFile split = {0};
     size_t len = 0;
-    split.bytes = read_bytes(path, &len);
+    split.bytes = read_file_bytes(path, &len);
     if (!split.bytes || len < 8) die("%s: cannot read a saved checkpoint", path);
     for (int b = 0; b < 8; b++) split.header_len |= (size_t)split.bytes[b] << (8 * b);
     char *text = xmalloc(split.header_len + 1);
@@ -236,7 +218,7 @@ static void test_safetensors_round_trip(void) {
 
     // The data section starts 8-byte aligned: the header is padded.
     size_t len = 0;
-    unsigned char *bytes = read_bytes(path, &len);
+    unsigned char *bytes = read_file_bytes(path, &len);
     CHECK(bytes[0] % 8 == 0 && len == 8 + bytes[0] + sizeof matrix + sizeof scalar);
     free(bytes);
     remove_tree(dir);
@@ -302,11 +284,11 @@ static void test_safetensors_rejects_malformed_files(void) {
 
     // Below 8 bytes, a header length that is absurd or longer than the file.
     const char *path = join_path(dir, "short.safetensors");
-    write_bytes(path, "\x02\0\0", 3);
+    write_file_bytes(path, "\x02\0\0", 3);
     expect_open_fails(path, "truncated");
-    write_bytes(path, "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10);
+    write_file_bytes(path, "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10);
     expect_open_fails(path, "header length 18446744073709551615");
-    write_bytes(path, "\xd2\x04\0\0\0\0\0\0{}", 10);
+    write_file_bytes(path, "\xd2\x04\0\0\0\0\0\0{}", 10);
     expect_open_fails(path, "truncated: header says 1234 bytes, file has 2");
 
     // A NUL inside the header ends the JSON text early; what follows is not padding.
@@ -487,7 +469,7 @@ static void test_checkpoint_truncated_at_every_length(void) {
     char err[512] = "";
     CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     size_t full = 0;
-    free(read_bytes(path, &full));
+    free(read_file_bytes(path, &full));
     SplitFile split = split_file(path);
     size_t header_end = 8 + split.header_len;
     free_split(&split);
@@ -762,7 +744,7 @@ static void test_checkpoint_failed_writes_leave_old_file(void) {
 
     // Under a regular file (as root, a read-only folder would not stop us).
     const char *not_dir = join_path(dir, "file_not_dir");
-    write_bytes(not_dir, "keep", 4);
+    write_file_bytes(not_dir, "keep", 4);
     char under_file[600];
     snprintf(under_file, sizeof under_file, "%s/model.safetensors", not_dir);
     CHECK(!gpt_save(under_file, &model, &vocab, err, sizeof err));
@@ -776,7 +758,7 @@ static void test_checkpoint_failed_writes_leave_old_file(void) {
     snprintf(target_dir, sizeof target_dir, "%s/target_is_dir", dir);
     snprintf(inside, sizeof inside, "%s/inside", target_dir);
     mkdir(target_dir, 0755);
-    write_bytes(inside, "", 0);
+    write_file_bytes(inside, "", 0);
     CHECK(!gpt_save(target_dir, &model, &vocab, err, sizeof err));
     CHECK_MSG(strstr(err, target_dir) && strstr(err, "rename"), "%s", err);
     CHECK(access(inside, F_OK) == 0);
@@ -786,7 +768,7 @@ static void test_checkpoint_failed_writes_leave_old_file(void) {
     // the previous checkpoint stays byte for byte.
     CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     size_t old_len = 0, now_len = 0;
-    unsigned char *old_bytes = read_bytes(path, &old_len);
+    unsigned char *old_bytes = read_file_bytes(path, &old_len);
     struct rlimit saved_limit, small_limit;
     getrlimit(RLIMIT_FSIZE, &saved_limit);
     small_limit = saved_limit;
@@ -799,7 +781,7 @@ static void test_checkpoint_failed_writes_leave_old_file(void) {
     signal(SIGXFSZ, saved_handler);
     CHECK(!saved);
     CHECK_MSG(strstr(err, path) && strstr(err, "File too large"), "%s", err);
-    unsigned char *now_bytes = read_bytes(path, &now_len);
+    unsigned char *now_bytes = read_file_bytes(path, &now_len);
     CHECK(now_len == old_len && memcmp(now_bytes, old_bytes, old_len) == 0);
     CHECK(count_temp_files(dir) == 0);
     free(old_bytes);

@@ -14,13 +14,6 @@
 // Korean (3-byte), an emoji (4-byte), 2-byte Latin and ASCII.
 static const char MIXED_TEXT[] = "Hello, world!\n안녕하세요, 세계!\n😀 café, naïve é\n";
 
-static void write_file(const char *path, const void *bytes, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) die("cannot write %s", path);
-    if (len && fwrite(bytes, 1, len, f) != len) die("short write to %s", path);
-    fclose(f);
-}
-
 static void remove_tree(const char *dir) {
     char command[600];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
@@ -253,7 +246,7 @@ static void test_corpus_load(void) {
     char text[512] = "";
     for (int i = 0; i < 20; i++) strcat(text, line);
     size_t len = strlen(text);
-    write_file(path, text, len);
+    write_file_bytes(path, text, len);
 
     Corpus corpus;
     char err[512] = "";
@@ -283,7 +276,7 @@ static void test_corpus_load(void) {
 
     // The training split is rounded down: 10 * 0.85 = 8.5 -> 8.
     snprintf(path, sizeof path, "%s/ten.txt", dir);
-    write_file(path, "0123456789", 10);
+    write_file_bytes(path, "0123456789", 10);
     if (!corpus_load(&corpus, path, 0.15, err, sizeof err)) {
         CHECK_MSG(0, "%s", err);
         return;
@@ -316,13 +309,13 @@ static void test_corpus_load_errors(void) {
     CHECK_MSG(strcmp(err, expected) == 0, "message '%s', expected '%s'", err, expected);
 
     snprintf(path, sizeof path, "%s/empty.txt", dir);
-    write_file(path, "", 0);
+    write_file_bytes(path, "", 0);
     CHECK(!corpus_load(&corpus, path, 0.1, err, sizeof err));
     snprintf(expected, sizeof expected, "%s: empty corpus", path);
     CHECK_MSG(strcmp(err, expected) == 0, "message '%s', expected '%s'", err, expected);
 
     snprintf(path, sizeof path, "%s/latin1.txt", dir);
-    write_file(path, "caf\xE9 au lait", 12); // é in Latin-1, not UTF-8
+    write_file_bytes(path, "caf\xE9 au lait", 12); // é in Latin-1, not UTF-8
     CHECK(!corpus_load(&corpus, path, 0.1, err, sizeof err));
     snprintf(expected, sizeof expected, "%s: invalid UTF-8 at byte offset 3", path);
     CHECK_MSG(strncmp(err, expected, strlen(expected)) == 0 && invalid_utf8_offset(err) == 3,
@@ -330,7 +323,7 @@ static void test_corpus_load_errors(void) {
     CHECK(corpus.tokens == NULL && corpus.vocab.code_points == NULL);
 
     snprintf(path, sizeof path, "%s/ok.txt", dir);
-    write_file(path, "hello", 5);
+    write_file_bytes(path, "hello", 5);
     const double bad_fractions[] = {-0.1, 1.0, 1.5};
     for (int i = 0; i < 3; i++) {
         err[0] = '\0';
@@ -347,7 +340,7 @@ static void test_corpus_check_splits(void) {
     snprintf(path, sizeof path, "%s/hundred.txt", dir);
     char text[100];
     for (int i = 0; i < 100; i++) text[i] = (char)('a' + i % 26);
-    write_file(path, text, sizeof text);
+    write_file_bytes(path, text, sizeof text);
     Corpus corpus;
     if (!corpus_load(&corpus, path, 0.1, err, sizeof err)) {
         CHECK_MSG(0, "%s", err);
@@ -440,7 +433,7 @@ static void test_batch_random(void) {
     const char *dir = make_temp_dir();
     char path[256], err[512];
     snprintf(path, sizeof path, "%s/mixed.txt", dir);
-    write_file(path, MIXED_TEXT, strlen(MIXED_TEXT));
+    write_file_bytes(path, MIXED_TEXT, strlen(MIXED_TEXT));
     Corpus corpus;
     if (!corpus_load(&corpus, path, 0.2, err, sizeof err)) {
         CHECK_MSG(0, "%s", err);

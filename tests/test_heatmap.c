@@ -115,11 +115,6 @@ static int glyph_at(const uint8_t *img, int width, int x, int y, int scale,
     return 1;
 }
 
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 // Entries of a folder other than . and .. (-1 if it does not exist).
 static int folder_entries(const char *dir) {
     DIR *d = opendir(dir);

@@ -158,29 +158,9 @@ static long file_size(const char *path) {
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
-static int file_exists(const char *path) { return access(path, F_OK) == 0; }
-
-static unsigned char *read_bytes(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *bytes = xmalloc((size_t)n + 1);
-    *len = fread(bytes, 1, (size_t)n, f);
-    fclose(f);
-    return bytes;
-}
-
-static void write_bytes(const char *path, const void *bytes, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(bytes, 1, len, f) != len) die("%s: %s", path, strerror(errno));
-    fclose(f);
-}
-
 static int same_bytes(const char *a, const char *b) {
     size_t la = 0, lb = 0;
-    unsigned char *x = read_bytes(a, &la), *y = read_bytes(b, &lb);
+    unsigned char *x = read_file_bytes(a, &la), *y = read_file_bytes(b, &lb);
     int same = x && y && la == lb && memcmp(x, y, la) == 0;
     free(x);
     free(y);
@@ -189,9 +169,9 @@ static int same_bytes(const char *a, const char *b) {
 
 static void copy_file(const char *from, const char *to) {
     size_t len = 0;
-    unsigned char *bytes = read_bytes(from, &len);
+    unsigned char *bytes = read_file_bytes(from, &len);
     if (!bytes) die("%s: cannot read", from);
-    write_bytes(to, bytes, len);
+    write_file_bytes(to, bytes, len);
     free(bytes);
 }
 
@@ -209,7 +189,7 @@ static int count_temp_files(const char *dir) {
 static const char *make_corpus(const char *dir, const char *name, size_t bytes) {
     const char *path = path_in(dir, name);
     size_t len = 0;
-    unsigned char *text = read_bytes("data/tinyshakespeare.txt", &len);
+    unsigned char *text = read_file_bytes("data/tinyshakespeare.txt", &len);
     if (!text || len < bytes) {
         free(text);
         text = xmalloc(bytes);
@@ -221,7 +201,7 @@ static const char *make_corpus(const char *dir, const char *name, size_t bytes) 
             for (; *w && len < bytes; w++) text[len++] = (unsigned char)*w;
         }
     }
-    write_bytes(path, text, bytes);
+    write_file_bytes(path, text, bytes);
     free(text);
     return path;
 }
@@ -574,7 +554,7 @@ static void test_out_under_a_file(void) {
     const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
     const char *capture = keep(path_in(dir, "out.txt"));
     const char *file = keep(path_in(dir, "file"));
-    write_bytes(file, "keep", 4);
+    write_file_bytes(file, "keep", 4);
     int status = RUN(capture, NULL, "bin/train " TINY " --data %s --out %s/run", corpus, file);
     char *out = output_of(capture);
     CHECK_MSG(status == 1 && strstr(out, "cannot create folder") && strstr(out, "Not a directory"),
@@ -667,7 +647,7 @@ static void test_resume_refuses_incompatible(void) {
     const char *other = keep(path_in(dir, "other.txt"));
     char text[400] = "";
     for (int i = 0; i < 20; i++) strcat(text, "xyzzy plugh "); // 6 characters, 240 long
-    write_bytes(other, text, strlen(text));
+    write_file_bytes(other, text, strlen(text));
     CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
               corpus, run) == 0);
     copy_file(path_in(run, "model.safetensors"), path_in(dir, "model.before"));
@@ -813,7 +793,7 @@ static void test_model_too_big_for_memory(void) {
     const char *corpus = keep(path_in(dir, "corpus.txt"));
     char *text = xmalloc(200000);
     for (int i = 0; i < 200000; i++) text[i] = (char)(' ' + i % 65);
-    write_bytes(corpus, text, 200000);
+    write_file_bytes(corpus, text, 200000);
     free(text);
     const char *shapes[] = {
         "--dim 65536 --layers 1024",
@@ -855,20 +835,20 @@ static void test_bad_corpora(void) {
     const char *capture = keep(path_in(dir, "out.txt"));
     const char *fifo = keep(path_in(dir, "fifo"));
     CHECK(mkfifo(fifo, 0644) == 0);
-    write_bytes(path_in(dir, "empty.txt"), "", 0);
-    write_bytes(path_in(dir, "nul.txt"), "hello\0world, hello world, hello world", 38);
-    write_bytes(path_in(dir, "latin1.txt"), "caf\xe9 au lait, caf\xe9 au lait, caf\xe9 au lait", 41);
-    write_bytes(path_in(dir, "cut.txt"), "a long enough text, a long enough text \xe2\x82", 41);
-    write_bytes(path_in(dir, "surrogate.txt"), "text text text text text \xed\xa0\x80 text", 34);
+    write_file_bytes(path_in(dir, "empty.txt"), "", 0);
+    write_file_bytes(path_in(dir, "nul.txt"), "hello\0world, hello world, hello world", 38);
+    write_file_bytes(path_in(dir, "latin1.txt"), "caf\xe9 au lait, caf\xe9 au lait, caf\xe9 au lait", 41);
+    write_file_bytes(path_in(dir, "cut.txt"), "a long enough text, a long enough text \xe2\x82", 41);
+    write_file_bytes(path_in(dir, "surrogate.txt"), "text text text text text \xed\xa0\x80 text", 34);
     size_t len;
     unsigned char *many = distinct_code_points(65536, &len);
-    write_bytes(path_in(dir, "many.txt"), many, len);
+    write_file_bytes(path_in(dir, "many.txt"), many, len);
     free(many);
     // the training split is long enough, the validation split is not
     char text[201];
     memset(text, 'a', 200);
     for (int i = 0; i < 200; i += 7) text[i] = 'b';
-    write_bytes(path_in(dir, "short_val.txt"), text, 200);
+    write_file_bytes(path_in(dir, "short_val.txt"), text, 200);
     mkdir(path_in(dir, "folder"), 0755);
     struct {
         const char *name, *message;
@@ -907,7 +887,7 @@ static void test_largest_vocabulary(void) {
     const char *corpus = keep(path_in(dir, "many.txt"));
     size_t len;
     unsigned char *many = distinct_code_points(65535, &len);
-    write_bytes(corpus, many, len);
+    write_file_bytes(corpus, many, len);
     free(many);
     Corpus c;
     char err[512];
@@ -933,7 +913,7 @@ static void test_single_character_corpus(void) {
     const char *corpus = keep(path_in(dir, "a.txt"));
     char text[3000];
     memset(text, 'a', sizeof text);
-    write_bytes(corpus, text, sizeof text);
+    write_file_bytes(corpus, text, sizeof text);
     int status = RUN(capture, NULL, "bin/train " TINY " --iters 10 --eval-every 5 --sample-chars 10 "
                                     "--data %s --out %s/run",
                      corpus, dir);
@@ -966,7 +946,7 @@ static void test_corpus_load_memory(void) {
     const size_t chunk = 1 << 20, chunks = 48;
     char *block = xmalloc(chunk);
     size_t len = 0;
-    unsigned char *sample = read_bytes("data/tinyshakespeare.txt", &len);
+    unsigned char *sample = read_file_bytes("data/tinyshakespeare.txt", &len);
     for (size_t i = 0; i < chunk; i++) block[i] = sample && len ? (char)sample[i % len] : "ab\n"[i % 3];
     free(sample);
     FILE *f = fopen(corpus, "wb");
@@ -1029,7 +1009,7 @@ static void test_fuzz_control_characters_in_messages(void) {
         "\x41\0\0\0\0\0\0\0{\"__metadata_\xff\xff~\xfeu\x07\xb5" "adata_\xff\xff~\xfe\xb1;\xda"
         "e\xbd;\x82\x02\xfc;6\n\x89\xbc\xdf\nY\xbb\x99I\x12<\xd6S2nfig\":\"{\"}}";
     const char *path = keep(path_in(dir, "found.safetensors"));
-    write_bytes(path, found, sizeof found - 1);
+    write_file_bytes(path, found, sizeof found - 1);
     // and a well-formed file whose metadata a message quotes
     const char *header = "{\"__metadata__\":{\"format_version\":\"1\\n\\u001b[2J\"}}";
     size_t header_len = strlen(header);
@@ -1037,7 +1017,7 @@ static void test_fuzz_control_characters_in_messages(void) {
     bytes[0] = (unsigned char)header_len;
     memcpy(bytes + 8, header, header_len);
     const char *version = keep(path_in(dir, "version.safetensors"));
-    write_bytes(version, bytes, 8 + header_len);
+    write_file_bytes(version, bytes, 8 + header_len);
     const char *files[] = {path, version};
     for (int i = 0; i < 2; i++) {
         char err[1024] = "";
