@@ -85,10 +85,8 @@ const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
     memmove(cache->tokens + pos, tokens, (size_t)n * sizeof(int)); // may be the same memory
     cache->len += n;
 
-    float *x = cache->x; // (n,C) the new positions' residual stream
-    for (int t = 0; t < n; t++)
-        for (int c = 0; c < C; c++)
-            x[t * C + c] = p->wte[(long)tokens[t] * C + c] + p->wpe[(long)(pos + t) * C + c];
+    float *x = cache->x; // (n,C) the new positions' residual stream, at pos..pos+n-1
+    embedding_forward(x, tokens, p->wte, p->wpe + (long)pos * C, 1, n, C);
     for (int l = 0; l < cfg->layers; l++) {
         float *k_layer = cache->k + (long)l * T * C, *v_layer = cache->v + (long)l * T * C;
         float *k_t_layer = cache->k_t + (long)l * C * T;
