@@ -252,29 +252,8 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
     }
 }
 
-// Few rows (one token while sampling): a dot product per output, reading the
-// weights once in their stored layout instead of transposing them.
-static void linear_forward_rows(float *out, const float *inp, const float *weight,
-                                const float *bias, int n, int ic, int oc) {
-    for (int t = 0; t < n; t++) {
-        const float *x = inp + (long)t * ic;
-        float *y = out + (long)t * oc;
-        for (int o = 0; o < oc; o++) {
-            const float *w = weight + (long)o * ic;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int i = 0; i < ic; i++) sum += w[i] * x[i];
-            y[o] = bias ? bias[o] + sum : sum;
-        }
-    }
-}
-
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc) {
-    if (n < ROWS) {
-        linear_forward_rows(out, inp, weight, bias, n, ic, oc);
-        return;
-    }
     matmul_reserve((long)ic * oc);
     float *weight_t = pack_buffer; // (IC,OC)
     transpose(weight_t, weight, oc, ic);
