@@ -15,17 +15,22 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -Wall -Wextra -fopenmp -MMD 
 LDLIBS = -lm -lcjson
 BUILD = build
 
-MODEL_SRC = model/util.c model/matmul.c model/ops.c model/attention.c model/gpt.c \
-            model/safetensors.c model/checkpoint.c model/kv_cache.c
+# Rooms, bottom to top (each includes only from the rooms below it):
+#   base/ -> model/, data/ -> lib/, viz/ -> the programs train/, sample/, attn/
+BASE_SRC = base/util.c base/options.c base/files.c
+MODEL_SRC = model/matmul.c model/ops.c model/attention.c model/gpt.c \
+            model/safetensors.c model/kv_cache.c
 DATA_SRC = data/vocab.c data/dataset.c
-TRAIN_LIB_SRC = train/options.c train/adamw.c train/train_state.c
-LIB_SRC = $(MODEL_SRC) $(DATA_SRC)
+SHARED_SRC = lib/checkpoint.c lib/sampler.c
+VIZ_SRC = viz/heatmap.c viz/font.c
+TRAIN_LIB_SRC = train/adamw.c train/train_state.c
+LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 
 TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-ATTN_LIB_SRC = attn/heatmap.c attn/font.c
+ATTN_LIB_SRC = $(VIZ_SRC)
 ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
 PROGRAMS = bin/train bin/sample bin/attn
@@ -36,27 +41,27 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/sample/sampler.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/sample: $(BUILD)/sample/sample.o $(BUILD)/sample/sampler.o $(BUILD)/train/options.o $(LIB_OBJ)
+bin/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(BUILD)/train/options.o $(LIB_OBJ)
+bin/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/sample/sampler.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The benchmark has per-op timers compiled in (-DPROFILE_OPS), so it is
 # built from source on its own rather than from the normal objects.
-bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c sample/sampler.c $(wildcard model/*.h)
+bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c $(wildcard */*.h)
 	@mkdir -p bin
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c sample/sampler.c -o $@ $(LDLIBS)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c -o $@ $(LDLIBS)
 
 bench: bin/bench
 	./bin/bench
@@ -93,19 +98,19 @@ $(SAN)/obj/no_leak_check.o:
 	@mkdir -p $(dir $@)
 	echo 'const char *__asan_default_options(void) { return "detect_leaks=0"; }' | gcc -x c -c - -o $@
 
-$(SAN)/bin/train: $(SAN)/obj/no_leak_check.o $(SAN)/obj/train/train.o $(SAN_TRAIN_OBJ) $(SAN)/obj/sample/sampler.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+$(SAN)/bin/train: $(SAN)/obj/no_leak_check.o $(SAN)/obj/train/train.o $(SAN_TRAIN_OBJ) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(SAN)/bin/sample: $(SAN)/obj/no_leak_check.o $(SAN)/obj/sample/sample.o $(SAN)/obj/sample/sampler.o $(SAN)/obj/train/options.o $(SAN_LIB_OBJ)
+$(SAN)/bin/sample: $(SAN)/obj/no_leak_check.o $(SAN)/obj/sample/sample.o $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OBJ) $(SAN)/obj/train/options.o $(SAN_LIB_OBJ)
+$(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN)/obj/sample/sampler.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+$(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -126,7 +131,7 @@ FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
               -std=c11 -D_GNU_SOURCE -Wall -Wno-unknown-pragmas -Wno-pass-failed
 FUZZ_LIB_SRC = $(LIB_SRC) $(TRAIN_LIB_SRC)
 
-$(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(wildcard model/*.h data/*.h train/*.h)
+$(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(wildcard base/*.h model/*.h data/*.h lib/*.h train/*.h)
 	@mkdir -p $(FUZZ)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_LIB_SRC) -o $@ $(LDLIBS)
 

@@ -9,10 +9,11 @@
 #include <string.h>
 
 #include "../data/vocab.h"
-#include "../model/checkpoint.h"
-#include "../model/util.h"
-#include "../train/options.h"
-#include "heatmap.h"
+#include "../lib/checkpoint.h"
+#include "../base/files.h"
+#include "../base/util.h"
+#include "../base/options.h"
+#include "../viz/heatmap.h"
 
 typedef struct {
     const char *ckpt, *text, *text_file, *out, *colormap;

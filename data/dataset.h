@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/util.h"
+#include "../base/util.h"
 #include "vocab.h"
 
 typedef struct {

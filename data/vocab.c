@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/util.h"
+#include "../base/util.h"
 
 // Code points are U+0000..U+10FFFF; U+D800..U+DFFF are UTF-16 surrogates,
 // not characters, and UTF-8 must not encode them.

@@ -5,7 +5,7 @@
 // undefined behaviour (an int or float the value cannot hold included).
 #include <string.h>
 
-#include "../train/options.h"
+#include "../base/options.h"
 #include "fuzz_common.h"
 
 typedef struct {

@@ -5,7 +5,7 @@
 // a leak, or undefined behaviour.
 #include <string.h>
 
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/gpt.h"
 #include "../model/safetensors.h"
 #include "../train/adamw.h"

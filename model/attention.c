@@ -11,7 +11,7 @@
 #include "fastmath.h"
 #include "matmul.h"
 #include "parallel.h"
-#include "util.h"
+#include "../base/util.h"
 
 // Per-thread scratch for a transposed (hs, Tk) block of keys or values.
 // It grows on first use and is then reused: no allocation once warm.

@@ -9,7 +9,7 @@
 #include "matmul.h"
 #include "ops.h"
 #include "profile.h"
-#include "util.h"
+#include "../base/util.h"
 
 #ifdef PROFILE_OPS
 double op_seconds[NUM_PROFILED_OPS];

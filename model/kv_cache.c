@@ -6,7 +6,7 @@
 #include "attention.h"
 #include "matmul.h"
 #include "ops.h"
-#include "util.h"
+#include "../base/util.h"
 
 // Every buffer of the cache with its size in floats; returns the count.
 enum { NUM_BUFFERS = 21 };

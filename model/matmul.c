@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "../base/util.h"
 
 // Register tile: ROWS rows of C by COLS columns, kept in vector registers
 // across the whole K loop, plus a row of B and a broadcast element of A.

@@ -16,7 +16,7 @@ enum {
 };
 
 #ifdef PROFILE_OPS
-#include "util.h"
+#include "../base/util.h"
 extern double op_seconds[NUM_PROFILED_OPS];
 extern const char *const op_names[NUM_PROFILED_OPS];
 #define TIMED(op, call)                          \

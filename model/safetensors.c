@@ -16,7 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "../base/files.h"
+#include "../base/util.h"
 
 // Tensor data is written and read as the host's floats, and the format is
 // little-endian. The header length is converted explicitly below, the data
@@ -185,24 +186,6 @@ static char *build_header(const char *path, const StTensor *tensors, int num_ten
     return json;
 }
 
-// fsync the folder holding path so the rename itself survives a power cut.
-// Failure only weakens that guarantee (the file is already in place), so
-// it is not reported.
-static void sync_parent_dir(const char *path) {
-    char *dir = xmalloc(strlen(path) + 2);
-    strcpy(dir, path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int safetensors_write(const char *path, const StTensor *tensors, int num_tensors,
                       const StMeta *meta, int num_meta, char *err, size_t err_len) {
     char *json = build_header(path, tensors, num_tensors, meta, num_meta, err, err_len);
@@ -213,62 +196,23 @@ int safetensors_write(const char *path, const StTensor *tensors, int num_tensors
     unsigned char length_bytes[8];
     for (int b = 0; b < 8; b++) length_bytes[b] = (unsigned char)((uint64_t)header_len >> (8 * b));
 
-    // Same folder as path, so the rename cannot cross filesystems; the pid
-    // keeps two processes saving to one path from sharing a temporary.
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp_path = xmalloc(tmp_len);
-    snprintf(tmp_path, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-
-    FILE *f = fopen(tmp_path, "wb");
-    if (!f) {
-        set_error(err, err_len, "%s: cannot create temporary file %s: %s", path, tmp_path,
-                  strerror(errno));
-        free(tmp_path);
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) {
         free(json);
         return 0;
     }
-    const char *failed_step = NULL;
-    int saved_errno = 0;
     static const char spaces[8] = "        ";
-    if (fwrite(length_bytes, 1, 8, f) != 8 || fwrite(json, 1, json_len, f) != json_len ||
-        fwrite(spaces, 1, header_len - json_len, f) != header_len - json_len) {
-        failed_step = "write";
-        saved_errno = errno;
-    }
-    for (int i = 0; i < num_tensors && !failed_step; i++) {
+    if (fwrite(length_bytes, 1, 8, af.file) != 8 || fwrite(json, 1, json_len, af.file) != json_len ||
+        fwrite(spaces, 1, header_len - json_len, af.file) != header_len - json_len)
+        atomic_file_write_failed(&af);
+    for (int i = 0; i < num_tensors && !af.failed; i++) {
         size_t count = 1;
         for (int d = 0; d < tensors[i].ndim; d++) count *= (size_t)tensors[i].shape[d];
-        if (count > 0 && fwrite(tensors[i].data, sizeof(float), count, f) != count) {
-            failed_step = "write";
-            saved_errno = errno;
-        }
+        if (count > 0 && fwrite(tensors[i].data, sizeof(float), count, af.file) != count)
+            atomic_file_write_failed(&af);
     }
     free(json);
-    if (!failed_step && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-        failed_step = "flush";
-        saved_errno = errno;
-    }
-    if (fclose(f) != 0 && !failed_step) {
-        failed_step = "close";
-        saved_errno = errno;
-    }
-    if (!failed_step && rename(tmp_path, path) != 0) {
-        set_error(err, err_len, "%s: cannot rename %s over it: %s", path, tmp_path,
-                  strerror(errno));
-        remove(tmp_path);
-        free(tmp_path);
-        return 0;
-    }
-    if (failed_step) {
-        set_error(err, err_len, "%s: cannot %s temporary file %s: %s", path, failed_step, tmp_path,
-                  strerror(saved_errno));
-        remove(tmp_path);
-        free(tmp_path);
-        return 0;
-    }
-    free(tmp_path);
-    sync_parent_dir(path);
-    return 1;
+    return atomic_file_commit(&af, err, err_len);
 }
 
 // ---- reading

@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "../data/vocab.h"
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/kv_cache.h"
-#include "../model/util.h"
-#include "../train/options.h"
-#include "sampler.h"
+#include "../base/files.h"
+#include "../base/util.h"
+#include "../base/options.h"
+#include "../lib/sampler.h"
 
 typedef struct {
     const char *ckpt, *prompt, *prompt_file;

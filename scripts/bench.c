@@ -23,8 +23,8 @@
 #include "../model/gpt.h"
 #include "../model/kv_cache.h"
 #include "../model/profile.h"
-#include "../model/util.h"
-#include "../sample/sampler.h"
+#include "../base/util.h"
+#include "../lib/sampler.h"
 #include "../train/adamw.h"
 
 // ---- the machine's fp32 FMA throughput

@@ -8,7 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../model/util.h"
+#include "../base/files.h"
+#include "../base/util.h"
 
 static int tests_passed, tests_failed, failures_in_test;
 
@@ -69,7 +70,6 @@ void write_file_bytes(const char *path, const void *bytes, size_t len) {
     fclose(f);
 }
 
-int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 const char *make_temp_dir(void) {
     static char paths[64][64];

@@ -46,7 +46,7 @@ unsigned char *read_file_bytes(const char *path, size_t *len);
 char *read_text_file(const char *path);
 // Write bytes to a file (created or truncated); dies if that fails.
 void write_file_bytes(const char *path, const void *bytes, size_t len);
-int file_exists(const char *path);
+#include "../base/files.h" // file_exists
 // Make a fresh temporary directory; returns its path (static storage per call).
 const char *make_temp_dir(void);
 

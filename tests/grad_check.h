@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "../model/util.h"
+#include "../base/util.h"
 
 #define GRAD_STEP 1e-3f // h of the central differences
 #define GRAD_ATOL 1e-3  // |analytic - numeric| <= ATOL + RTOL * max(|analytic|, |numeric|)

@@ -19,7 +19,7 @@
 
 #include "../model/attention.h"
 #include "../model/matmul.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 #include "grad_check.h"
 

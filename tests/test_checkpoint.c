@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/safetensors.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 
 // ---- fixtures

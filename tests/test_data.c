@@ -6,7 +6,7 @@
 
 #include "../data/dataset.h"
 #include "../data/vocab.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 
 // ---- helpers

@@ -13,12 +13,12 @@
 #define STBI_ONLY_PNG
 #include <stb/stb_image.h>
 
-#include "../attn/font.h"
-#include "../attn/heatmap.h"
+#include "../viz/font.h"
+#include "../viz/heatmap.h"
 #include "../data/vocab.h"
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/safetensors.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 
 #define VOCAB_TEXT "\n\t !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -10,7 +10,7 @@
 
 #include "../model/attention.h"
 #include "../model/gpt.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 
 static const char *param_names[NUM_PARAM_TENSORS] = {

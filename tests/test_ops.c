@@ -27,7 +27,7 @@
 
 #include "../model/matmul.h"
 #include "../model/ops.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "check.h"
 #include "grad_check.h"
 

@@ -25,11 +25,11 @@
 #include <unistd.h>
 
 #include "../data/dataset.h"
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/safetensors.h"
-#include "../model/util.h"
+#include "../base/util.h"
 #include "../train/adamw.h"
-#include "../train/options.h"
+#include "../base/options.h"
 #include "../train/train_state.h"
 #include "check.h"
 

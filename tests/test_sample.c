@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "../data/vocab.h"
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/kv_cache.h"
-#include "../model/util.h"
-#include "../sample/sampler.h"
+#include "../base/util.h"
+#include "../lib/sampler.h"
 #include "check.h"
 
 // A small model with weights large enough that its logits differ clearly

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/util.h"
+#include "../base/util.h"
 
 void adamw_init(AdamW *opt, size_t num_params) {
     opt->m = xcalloc(num_params, sizeof(float));

@@ -11,15 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../attn/heatmap.h"
+#include "../viz/heatmap.h"
 #include "../data/dataset.h"
-#include "../model/checkpoint.h"
+#include "../lib/checkpoint.h"
 #include "../model/gpt.h"
 #include "../model/kv_cache.h"
-#include "../sample/sampler.h"
-#include "../model/util.h"
+#include "../lib/sampler.h"
+#include "../base/files.h"
+#include "../base/util.h"
 #include "adamw.h"
-#include "options.h"
+#include "../base/options.h"
 #include "train_state.h"
 
 // ---- options
@@ -132,20 +133,6 @@ static char **json_to_argv(const char *json, int *argc) {
 }
 
 // ---- run folder
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static void ensure_dir(const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) die("%s: exists and is not a folder", path);
-        return;
-    }
-    if (mkdir(path, 0755) != 0) die("%s: cannot create folder: %s", path, strerror(errno));
-}
 
 // ---- stop on Ctrl-C / SIGTERM: the first finishes the step and saves, a
 // second exits at once (checkpoint writes are atomic, so nothing tears).

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../model/safetensors.h"
-#include "../model/util.h"
+#include "../base/util.h"
 
 #define TRAIN_STATE_FORMAT_VERSION "1"
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../model/util.h"
+#include "../base/util.h"
 
 typedef struct {
     float prob;

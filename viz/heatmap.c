@@ -16,7 +16,8 @@
 
 #include "../data/vocab.h"
 #include "../model/safetensors.h"
-#include "../model/util.h"
+#include "../base/files.h"
+#include "../base/util.h"
 #include "font.h"
 
 HeatmapOptions heatmap_default_options(void) {
@@ -418,46 +419,22 @@ void heatmap_render_overview(Image *image, const OverviewLayout *l, const GPT *m
 
 // ---- PNG files
 
-typedef struct {
-    FILE *file;
-    int failed;
-} PngSink;
-
 static void png_sink_write(void *context, void *data, int size) {
-    PngSink *sink = context;
-    if (!sink->failed && fwrite(data, 1, (size_t)size, sink->file) != (size_t)size) sink->failed = 1;
+    AtomicFile *af = context;
+    if (!af->failed && fwrite(data, 1, (size_t)size, af->file) != (size_t)size)
+        atomic_file_write_failed(af);
 }
 
 int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp_path = xmalloc(tmp_len);
-    snprintf(tmp_path, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    PngSink sink = {fopen(tmp_path, "wb"), 0};
-    if (!sink.file) {
-        set_error(err, err_len, "%s: cannot create %s: %s", path, tmp_path, strerror(errno));
-        free(tmp_path);
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    if (!stbi_write_png_to_func(png_sink_write, &af, image->width, image->height, 3, image->rgb,
+                                image->width * 3)) {
+        set_error(err, err_len, "%s: cannot write: PNG encoding failed (out of memory?)", path);
+        atomic_file_abort(&af);
         return 0;
     }
-    int encoded = stbi_write_png_to_func(png_sink_write, &sink, image->width, image->height, 3,
-                                         image->rgb, image->width * 3);
-    int write_errno = 0;
-    if (!sink.failed && (fflush(sink.file) != 0 || fsync(fileno(sink.file)) != 0)) sink.failed = 1;
-    if (sink.failed) write_errno = errno;
-    if (fclose(sink.file) != 0 && !sink.failed) {
-        sink.failed = 1;
-        write_errno = errno;
-    }
-    const char *problem = !encoded ? "PNG encoding failed (out of memory?)"
-                          : sink.failed ? strerror(write_errno) : NULL;
-    if (!problem && rename(tmp_path, path) != 0) problem = strerror(errno);
-    if (problem) {
-        set_error(err, err_len, "%s: cannot write: %s", path, problem);
-        unlink(tmp_path);
-        free(tmp_path);
-        return 0;
-    }
-    free(tmp_path);
-    return 1;
+    return atomic_file_commit(&af, err, err_len);
 }
 
 // ---- heatmaps_write

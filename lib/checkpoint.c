@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
-#include "util.h"
+#include "../model/safetensors.h"
+#include "../base/util.h"
 
 // ---- the tensors of a checkpoint, in file order
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "../data/vocab.h"
-#include "gpt.h"
+#include "../model/gpt.h"
 
 #define CHECKPOINT_FORMAT_VERSION "1"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/util.h"
+#include "util.h"
 
 static int parse_number(const Option *opt, const char *text, char *err, size_t err_len) {
     char *end = NULL;

@@ -1,3 +1,4 @@
+// util.c: the error exit, aligned checked allocation, the seeded generator, the clock.
 #include "util.h"
 
 #include <errno.h>
@@ -40,26 +41,6 @@ void *xcalloc(size_t count, size_t size) {
     if (posix_memalign(&p, ALIGNMENT, bytes ? bytes : 1) != 0)
         die("out of memory allocating %zu x %zu bytes", count, size);
     return memset(p, 0, bytes);
-}
-
-char *read_whole_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0, got;
-    char *buf = xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - 1 - n, f)) > 0) {
-        n += got;
-        if (n == cap - 1) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf) die("%s: out of memory reading it", path);
-        }
-    }
-    if (ferror(f)) die("%s: %s", path, strerror(errno ? errno : EIO));
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 void set_error(char *err, size_t err_len, const char *fmt, ...) {

@@ -14,10 +14,6 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 
-// A whole file in a new buffer (its length in *len, NUL-terminated too);
-// dies with "path: reason" if it cannot be read.
-char *read_whole_file(const char *path, size_t *len);
-
 // Format into a caller's error buffer (used by loaders that report, not exit).
 void set_error(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
