@@ -11,7 +11,8 @@
 #include "../base/files.h"
 #include "../base/util.h"
 
-static int tests_passed, tests_failed, failures_in_test;
+static int tests_passed, tests_failed, tests_skipped, failures_in_test;
+static const char *skip_reason;
 
 void check_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
@@ -27,10 +28,16 @@ void check_fail(const char *file, int line, const char *fmt, ...) {
 
 int current_test_failures(void) { return failures_in_test; }
 
+void skip_test(const char *reason) { skip_reason = reason; }
+
 void run_test(const char *name, TestFn fn) {
     failures_in_test = 0;
+    skip_reason = NULL;
     fn();
-    if (failures_in_test == 0) {
+    if (skip_reason && failures_in_test == 0) {
+        tests_skipped++;
+        printf("skip %s (%s)\n", name, skip_reason);
+    } else if (failures_in_test == 0) {
         tests_passed++;
         printf("ok   %s\n", name);
     } else {
@@ -95,6 +102,12 @@ SUITE(suite_train);
 SUITE(suite_sample);
 SUITE(suite_heatmap);
 SUITE(suite_robust);
+SUITE(suite_layout);
+SUITE(suite_bf16);
+SUITE(suite_inference);
+SUITE(suite_atlas);
+SUITE(suite_recipes);
+SUITE(suite_mpi);
 
 int main(int argc, char **argv) {
     // An optional argument runs only the suites whose name contains it.
@@ -105,12 +118,17 @@ int main(int argc, char **argv) {
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
-                  {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust}};
+                  {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust},
+                  {"layout", suite_layout}, {"bf16", suite_bf16}, {"inference", suite_inference},
+                  {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
         printf("# %s\n", suites[i].name);
         suites[i].fn();
     }
-    printf("%d passed, %d failed\n", tests_passed, tests_failed);
+    if (tests_skipped)
+        printf("%d passed, %d failed, %d skipped\n", tests_passed, tests_failed, tests_skipped);
+    else
+        printf("%d passed, %d failed\n", tests_passed, tests_failed);
     return tests_failed ? 1 : 0;
 }

@@ -13,6 +13,10 @@ void run_test(const char *name, TestFn fn);
 // Marks the current test failed and prints file:line and the message.
 void check_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+// Called inside a test: it is counted as skipped (with the reason, e.g. an
+// optional tool that is not installed) rather than passed, unless a check
+// in it failed. The runner's last line then adds ", N skipped".
+void skip_test(const char *reason);
 // Returns the number of checks failed so far in the current test.
 int current_test_failures(void);
 
