@@ -23,7 +23,8 @@ MODEL_SRC = model/matmul.c model/ops.c model/attention.c model/gpt.c \
 DATA_SRC = data/vocab.c data/dataset.c
 SHARED_SRC = lib/checkpoint.c lib/sampler.c
 VIZ_SRC = viz/heatmap.c viz/font.c
-TRAIN_LIB_SRC = train/adamw.c train/train_state.c
+TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
+                train/progress.c train/run.c
 LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 

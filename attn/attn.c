@@ -50,31 +50,17 @@ static AttnOptions default_options(void) {
 // error naming the first unknown character, its position and the count).
 static uint32_t *decode_text(const char *source, const char *text, size_t len, const Vocab *vocab,
                              int *num_chars) {
-    uint32_t *chars = xcalloc(len + 1, sizeof(uint32_t));
-    int n = 0, unknown = 0, first_position = -1;
-    uint32_t first_unknown = 0;
-    size_t pos = 0;
-    while (pos < len) {
-        size_t start = pos;
-        if (!utf8_decode((const unsigned char *)text, len, &pos, &chars[n]))
-            die("%s: invalid UTF-8 at byte offset %zu", source, start);
-        if (vocab_id(vocab, chars[n]) < 0 && unknown++ == 0) {
-            first_unknown = chars[n];
-            first_position = n;
-        }
-        n++;
+    EncodedText encoded;
+    char err[1024];
+    if (!vocab_encode_text(vocab, source, text, len, &encoded, err, sizeof err)) die("%s", err);
+    if (encoded.unknown) {
+        vocab_unknown_message(&encoded, source, err, sizeof err);
+        die("%s", err);
     }
-    if (n == 0) die("%s: the text is empty", source);
-    if (unknown) {
-        char shown[5] = {0};
-        utf8_encode(first_unknown, shown);
-        if (first_unknown < 0x20 || first_unknown == 0x7f) snprintf(shown, sizeof shown, "?");
-        die("%s: character '%s' (U+%04X) at position %d is not in the model's vocabulary "
-            "(%d unknown character%s in all)",
-            source, shown, first_unknown, first_position, unknown, unknown == 1 ? "" : "s");
-    }
-    *num_chars = n;
-    return chars;
+    if (encoded.num_ids == 0) die("%s: the text is empty", source);
+    free(encoded.ids);
+    *num_chars = encoded.num_ids;
+    return encoded.chars;
 }
 
 int main(int argc, char **argv) {
@@ -143,7 +129,7 @@ int main(int argc, char **argv) {
 
     int *tokens = xmalloc((size_t)T * sizeof(int));
     for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, window[i]);
-    gpt_alloc_activations(&model, 1, T);
+    gpt_alloc_inference(&model, 1, T);
     gpt_forward(&model, tokens, NULL, 1, T);
     if (!heatmaps_write(o.out, &model, window, T, &heatmap, err, sizeof err)) die("%s", err);
 

@@ -1,3 +1,4 @@
+// options.c: the table-driven command-line parser (see options.h).
 #include "options.h"
 
 #include <errno.h>

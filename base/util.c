@@ -26,10 +26,17 @@ void die(const char *fmt, ...) {
 // loads. malloc only promises 16 bytes, which halved the kernels' speed.
 enum { ALIGNMENT = 64 };
 
+// Bytes requested so far, so a test can hold the memory estimate against
+// what is really allocated.
+static _Atomic size_t bytes_allocated;
+
+size_t xalloc_total_bytes(void) { return bytes_allocated; }
+
 void *xmalloc(size_t bytes) {
     void *p = NULL;
     if (posix_memalign(&p, ALIGNMENT, bytes ? bytes : 1) != 0)
         die("out of memory allocating %zu bytes", bytes);
+    bytes_allocated += bytes;
     return p;
 }
 
@@ -40,6 +47,7 @@ void *xcalloc(size_t count, size_t size) {
     void *p = NULL;
     if (posix_memalign(&p, ALIGNMENT, bytes ? bytes : 1) != 0)
         die("out of memory allocating %zu x %zu bytes", count, size);
+    bytes_allocated += bytes;
     return memset(p, 0, bytes);
 }
 

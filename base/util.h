@@ -13,6 +13,8 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 // return memory aligned to a 64-byte cache line (release it with free).
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
+// Bytes xmalloc and xcalloc have handed out since the program started.
+size_t xalloc_total_bytes(void);
 
 // Format into a caller's error buffer (used by loaders that report, not exit).
 void set_error(char *err, size_t err_len, const char *fmt, ...)

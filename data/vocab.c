@@ -2,6 +2,7 @@
 // distinct code points of a text, sorted, so id i is the i-th smallest.
 #include "vocab.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,4 +187,51 @@ int vocab_equal(const Vocab *a, const Vocab *b) {
 void vocab_free(Vocab *vocab) {
     free(vocab->code_points);
     memset(vocab, 0, sizeof *vocab);
+}
+
+// ---- text to ids
+
+int vocab_encode_text(const Vocab *vocab, const char *source, const char *text, size_t len,
+                      EncodedText *e, char *err, size_t err_len) {
+    memset(e, 0, sizeof *e);
+    e->first_unknown_position = -1;
+    e->ids = xcalloc(len + 1, sizeof(int));
+    e->chars = xcalloc(len + 1, sizeof(uint32_t));
+    size_t pos = 0;
+    for (int position = 0; pos < len; position++) {
+        uint32_t cp;
+        size_t start = pos;
+        if (!utf8_decode((const unsigned char *)text, len, &pos, &cp)) {
+            set_error(err, err_len, "%s: invalid UTF-8 at byte offset %zu", source, start);
+            encoded_text_free(e);
+            return 0;
+        }
+        int id = vocab_id(vocab, cp);
+        if (id >= 0) {
+            e->ids[e->num_ids] = id;
+            e->chars[e->num_ids++] = cp;
+        } else if (e->unknown++ == 0) {
+            e->first_unknown = cp;
+            e->first_unknown_position = position;
+        }
+    }
+    return 1;
+}
+
+void vocab_unknown_message(const EncodedText *e, const char *source, char *msg, size_t msg_len) {
+    char shown[5] = {0};
+    utf8_encode(e->first_unknown, shown);
+    // a control character would break the one-line message
+    if (e->first_unknown < 0x20 || e->first_unknown == 0x7f) snprintf(shown, sizeof shown, "?");
+    set_error(msg, msg_len,
+              "%s: character '%s' (U+%04X) at position %d is not in the model's vocabulary "
+              "(%d unknown character%s in all)",
+              source, shown, e->first_unknown, e->first_unknown_position, e->unknown,
+              e->unknown == 1 ? "" : "s");
+}
+
+void encoded_text_free(EncodedText *e) {
+    free(e->ids);
+    free(e->chars);
+    memset(e, 0, sizeof *e);
 }

@@ -37,4 +37,26 @@ int vocab_id(const Vocab *vocab, uint32_t code_point);
 int vocab_equal(const Vocab *a, const Vocab *b);
 void vocab_free(Vocab *vocab);
 
+// A text as token ids: what the prompt, a heatmap text and a probe become.
+typedef struct {
+    int *ids;                   // (num_ids) ids of the known characters, in order
+    uint32_t *chars;            // (num_ids) their code points
+    int num_ids;
+    int unknown;                // characters not in the vocabulary (left out of ids)
+    uint32_t first_unknown;     // the first of them,
+    int first_unknown_position; // at this character position (0-based), or -1
+} EncodedText;
+
+// Encode UTF-8 text with the vocabulary. Characters the vocabulary lacks
+// are left out and counted in `unknown`. Returns 0 on invalid UTF-8, with
+// "SOURCE: invalid UTF-8 at byte offset N" in err and nothing allocated.
+int vocab_encode_text(const Vocab *vocab, const char *source, const char *text, size_t len,
+                      EncodedText *encoded, char *err, size_t err_len);
+// "SOURCE: character 'x' (U+0078) at position P is not in the model's
+// vocabulary (N unknown characters in all)": the one message for an
+// encoded text with unknown characters.
+void vocab_unknown_message(const EncodedText *encoded, const char *source, char *msg,
+                           size_t msg_len);
+void encoded_text_free(EncodedText *encoded);
+
 #endif

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             tokens[t] = t % model.config.vocab_size;
             targets[t] = (t + 1) % model.config.vocab_size;
         }
-        gpt_alloc_activations(&model, 1, T);
+        gpt_alloc_inference(&model, 1, T);
         (void)gpt_forward(&model, tokens, targets, 1, T);
         gpt_free(&model);
         vocab_free(&vocab);

@@ -26,76 +26,55 @@ typedef struct {
     long shape[2];
 } CheckpointTensor;
 
-// The 16 tensors of a block. Shapes are in units of C: {4, 1} is [4C, C],
-// {1, 0} is [C].
-typedef struct {
-    const char *suffix;
-    size_t field; // offsetof the stacked (L, ...) view in ParameterTensors
-    int dims_in_c[2];
-} BlockTensor;
+// File order follows model/gpt.h's table: the tensors before the first
+// stacked one (wte, wpe), then block 0's stacked tensors, block 1's, ...,
+// then the rest (ln_f). The table keeps its stacked rows together.
+static void stacked_run(int *first, int *count) {
+    *first = -1;
+    *count = 0;
+    for (int p = 0; p < NUM_PARAM_TENSORS; p++)
+        if (param_specs[p].stacked) {
+            if (*first < 0) *first = p;
+            (*count)++;
+        }
+}
 
-static const BlockTensor BLOCK_TENSORS[] = {
-    {"ln_1.weight", offsetof(ParameterTensors, ln1_w), {1, 0}},
-    {"ln_1.bias", offsetof(ParameterTensors, ln1_b), {1, 0}},
-    {"attn.w_q.weight", offsetof(ParameterTensors, w_q), {1, 1}},
-    {"attn.w_q.bias", offsetof(ParameterTensors, b_q), {1, 0}},
-    {"attn.w_k.weight", offsetof(ParameterTensors, w_k), {1, 1}},
-    {"attn.w_k.bias", offsetof(ParameterTensors, b_k), {1, 0}},
-    {"attn.w_v.weight", offsetof(ParameterTensors, w_v), {1, 1}},
-    {"attn.w_v.bias", offsetof(ParameterTensors, b_v), {1, 0}},
-    {"attn.w_o.weight", offsetof(ParameterTensors, w_o), {1, 1}},
-    {"attn.w_o.bias", offsetof(ParameterTensors, b_o), {1, 0}},
-    {"ln_2.weight", offsetof(ParameterTensors, ln2_w), {1, 0}},
-    {"ln_2.bias", offsetof(ParameterTensors, ln2_b), {1, 0}},
-    {"mlp.fc.weight", offsetof(ParameterTensors, fc_w), {4, 1}},  // nn.Linear(C, 4C)
-    {"mlp.fc.bias", offsetof(ParameterTensors, fc_b), {4, 0}},
-    {"mlp.proj.weight", offsetof(ParameterTensors, proj_w), {1, 4}}, // nn.Linear(4C, C)
-    {"mlp.proj.bias", offsetof(ParameterTensors, proj_b), {1, 0}},
-};
-#define TENSORS_PER_BLOCK ((long)(sizeof BLOCK_TENSORS / sizeof BLOCK_TENSORS[0]))
-
-// wte, wpe, the blocks, ln_f.weight and ln_f.bias.
 static long num_checkpoint_tensors(const GPTConfig *cfg) {
-    return 4 + TENSORS_PER_BLOCK * cfg->layers;
+    int first, stacked;
+    stacked_run(&first, &stacked);
+    return NUM_PARAM_TENSORS - stacked + (long)stacked * cfg->layers;
 }
 
-static void set_tensor(CheckpointTensor *t, const char *name, float *data, int ndim, long d0,
-                       long d1) {
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->data = data;
-    t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
-}
-
-// Tensor i (0 <= i < num_checkpoint_tensors) in file order. Computed one at
-// a time so that a config read from a file is never used to size an
-// allocation before the file has shown it holds those tensors.
+// Tensor i (0 <= i < num_checkpoint_tensors) in file order, a view into
+// params (data NULL when params is NULL, before the model exists).
+// Computed one at a time so that a config read from a file is never used to
+// size an allocation before the file has shown it holds those tensors.
 static void checkpoint_tensor(const GPTConfig *cfg, const ParameterTensors *params, long i,
                               CheckpointTensor *t) {
-    long V = cfg->vocab_size, T = cfg->context, C = cfg->dim, L = cfg->layers;
-    if (i == 0) {
-        set_tensor(t, "wte", params ? params->wte : NULL, 2, V, C);
-    } else if (i == 1) {
-        set_tensor(t, "wpe", params ? params->wpe : NULL, 2, T, C);
-    } else if (i == 2 + TENSORS_PER_BLOCK * L) {
-        set_tensor(t, "ln_f.weight", params ? params->lnf_w : NULL, 1, C, 0);
-    } else if (i == 3 + TENSORS_PER_BLOCK * L) {
-        set_tensor(t, "ln_f.bias", params ? params->lnf_b : NULL, 1, C, 0);
+    int first, stacked;
+    stacked_run(&first, &stacked);
+    long blocks_end = first + (long)stacked * cfg->layers;
+    int p;
+    long layer = -1;
+    if (i < first) {
+        p = (int)i;
+    } else if (i < blocks_end) {
+        layer = (i - first) / stacked;
+        p = first + (int)((i - first) % stacked);
     } else {
-        long layer = (i - 2) / TENSORS_PER_BLOCK;
-        const BlockTensor *kind = &BLOCK_TENSORS[(i - 2) % TENSORS_PER_BLOCK];
-        long d0 = kind->dims_in_c[0] * C, d1 = kind->dims_in_c[1] * C;
-        long per_layer = d1 ? d0 * d1 : d0;
-        float *data = NULL;
-        if (params) {
-            float *stacked = *(float *const *)((const char *)params + kind->field);
-            data = stacked + layer * per_layer;
-        }
-        char name[64];
-        snprintf(name, sizeof name, "h.%ld.%s", layer, kind->suffix);
-        set_tensor(t, name, data, d1 ? 2 : 1, d0, d1);
+        p = (int)(i - blocks_end) + first + stacked;
     }
+    long rows, cols;
+    param_shape(cfg, p, &rows, &cols);
+    long slice = cols ? rows * cols : rows;
+    if (layer < 0)
+        snprintf(t->name, sizeof t->name, "%s", param_specs[p].name);
+    else
+        snprintf(t->name, sizeof t->name, "h.%ld.%s", layer, param_specs[p].name);
+    t->data = params ? param_tensor(params, p) + (layer < 0 ? 0 : layer * slice) : NULL;
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
 }
 
 static size_t tensor_floats(const CheckpointTensor *t) {
@@ -172,7 +151,7 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
     }
     int ok = 0;
     if (covered != model->num_params) {
-        // The table above and param_sizes disagree: a bug, not a user error.
+        // The file order above and param_sizes disagree: a bug, not a user error.
         set_error(err, err_len, "%s: checkpoint tensors cover %zu floats, the model has %zu", path,
                   covered, model->num_params);
     } else {

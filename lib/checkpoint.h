@@ -1,8 +1,8 @@
 // checkpoint.h: a GPT and its vocabulary as a safetensors file that PyTorch
-// loads with no reshaping. Tensor names: wte [V,C], wpe [T,C],
-// h.{i}.ln_1.weight/.bias [C], h.{i}.attn.w_q.weight [C,C] /.bias [C] (and
-// w_k, w_v, w_o), h.{i}.ln_2.weight/.bias, h.{i}.mlp.fc.weight [4C,C] /.bias
-// [4C], h.{i}.mlp.proj.weight [C,4C] /.bias [C], ln_f.weight/.bias [C].
+// loads with no reshaping. Tensor names and shapes are the rows of
+// GPT_PARAMETER_TENSORS (model/gpt.h), per block as "h.{i}.NAME": wte [V,C],
+// wpe [T,C], h.{i}.ln_1.weight [C], h.{i}.attn.w_q.weight [C,C], ...,
+// h.{i}.mlp.fc.weight [4C,C], ..., ln_f.bias [C].
 // Metadata: format_version "1", config {"layers","heads","dim","context",
 // "vocab_size"} as JSON, vocab: the code points in id order as a JSON array
 // of one-character strings.

@@ -1,3 +1,4 @@
+// sampler.c: temperature, top-k and top-p sampling from logits (see sampler.h).
 #include "sampler.h"
 
 #include <math.h>

@@ -2,6 +2,7 @@
 #include "gpt.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,44 +21,75 @@ const char *const op_names[NUM_PROFILED_OPS] = {
 
 // ---- parameters
 
+const ParamSpec param_specs[NUM_PARAM_TENSORS] = {
+#define GPT_PARAM_SPEC(view, name, rows, cols, stacked, decayed, init) {name, stacked, decayed, init},
+    GPT_PARAMETER_TENSORS(GPT_PARAM_SPEC)
+#undef GPT_PARAM_SPEC
+};
+
+void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols) {
+    // V, T and C are the names the table's shapes are written in.
+    long V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
+    const long shapes[NUM_PARAM_TENSORS][2] = {
+#define GPT_PARAM_SHAPE(view, name, rows, cols, ...) {rows, cols},
+        GPT_PARAMETER_TENSORS(GPT_PARAM_SHAPE)
+#undef GPT_PARAM_SHAPE
+    };
+    (void)V, (void)T;
+    *rows = shapes[i][0];
+    *cols = shapes[i][1];
+}
+
 void param_sizes(const GPTConfig *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
-    size_t V = cfg->vocab_size, T = cfg->context, L = cfg->layers, C = cfg->dim;
-    size_t i = 0;
-    sizes[i++] = V * C;           // wte
-    sizes[i++] = T * C;           // wpe
-    sizes[i++] = L * C;           // ln1_w
-    sizes[i++] = L * C;           // ln1_b
-    for (int m = 0; m < 4; m++) { // w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o
-        sizes[i++] = L * C * C;
-        sizes[i++] = L * C;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        long rows, cols;
+        param_shape(cfg, i, &rows, &cols);
+        size_t slice = (size_t)rows * (size_t)(cols ? cols : 1);
+        sizes[i] = param_specs[i].stacked ? (size_t)cfg->layers * slice : slice;
     }
-    sizes[i++] = L * C;         // ln2_w
-    sizes[i++] = L * C;         // ln2_b
-    sizes[i++] = L * 4 * C * C; // fc_w
-    sizes[i++] = L * 4 * C;     // fc_b
-    sizes[i++] = L * C * 4 * C; // proj_w
-    sizes[i++] = L * C;         // proj_b
-    sizes[i++] = C;             // lnf_w
-    sizes[i++] = C;             // lnf_b
 }
 
 void param_views(ParameterTensors *views, float *memory, const GPTConfig *cfg) {
     size_t sizes[NUM_PARAM_TENSORS];
     param_sizes(cfg, sizes);
     float **ptrs[NUM_PARAM_TENSORS] = {
-        &views->wte,  &views->wpe,    &views->ln1_w,  &views->ln1_b, &views->w_q,
-        &views->b_q,  &views->w_k,    &views->b_k,    &views->w_v,   &views->b_v,
-        &views->w_o,  &views->b_o,    &views->ln2_w,  &views->ln2_b, &views->fc_w,
-        &views->fc_b, &views->proj_w, &views->proj_b, &views->lnf_w, &views->lnf_b};
+#define GPT_PARAM_POINTER(view, ...) &views->view,
+        GPT_PARAMETER_TENSORS(GPT_PARAM_POINTER)
+#undef GPT_PARAM_POINTER
+    };
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         *ptrs[i] = memory;
         memory += sizes[i];
     }
 }
 
-int param_is_decayed(int i) {
-    // wte, wpe, w_q, w_k, w_v, w_o, fc_w, proj_w
-    return i == 0 || i == 1 || i == 4 || i == 6 || i == 8 || i == 10 || i == 14 || i == 16;
+float *param_tensor(const ParameterTensors *views, int i) {
+    float *const tensors[NUM_PARAM_TENSORS] = {
+#define GPT_PARAM_TENSOR(view, ...) views->view,
+        GPT_PARAMETER_TENSORS(GPT_PARAM_TENSOR)
+#undef GPT_PARAM_TENSOR
+    };
+    return tensors[i];
+}
+
+int param_is_decayed(int i) { return param_specs[i].decayed; }
+
+const char *gpt_first_non_finite(const GPT *model, const float *memory, char *name, size_t len) {
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = model->param_sizes[t];
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(memory[offset + i])) {
+                if (!param_specs[t].stacked)
+                    snprintf(name, len, "%s", param_specs[t].name);
+                else
+                    snprintf(name, len, "h.%zu.%s", i / (n / model->config.layers),
+                             param_specs[t].name);
+                return name;
+            }
+        offset += n;
+    }
+    return NULL;
 }
 
 int gpt_config_valid(const GPTConfig *cfg, char *err, size_t err_len) {
@@ -95,45 +127,51 @@ void gpt_build(GPT *model, const GPTConfig *cfg) {
 }
 
 void gpt_init_params(GPT *model, unsigned long long seed) {
-    const GPTConfig *cfg = &model->config;
     Rng rng;
     rng_seed(&rng, seed);
-    float std = 0.02f;
-    // Residual output projections are scaled down so the residual stream's
-    // variance does not grow with depth (GPT-2).
-    float residual_std = 0.02f / sqrtf(2.0f * cfg->layers);
-    ParameterTensors *p = &model->params;
-    float *memory = model->params_memory;
+    const float std = 0.02f, residual_std = 0.02f / sqrtf(2.0f * model->config.layers);
+    float *t = model->params_memory;
+    // One stream, drawn in memory order, for the normal tensors only.
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        float *t = memory;
         size_t n = model->param_sizes[i];
-        memory += n;
-        int is_layernorm_weight = (t == p->ln1_w || t == p->ln2_w || t == p->lnf_w);
-        if (param_is_decayed(i)) {
-            float s = (t == p->w_o || t == p->proj_w) ? residual_std : std;
-            for (size_t j = 0; j < n; j++)
-                t[j] = s * rng_normal(&rng);
-        } else {
-            float value = is_layernorm_weight ? 1.0f : 0.0f;
-            for (size_t j = 0; j < n; j++)
-                t[j] = value;
-        }
+        ParamInit init = param_specs[i].init;
+        for (size_t j = 0; j < n; j++)
+            t[j] = init == INIT_NORMAL     ? std * rng_normal(&rng)
+                   : init == INIT_RESIDUAL ? residual_std * rng_normal(&rng)
+                   : init == INIT_ONE      ? 1.0f
+                                           : 0.0f;
+        t += n;
     }
 }
 
-// ---- activations
+// ---- buffers
+//
+// Each buffer's layout is one function that, given its memory, points the
+// views into it, and given NULL, only adds up the sizes. The allocation and
+// the memory estimate (gpt_memory_bytes) both call it, so they cannot
+// disagree. Sizes are counted in double: an estimate must not overflow for
+// absurd shapes (it exists to refuse them), and double is exact to 2^53.
 
-// The saved activations in their order in acts_memory, with their sizes for
-// a batch of B x T; returns the total.
-static size_t activation_layout(GPT *model, int B, int T, float **memory) {
-    const GPTConfig *cfg = &model->config;
-    size_t L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
-    size_t BT = (size_t)B * T;
-    Activations *a = &model->acts;
-    struct {
-        float **view;
-        size_t size;
-    } layout[] = {
+typedef struct {
+    float **view;
+    double floats;
+} BufferView;
+
+static double lay_out(const BufferView *views, size_t n, float *memory) {
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (memory) *views[i].view = memory + (size_t)total;
+        total += views[i].floats;
+    }
+    return total;
+}
+
+// The saved activations for a batch of B x T.
+static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int T,
+                                float *memory) {
+    double L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
+    double BT = (double)B * T;
+    const BufferView layout[] = {
         {&a->encoded, BT * C},         {&a->ln1_mean, L * BT},       {&a->ln1_rstd, L * BT},
         {&a->q, L * BT * C},           {&a->k, L * BT * C},          {&a->v, L * BT * C},
         {&a->att_probs, L * B * NH * T * T}, {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
@@ -141,68 +179,100 @@ static size_t activation_layout(GPT *model, int B, int T, float **memory) {
         {&a->residual3, L * BT * C},   {&a->lnf, BT * C},            {&a->lnf_mean, BT},
         {&a->lnf_rstd, BT},            {&a->probs, BT * V},          {&a->losses, BT},
     };
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
-        if (memory) {
-            *layout[i].view = *memory;
-            *memory += layout[i].size;
-        }
-        total += layout[i].size;
-    }
+    return lay_out(layout, sizeof layout / sizeof layout[0], memory);
+}
+
+// What the forward reuses layer after layer.
+static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
+                                     float *memory) {
+    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
+    const BufferView layout[] = {
+        {&s->fc_gelu, BT * 4 * C}, {&s->logits, BT * V}, {&s->ln, BT * C}, {&s->proj_out, BT * C}};
+    return lay_out(layout, sizeof layout / sizeof layout[0], memory);
+}
+
+// What only the backward needs (d_att_out shares proj_out's memory: they
+// are never live at once).
+static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
+                                      float *memory) {
+    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
+    const BufferView layout[] = {{&s->d_residual, BT * C}, {&s->d_ln, BT * C},
+                                 {&s->d_q, BT * C},        {&s->d_k, BT * C},
+                                 {&s->d_v, BT * C},        {&s->d_fc, BT * 4 * C},
+                                 {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V}};
+    double total = lay_out(layout, sizeof layout / sizeof layout[0], memory);
+    if (memory) s->d_att_out = s->proj_out;
     return total;
 }
 
-static void activation_views(GPT *model, int B, int T) {
-    float *memory = model->acts_memory;
-    activation_layout(model, B, T, &memory);
+// The matrix kernels' workspace: the widest transposed operand, d_out^T of
+// the logits or of fc, or a weight.
+static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
+    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
+    double widest = V > 4 * C ? V : 4 * C;
+    double pack = BT * widest > 4 * C * C ? BT * widest : 4 * C * C;
+    return V * C > pack ? V * C : pack;
 }
 
-void gpt_alloc_activations(GPT *model, int B, int T) {
-    const GPTConfig *cfg = &model->config;
-    size_t C = cfg->dim, V = cfg->vocab_size, BT = (size_t)B * T;
+size_t gpt_num_params(const GPTConfig *cfg) {
+    size_t sizes[NUM_PARAM_TENSORS], total = 0;
+    param_sizes(cfg, sizes);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) total += sizes[i];
+    return total;
+}
+
+double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training) {
+    Activations a;
+    Scratch s;
+    double params = (double)gpt_num_params(cfg);
+    double floats = params + activation_layout(cfg, &a, B, T, NULL) +
+                    forward_scratch_layout(cfg, &s, B, T, NULL) +
+                    matmul_workspace_floats(cfg, B, T);
+    if (training) floats += params + backward_scratch_layout(cfg, &s, B, T, NULL);
+    return floats * sizeof(float) + (double)B * T * sizeof(int); // + the targets
+}
+
+static void free_batch_buffers(GPT *model) {
     free(model->acts_memory);
     free(model->scratch_memory);
+    free(model->backward_memory);
     free(model->grads_memory);
     free(model->targets);
+    model->acts_memory = model->scratch_memory = model->backward_memory = model->grads_memory = NULL;
+    model->targets = NULL;
+    memset(&model->scratch, 0, sizeof model->scratch);
+}
+
+void gpt_alloc_inference(GPT *model, int B, int T) {
+    const GPTConfig *cfg = &model->config;
+    free_batch_buffers(model);
     model->batch_size = B;
     model->seq_len = T;
-    model->acts_memory = xcalloc(activation_layout(model, B, T, NULL), sizeof(float));
-    activation_views(model, B, T);
+    model->acts_memory =
+        xcalloc((size_t)activation_layout(cfg, &model->acts, B, T, NULL), sizeof(float));
+    activation_layout(cfg, &model->acts, B, T, model->acts_memory);
+    model->scratch_memory =
+        xcalloc((size_t)forward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
+    forward_scratch_layout(cfg, &model->scratch, B, T, model->scratch_memory);
+    model->targets = xcalloc((size_t)B * T, sizeof(int));
+    matmul_reserve((long)matmul_workspace_floats(cfg, B, T));
+    model->cur_B = B;
+    model->cur_T = T;
+}
 
-    size_t scratch_sizes[] = {BT * 4 * C, BT * V, BT * C, BT * C,     BT * C,     BT * C,
-                              BT * C,     BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * V};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof scratch_sizes / sizeof scratch_sizes[0]; i++)
-        total += scratch_sizes[i];
-    model->scratch_memory = xcalloc(total, sizeof(float));
-    Scratch *s = &model->scratch;
-    float **ptrs[] = {&s->fc_gelu, &s->logits, &s->ln,   &s->proj_out,  &s->d_residual, &s->d_ln,
-                      &s->d_q,     &s->d_k,    &s->d_v,  &s->d_fc,      &s->d_fc_gelu,  &s->d_logits};
-    // d_att_out shares proj_out's memory: they are never live at once.
-    float *memory = model->scratch_memory;
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        *ptrs[i] = memory;
-        memory += scratch_sizes[i];
-    }
-    s->d_att_out = s->proj_out;
-
+void gpt_alloc_training(GPT *model, int B, int T) {
+    const GPTConfig *cfg = &model->config;
+    gpt_alloc_inference(model, B, T);
+    model->backward_memory =
+        xcalloc((size_t)backward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
+    backward_scratch_layout(cfg, &model->scratch, B, T, model->backward_memory);
     model->grads_memory = xcalloc(model->num_params, sizeof(float));
     param_views(&model->grads, model->grads_memory, cfg);
-    model->targets = xcalloc(BT, sizeof(int));
-    // The widest product's transpose: d_out^T of the logits or of fc.
-    size_t widest = V > 4 * C ? V : 4 * C;
-    size_t pack = BT * widest > 4 * C * C ? BT * widest : 4 * C * C;
-    if (V * C > pack)
-        pack = V * C;
-    matmul_reserve((long)pack);
 }
 
 void gpt_free(GPT *model) {
+    free_batch_buffers(model);
     free(model->params_memory);
-    free(model->grads_memory);
-    free(model->acts_memory);
-    free(model->scratch_memory);
-    free(model->targets);
     memset(model, 0, sizeof *model);
 }
 
@@ -215,7 +285,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
     if (model->cur_B != B || model->cur_T != T)
-        activation_views(model, B, T);
+        activation_layout(cfg, &model->acts, B, T, model->acts_memory);
     model->cur_B = B;
     model->cur_T = T;
     ParameterTensors *p = &model->params;
@@ -280,6 +350,8 @@ void gpt_zero_grad(GPT *model) {
 void gpt_backward(GPT *model, const int *tokens) {
     if (model->mean_loss < 0)
         die("gpt_backward: the last forward had no targets");
+    if (!model->grads_memory)
+        die("gpt_backward: the model was allocated for inference (gpt_alloc_inference)");
     const GPTConfig *cfg = &model->config;
     int L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     int B = model->cur_B, T = model->cur_T, BT = B * T;

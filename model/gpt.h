@@ -18,26 +18,84 @@ typedef struct {
     int dim;        // C
 } GPTConfig;
 
-#define NUM_PARAM_TENSORS 20
+// ---- the parameter tensors, described once
+//
+// One row per tensor: its view in ParameterTensors; its checkpoint name
+// (tensors stacked over the L blocks are saved per block as "h.{l}.NAME");
+// its shape in one block as rows x cols in terms of V, T (= context) and C,
+// cols 0 for a vector (nn.Linear's [out, in] layout, so a checkpoint holds
+// each slice as is); whether it is stacked over the blocks; whether AdamW
+// decays it; how it is initialised. Sizes, views, checkpoint names and
+// shapes, decay flags, initialisation, the names in NaN reports and the
+// memory estimate all follow from these rows, so adding a tensor is one row
+// here plus its forward and backward.
+//
+// An X-macro rather than a static array of descriptors because the struct
+// of named views (ParameterTensors below) is generated from the same rows:
+// with an array, each tensor would be written twice (a field and a row)
+// and the two could drift. Rows are in memory order, and the per-block rows
+// are in a checkpoint block's tensor order.
+#define GPT_PARAMETER_TENSORS(X)                                                    \
+    /*  view     checkpoint name     rows   cols  stacked  decayed  init */         \
+    X(wte,    "wte",              V,     C,     0, 1, INIT_NORMAL) /* tied output */ \
+    X(wpe,    "wpe",              T,     C,     0, 1, INIT_NORMAL)                  \
+    X(ln1_w,  "ln_1.weight",      C,     0,     1, 0, INIT_ONE)                     \
+    X(ln1_b,  "ln_1.bias",        C,     0,     1, 0, INIT_ZERO)                    \
+    X(w_q,    "attn.w_q.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
+    X(b_q,    "attn.w_q.bias",    C,     0,     1, 0, INIT_ZERO)                    \
+    X(w_k,    "attn.w_k.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
+    X(b_k,    "attn.w_k.bias",    C,     0,     1, 0, INIT_ZERO)                    \
+    X(w_v,    "attn.w_v.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
+    X(b_v,    "attn.w_v.bias",    C,     0,     1, 0, INIT_ZERO)                    \
+    X(w_o,    "attn.w_o.weight",  C,     C,     1, 1, INIT_RESIDUAL)                \
+    X(b_o,    "attn.w_o.bias",    C,     0,     1, 0, INIT_ZERO)                    \
+    X(ln2_w,  "ln_2.weight",      C,     0,     1, 0, INIT_ONE)                     \
+    X(ln2_b,  "ln_2.bias",        C,     0,     1, 0, INIT_ZERO)                    \
+    X(fc_w,   "mlp.fc.weight",    4 * C, C,     1, 1, INIT_NORMAL)                  \
+    X(fc_b,   "mlp.fc.bias",      4 * C, 0,     1, 0, INIT_ZERO)                    \
+    X(proj_w, "mlp.proj.weight",  C,     4 * C, 1, 1, INIT_RESIDUAL)                \
+    X(proj_b, "mlp.proj.bias",    C,     0,     1, 0, INIT_ZERO)                    \
+    X(lnf_w,  "ln_f.weight",      C,     0,     0, 0, INIT_ONE)                     \
+    X(lnf_b,  "ln_f.bias",        C,     0,     0, 0, INIT_ZERO)
+
+// INIT_NORMAL: N(0, 0.02); INIT_RESIDUAL: N(0, 0.02/sqrt(2L)), for the
+// projections that add into the residual stream (GPT-2), so its variance
+// does not grow with depth; INIT_ONE, INIT_ZERO: constants.
+typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONE, INIT_ZERO } ParamInit;
+
+// PARAM_wte, PARAM_wpe, ...: a tensor's index in memory order.
+enum {
+#define GPT_PARAM_INDEX(view, ...) PARAM_##view,
+    GPT_PARAMETER_TENSORS(GPT_PARAM_INDEX)
+#undef GPT_PARAM_INDEX
+    NUM_PARAM_TENSORS
+};
+
+// Named views into one buffer of NUM_PARAM_TENSORS tensors (shapes above).
 typedef struct {
-    float *wte;             // (V,C)   token embedding, tied to the output layer
-    float *wpe;             // (T,C)   position embedding, T = context
-    float *ln1_w, *ln1_b;   // (L,C)
-    float *w_q, *b_q;       // (L,C,C), (L,C)
-    float *w_k, *b_k;       // (L,C,C), (L,C)
-    float *w_v, *b_v;       // (L,C,C), (L,C)
-    float *w_o, *b_o;       // (L,C,C), (L,C)
-    float *ln2_w, *ln2_b;   // (L,C)
-    float *fc_w, *fc_b;     // (L,4C,C), (L,4C)
-    float *proj_w, *proj_b; // (L,C,4C), (L,C)
-    float *lnf_w, *lnf_b;   // (C)
+#define GPT_PARAM_VIEW(view, ...) float *view;
+    GPT_PARAMETER_TENSORS(GPT_PARAM_VIEW)
+#undef GPT_PARAM_VIEW
 } ParameterTensors;
 
-// Sizes (in floats) of the NUM_PARAM_TENSORS tensors, in struct order.
+typedef struct {
+    const char *name; // checkpoint name (without "h.{l}." for stacked tensors)
+    int stacked;      // one slice per block, stacked with L leading
+    int decayed;      // AdamW's weight decay applies
+    ParamInit init;
+} ParamSpec;
+extern const ParamSpec param_specs[NUM_PARAM_TENSORS];
+
+// Shape of tensor i in one block (or whole, when not stacked): rows x cols,
+// cols 0 for a vector.
+void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols);
+// Sizes (in floats) of the NUM_PARAM_TENSORS tensors, in memory order.
 void param_sizes(const GPTConfig *cfg, size_t sizes[NUM_PARAM_TENSORS]);
-// Point the named views of `views` into `memory` (laid out in struct order).
+// Point the named views of `views` into `memory` (laid out in memory order).
 void param_views(ParameterTensors *views, float *memory, const GPTConfig *cfg);
-// Whether tensor i (struct order) gets weight decay: matrices and embeddings.
+// Tensor i's view (params->wte for PARAM_wte, ...).
+float *param_tensor(const ParameterTensors *views, int i);
+// Whether tensor i gets weight decay: matrices and embeddings.
 int param_is_decayed(int i);
 
 typedef struct {
@@ -56,7 +114,8 @@ typedef struct {
     float *losses;             // (B,T)
 } Activations;
 
-// Scratch reused layer after layer (forward and backward); not saved.
+// Scratch reused layer after layer; not saved. The forward's part is
+// allocated for inference and training, the d_ part for training only.
 typedef struct {
     float *fc_gelu;            // (B,T,4C)
     float *logits;             // (B,T,V)
@@ -66,7 +125,7 @@ typedef struct {
     float *d_residual;         // (B,T,C) gradient flowing down the residual stream
     float *d_ln;               // (B,T,C)
     float *d_q, *d_k, *d_v;    // (B,T,C)
-    float *d_att_out;          // (B,T,C)
+    float *d_att_out;          // (B,T,C)  shares proj_out's memory
     float *d_fc;               // (B,T,4C)
     float *d_fc_gelu;          // (B,T,4C)
     float *d_logits;           // (B,T,V)
@@ -77,15 +136,17 @@ typedef struct {
     size_t param_sizes[NUM_PARAM_TENSORS];
     size_t num_params;
     float *params_memory;      // num_params floats
-    float *grads_memory;       // num_params floats (allocated by gpt_alloc_grads)
+    float *grads_memory;       // num_params floats (gpt_alloc_training), else NULL
     ParameterTensors params;
     ParameterTensors grads;
-    // Buffers sized for batch_size x max_seq_len, set by gpt_alloc_activations.
+    // Buffers sized for batch_size x seq_len, set by gpt_alloc_inference
+    // or gpt_alloc_training.
     int batch_size, seq_len;   // capacity
     int cur_B, cur_T;          // shape of the last forward
     float *acts_memory;
     Activations acts;
-    float *scratch_memory;
+    float *scratch_memory;     // the forward's scratch
+    float *backward_memory;    // the backward's scratch (training only)
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
     float mean_loss;           // of the last forward with targets, else -1
@@ -93,12 +154,26 @@ typedef struct {
 
 // Allocate parameters for cfg (zeroed); the caller then inits or loads them.
 void gpt_build(GPT *model, const GPTConfig *cfg);
-// GPT-2 initialisation: weights N(0,0.02), W_O and MLP proj N(0,0.02/sqrt(2L)),
-// biases 0, LayerNorm weight 1 and bias 0.
+// Initialise every tensor as its row of GPT_PARAMETER_TENSORS says, from
+// one seeded stream.
 void gpt_init_params(GPT *model, unsigned long long seed);
-// Allocate activation and gradient buffers for batches up to B x T.
-void gpt_alloc_activations(GPT *model, int B, int T);
+// Allocate what a forward over batches up to B x T needs (activations,
+// scratch, the kernels' workspace): to sample, draw heatmaps, evaluate.
+void gpt_alloc_inference(GPT *model, int B, int T);
+// gpt_alloc_inference plus gradients and the backward's scratch.
+void gpt_alloc_training(GPT *model, int B, int T);
+// Bytes the two calls above allocate for cfg and B x T (parameters
+// included; not the optimizer's moments), from the same layout code.
+// In double, so that absurd shapes give a huge figure, not an overflow.
+double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training);
+// The number of parameters (floats) of a model of shape cfg.
+size_t gpt_num_params(const GPTConfig *cfg);
 void gpt_free(GPT *model);
+
+// The checkpoint name ("h.1.attn.w_q.weight") of the first NaN or Inf in a
+// buffer laid out like the parameters (params_memory or grads_memory), in
+// name (len bytes); NULL when every value is finite.
+const char *gpt_first_non_finite(const GPT *model, const float *memory, char *name, size_t len);
 
 // Forward over tokens (B,T), T <= context, B and T within the allocated
 // capacity. With targets (B,T), computes the mean loss into model->mean_loss

@@ -1,3 +1,4 @@
+// kv_cache.c: cached keys and values for sampling one token at a time (see kv_cache.h).
 #include "kv_cache.h"
 
 #include <stdlib.h>

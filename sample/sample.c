@@ -55,41 +55,17 @@ static SampleOptions default_options(void) {
 // Ids of the prompt's characters; unknown ones are an error unless skipped.
 static int *encode_prompt(const char *text, size_t len, const Vocab *vocab, int skip_unknown,
                           int *num_ids) {
-    int *ids = xcalloc(len + 1, sizeof(int));
-    int n = 0, unknown = 0, position = 0;
-    uint32_t first_unknown = 0;
-    int first_position = -1;
-    size_t pos = 0;
-    while (pos < len) {
-        uint32_t cp;
-        size_t start = pos;
-        if (!utf8_decode((const unsigned char *)text, len, &pos, &cp))
-            die("prompt: invalid UTF-8 at byte offset %zu", start);
-        int id = vocab_id(vocab, cp);
-        if (id < 0) {
-            if (unknown++ == 0) {
-                first_unknown = cp;
-                first_position = position;
-            }
-        } else {
-            ids[n++] = id;
-        }
-        position++;
+    EncodedText prompt;
+    char err[1024];
+    if (!vocab_encode_text(vocab, "prompt", text, len, &prompt, err, sizeof err)) die("%s", err);
+    if (prompt.unknown) {
+        vocab_unknown_message(&prompt, "prompt", err, sizeof err);
+        if (!skip_unknown) die("%s; --skip-unknown drops them", err);
+        fprintf(stderr, "warning: %s; dropped\n", err);
     }
-    if (unknown) {
-        char shown[5] = {0};
-        utf8_encode(first_unknown, shown);
-        if (first_unknown < 0x20 || first_unknown == 0x7f) snprintf(shown, sizeof shown, "?");
-        if (!skip_unknown)
-            die("prompt character '%s' (U+%04X) at position %d is not in the model's vocabulary "
-                "(%d unknown character%s in all; --skip-unknown drops them)",
-                shown, first_unknown, first_position, unknown, unknown == 1 ? "" : "s");
-        fprintf(stderr, "warning: dropped %d prompt character%s not in the vocabulary (first: '%s' "
-                "U+%04X at position %d)\n", unknown, unknown == 1 ? "" : "s", shown,
-                first_unknown, first_position);
-    }
-    *num_ids = n;
-    return ids;
+    free(prompt.chars);
+    *num_ids = prompt.num_ids;
+    return prompt.ids;
 }
 
 static void print_token(const Vocab *vocab, int id) {

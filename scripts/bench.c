@@ -85,7 +85,7 @@ static void bench_training(const Shape *shape, double peak_gflops) {
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 1);
-    gpt_alloc_activations(&model, B, T);
+    gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
     AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};

@@ -60,7 +60,7 @@ static int forward_text(GPT *model, const Vocab *vocab, const uint32_t *chars, i
         int id = vocab_id(vocab, chars[i]);
         tokens[i] = id < 0 ? 0 : id;
     }
-    gpt_alloc_activations(model, 1, T);
+    gpt_alloc_training(model, 1, T);
     gpt_forward(model, tokens, NULL, 1, T);
     return T;
 }

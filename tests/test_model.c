@@ -13,10 +13,6 @@
 #include "../base/util.h"
 #include "check.h"
 
-static const char *param_names[NUM_PARAM_TENSORS] = {
-    "wte", "wpe", "ln1_w", "ln1_b", "w_q",  "b_q",  "w_k",    "b_k",    "w_v",   "b_v",
-    "w_o", "b_o", "ln2_w", "ln2_b", "fc_w", "fc_b", "proj_w", "proj_b", "lnf_w", "lnf_b"};
-
 // V 7, context 6, 2 layers of 2 heads, C 8: small enough to check every
 // tensor in a fraction of a second, with every part of the network present.
 static const GPTConfig tiny_config = {
@@ -27,7 +23,7 @@ static GPT new_model(const GPTConfig *cfg, int B_max, int T_max, unsigned long l
     GPT model;
     gpt_build(&model, cfg);
     gpt_init_params(&model, seed);
-    gpt_alloc_activations(&model, B_max, T_max);
+    gpt_alloc_training(&model, B_max, T_max);
     return model;
 }
 
@@ -104,7 +100,7 @@ static void check_param_gradient(const ModelCase *m, int tensor, float *param, f
     double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
     double tol = MODEL_ATOL + MODEL_RTOL * fmax(fabs(analytic), fabs(numeric));
     CHECK_MSG(fabs(analytic - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g (tol %.3g)",
-              param_names[tensor], index, analytic, numeric, tol);
+              param_specs[tensor].name, index, analytic, numeric, tol);
 }
 
 // Which elements of a tensor of n to check: all when n is small, else

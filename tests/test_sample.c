@@ -33,7 +33,7 @@ static void test_cache_matches_full_forward(void) {
     int V = 11, T = 8;
     GPT model;
     build_random_model(&model, V, T);
-    gpt_alloc_activations(&model, 1, T);
+    gpt_alloc_training(&model, 1, T);
     KVCache cache;
     kv_cache_init(&cache, &model);
     Rng rng;
@@ -70,7 +70,7 @@ static void test_cache_matches_full_forward_default_shape(void) {
     Rng rng;
     rng_seed(&rng, 8);
     for (size_t i = 0; i < model.num_params; i++) model.params_memory[i] += 0.05f * rng_normal(&rng);
-    gpt_alloc_activations(&model, 1, cfg.context);
+    gpt_alloc_training(&model, 1, cfg.context);
     KVCache cache;
     kv_cache_init(&cache, &model);
     double worst_logit = 0.0, worst_key = 0.0;
@@ -116,7 +116,7 @@ static void test_greedy_is_argmax_of_full_forward(void) {
     int V = 9, T = 6;
     GPT model;
     build_random_model(&model, V, T);
-    gpt_alloc_activations(&model, 1, T);
+    gpt_alloc_training(&model, 1, T);
     KVCache cache;
     kv_cache_init(&cache, &model);
     Sampler sampler;

@@ -1,3 +1,4 @@
+// adamw.c: the AdamW update, the learning-rate schedule and the gradient norm.
 #include "adamw.h"
 
 #include <math.h>

@@ -1,3 +1,4 @@
+// train_state.c: the optimizer state file that --resume continues from (see train_state.h).
 #include "train_state.h"
 
 #include <errno.h>

@@ -1,0 +1,148 @@
+// test_layout.c: the parameter table and the memory layout: the estimate
+// that refuses too-large runs against what is really allocated, inference
+// without training buffers, and the table's derived facts.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/util.h"
+#include "../model/gpt.h"
+#include "check.h"
+
+// Bytes xmalloc/xcalloc hand out to build a model and allocate it for B x T,
+// measured in a freshly started copy of this test binary: the kernels'
+// workspace is shared by every model in a process and only grows, so only a
+// new process allocates it from zero (a forked child would inherit it).
+// The copy sees LAYOUT_MEASURE in its environment and, before main, prints
+// the figure and exits.
+__attribute__((constructor)) static void measure_if_asked(void) {
+    const char *spec = getenv("LAYOUT_MEASURE");
+    if (!spec) return;
+    GPTConfig cfg;
+    int B, T, training;
+    if (sscanf(spec, "%d,%d,%d,%d,%d,%d,%d,%d", &cfg.vocab_size, &cfg.context, &cfg.layers,
+               &cfg.heads, &cfg.dim, &B, &T, &training) != 8)
+        _exit(3);
+    size_t before = xalloc_total_bytes();
+    GPT model;
+    gpt_build(&model, &cfg);
+    if (training) gpt_alloc_training(&model, B, T);
+    else gpt_alloc_inference(&model, B, T);
+    printf("%zu\n", xalloc_total_bytes() - before);
+    gpt_free(&model);
+    exit(0);
+}
+
+static double measured_bytes(const GPTConfig *cfg, int B, int T, int training) {
+    char command[512];
+    snprintf(command, sizeof command, "LAYOUT_MEASURE=%d,%d,%d,%d,%d,%d,%d,%d /proc/%ld/exe",
+             cfg->vocab_size, cfg->context, cfg->layers, cfg->heads, cfg->dim, B, T, training,
+             (long)getpid());
+    fflush(stdout);
+    FILE *child = popen(command, "r");
+    if (!child) return -1;
+    double bytes = -1;
+    if (fscanf(child, "%lf", &bytes) != 1) bytes = -1;
+    if (pclose(child) != 0) bytes = -1;
+    return bytes;
+}
+
+static void test_memory_estimate_matches_allocation(void) {
+    struct {
+        GPTConfig cfg;
+        int B, T;
+    } shapes[] = {
+        {{65, 64, 4, 4, 128}, 12, 64},  // the default recipe
+        {{65, 256, 6, 6, 384}, 8, 256}, // the larger benchmark shape
+        {{300, 8, 1, 2, 16}, 2, 8},     // tiny, vocabulary-heavy
+        {{65, 128, 2, 4, 64}, 3, 100},  // T below the context
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        for (int training = 0; training <= 1; training++) {
+            double estimate = gpt_memory_bytes(&shapes[i].cfg, shapes[i].B, shapes[i].T, training);
+            double actual = measured_bytes(&shapes[i].cfg, shapes[i].B, shapes[i].T, training);
+            // "within a few percent": the estimate leaves out only the small
+            // fixed allocations (none today), so 3% is generous.
+            CHECK_MSG(actual > 0 && estimate >= actual * 0.97 && estimate <= actual * 1.03,
+                      "shape %zu %s: estimate %.0f bytes, allocated %.0f", i,
+                      training ? "training" : "inference", estimate, actual);
+        }
+    }
+    // absurd shapes give a huge finite figure, not an overflow
+    GPTConfig huge = {65535, 65536, 1024, 4096, 65536};
+    double bytes = gpt_memory_bytes(&huge, 65536, 65536, 1);
+    CHECK_MSG(bytes > 1e20 && bytes < 1e40, "absurd shape: %g bytes", bytes);
+}
+
+static void test_inference_allocates_no_gradients(void) {
+    GPTConfig cfg = {20, 8, 2, 2, 16};
+    GPT model;
+    gpt_build(&model, &cfg);
+    gpt_alloc_inference(&model, 2, 8);
+    CHECK(model.grads_memory == NULL && model.backward_memory == NULL);
+    CHECK(model.scratch.d_residual == NULL && model.scratch.d_logits == NULL);
+    CHECK(model.acts_memory != NULL && model.scratch.logits != NULL);
+    double inference = gpt_memory_bytes(&cfg, 2, 8, 0), training = gpt_memory_bytes(&cfg, 2, 8, 1);
+    // training adds at least the gradients: one float per parameter
+    CHECK(training - inference >= (double)model.num_params * sizeof(float));
+    gpt_free(&model);
+}
+
+static void test_parameter_table(void) {
+    GPTConfig cfg = {65, 64, 3, 4, 32};
+    size_t sizes[NUM_PARAM_TENSORS], total = 0;
+    param_sizes(&cfg, sizes);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) total += sizes[i];
+    CHECK(total == gpt_num_params(&cfg));
+    // GPT-2's count for this shape: embeddings, 12C^2 + 13C per block, ln_f
+    size_t V = 65, T = 64, L = 3, C = 32;
+    CHECK(total == V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C);
+    GPT model;
+    gpt_build(&model, &cfg);
+    // the views follow each other in memory, in table order
+    const float *expected = model.params_memory;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        CHECK_MSG(param_tensor(&model.params, i) == expected, "tensor %s is not where the table puts it",
+                  param_specs[i].name);
+        expected += sizes[i];
+    }
+    CHECK(model.params.wte == param_tensor(&model.params, PARAM_wte));
+    CHECK(model.params.lnf_b == param_tensor(&model.params, PARAM_lnf_b));
+    // decay: the matrices and embeddings, never a bias or a LayerNorm
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        long rows, cols;
+        param_shape(&cfg, i, &rows, &cols);
+        CHECK_MSG(param_is_decayed(i) == (cols != 0), "%s: decayed %d, shape %ldx%ld",
+                  param_specs[i].name, param_is_decayed(i), rows, cols);
+    }
+    // init: LayerNorm weights 1, biases 0, matrices of the table's spread
+    gpt_init_params(&model, 7);
+    CHECK(model.params.ln1_w[0] == 1.0f && model.params.lnf_w[C - 1] == 1.0f);
+    CHECK(model.params.b_q[0] == 0.0f && model.params.proj_b[L * C - 1] == 0.0f);
+    double sq = 0, sq_resid = 0;
+    for (size_t j = 0; j < sizes[PARAM_w_q]; j++) sq += model.params.w_q[j] * model.params.w_q[j];
+    for (size_t j = 0; j < sizes[PARAM_w_o]; j++) sq_resid += model.params.w_o[j] * model.params.w_o[j];
+    double std = sqrt(sq / sizes[PARAM_w_q]), std_resid = sqrt(sq_resid / sizes[PARAM_w_o]);
+    CHECK_NEAR(std, 0.02, 0.002);
+    CHECK_NEAR(std_resid, 0.02 / sqrt(2.0 * L), 0.001);
+    // NaN reports name the tensor and block as the checkpoint does
+    char name[128];
+    CHECK(gpt_first_non_finite(&model, model.params_memory, name, sizeof name) == NULL);
+    model.params.fc_w[sizes[PARAM_fc_w] / L * 2 + 5] = NAN;
+    CHECK(gpt_first_non_finite(&model, model.params_memory, name, sizeof name) &&
+          !strcmp(name, "h.2.mlp.fc.weight"));
+    model.params.wpe[3] = INFINITY;
+    CHECK(gpt_first_non_finite(&model, model.params_memory, name, sizeof name) &&
+          !strcmp(name, "wpe"));
+    gpt_free(&model);
+}
+
+void suite_layout(void) {
+    run_test("layout: the memory estimate is what is allocated (4 shapes, inference and training)",
+             test_memory_estimate_matches_allocation);
+    run_test("layout: inference allocates no gradients", test_inference_allocates_no_gradients);
+    run_test("layout: the parameter table's sizes, order, decay, init and names",
+             test_parameter_table);
+}

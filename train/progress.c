@@ -1,0 +1,114 @@
+// progress.c: the progress line, log.csv rows, evaluation, samples and
+// heatmaps of a training run (see progress.h).
+#include "progress.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/options.h"
+#include "../base/util.h"
+#include "../viz/heatmap.h"
+
+float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch) {
+    double total = 0.0;
+    for (int i = 0; i < batches; i++) {
+        batch_eval(split, B, T, i, batches, batch->inputs, batch->targets);
+        total += gpt_forward(model, batch->inputs, batch->targets, B, T);
+    }
+    return (float)(total / batches);
+}
+
+void progress_add_step(ProgressWindow *window, double seconds, float loss) {
+    window->seconds += seconds;
+    window->loss_sum += loss;
+    window->steps++;
+}
+
+void print_live_progress(const ProgressWindow *w, long step, int iters, float loss, float lr,
+                         int tokens_per_step) {
+    double eta = (iters - step) * (w->seconds / w->steps);
+    printf("\rstep %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s  ETA %.0f s   ", step,
+           iters, loss, lr, 1e3 * w->seconds / w->steps, tokens_per_step * w->steps / w->seconds,
+           eta);
+    fflush(stdout);
+}
+
+float log_window(ProgressWindow *w, FILE *log, long step, int iters, float lr,
+                 int tokens_per_step, int print_line, int write_row, float *tokens_per_s) {
+    float ms_per_iter = (float)(1e3 * w->seconds / w->steps);
+    *tokens_per_s = (float)(tokens_per_step * w->steps / w->seconds);
+    float mean_loss = (float)(w->loss_sum / w->steps);
+    if (print_line)
+        printf("step %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n", step, iters,
+               mean_loss, lr, ms_per_iter, *tokens_per_s);
+    if (write_row)
+        fprintf(log, "%ld,%.6f,,%.6g,%.3f,%.1f\n", step, mean_loss, lr, ms_per_iter,
+                *tokens_per_s);
+    memset(w, 0, sizeof *w);
+    return ms_per_iter;
+}
+
+void log_eval_row(FILE *log, long step, float train_loss, float val_loss, float lr,
+                  float ms_per_iter, float tokens_per_s) {
+    fprintf(log, "%ld,%.6f,%.6f,%.6g,%.3f,%.1f\n", step, train_loss, val_loss, lr, ms_per_iter,
+            tokens_per_s);
+}
+
+void print_sample(KVCache *cache, Sampler *sampler, const Vocab *vocab, int chars) {
+    if (chars <= 0) return;
+    kv_cache_reset(cache);
+    rng_seed(&sampler->rng, 42); // the same draws every time: only the model changes
+    int newline = vocab_id(vocab, '\n');
+    const float *logits = kv_cache_step(cache, newline >= 0 ? newline : 0);
+    printf("---\n");
+    for (int i = 0; i < chars; i++) {
+        int next = sampler_sample(sampler, logits);
+        char bytes[4];
+        fwrite(bytes, 1, utf8_encode(vocab->code_points[next], bytes), stdout);
+        if (i + 1 < chars) logits = kv_cache_step(cache, next);
+    }
+    printf("\n---\n");
+}
+
+void make_probe(Probe *probe, const char *text, const Corpus *corpus, int context) {
+    probe->ids = xcalloc(context, sizeof(int));
+    probe->chars = xcalloc(context, sizeof(uint32_t));
+    probe->len = 0;
+    if (!text) {
+        Split val = corpus_val(corpus);
+        probe->len = (int)(val.len < (size_t)context ? val.len : (size_t)context);
+        for (int i = 0; i < probe->len; i++) probe->ids[i] = val.tokens[i];
+    } else {
+        EncodedText encoded;
+        char err[1024];
+        if (!vocab_encode_text(&corpus->vocab, "--probe", text, strlen(text), &encoded, err,
+                               sizeof err))
+            usage_error("%s", err);
+        if (encoded.unknown) {
+            vocab_unknown_message(&encoded, "--probe", err, sizeof err);
+            die("%s", err);
+        }
+        int skip = encoded.num_ids > context ? encoded.num_ids - context : 0;
+        for (int i = skip; i < encoded.num_ids; i++) probe->ids[probe->len++] = encoded.ids[i];
+        if (skip)
+            fprintf(stderr, "note: --probe is longer than the context; using its last %d characters\n",
+                    context);
+        encoded_text_free(&encoded);
+    }
+    for (int i = 0; i < probe->len; i++) probe->chars[i] = corpus->vocab.code_points[probe->ids[i]];
+}
+
+void free_probe(Probe *probe) {
+    free(probe->ids);
+    free(probe->chars);
+    memset(probe, 0, sizeof *probe);
+}
+
+void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) {
+    char dir[4200], err[1024];
+    snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
+    gpt_forward(model, probe->ids, NULL, 1, probe->len);
+    HeatmapOptions opts = heatmap_default_options();
+    if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
+        fprintf(stderr, "warning: heatmaps not written: %s\n", err);
+}

@@ -1,0 +1,61 @@
+// progress.h: what a run shows as it goes: the progress line and log.csv
+// rows, the evaluation of both splits, a short sample of text after each
+// evaluation, and attention heatmaps of a fixed probe text.
+#ifndef PROGRESS_H
+#define PROGRESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../data/dataset.h"
+#include "../lib/sampler.h"
+#include "../model/gpt.h"
+#include "../model/kv_cache.h"
+
+typedef struct {
+    int *inputs, *targets; // (B,T)
+} Batch;
+
+// Mean loss over `batches` fixed batches of a split (the same ones at every
+// evaluation, so the figures compare across steps).
+float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch);
+
+// Steps since the last log row: their time and losses.
+typedef struct {
+    double seconds, loss_sum;
+    int steps;
+} ProgressWindow;
+
+void progress_add_step(ProgressWindow *window, double seconds, float loss);
+// The progress line rewritten in place on a terminal.
+void print_live_progress(const ProgressWindow *window, long step, int iters, float loss, float lr,
+                         int tokens_per_step);
+// Close the window of steps since the last log row: print the plain
+// progress line (when not on a terminal) and write its log.csv row (not on
+// eval steps, whose row log_eval_row writes after the evaluation), then
+// start a new window. Returns the window's ms per iteration.
+float log_window(ProgressWindow *window, FILE *log, long step, int iters, float lr,
+                 int tokens_per_step, int print_line, int write_row, float *tokens_per_s);
+void log_eval_row(FILE *log, long step, float train_loss, float val_loss, float lr,
+                  float ms_per_iter, float tokens_per_s);
+
+// `chars` characters sampled from a newline with a fixed seed, so that only
+// the model changes between evaluations.
+void print_sample(KVCache *cache, Sampler *sampler, const Vocab *vocab, int chars);
+
+typedef struct {
+    int *ids;        // (len) the probe's token ids
+    uint32_t *chars; // (len) its code points
+    int len;
+} Probe;
+
+// The probe: `text`'s last `context` characters, or the first `context`
+// characters of the validation split when text is NULL. Dies if text has
+// characters outside the vocabulary.
+void make_probe(Probe *probe, const char *text, const Corpus *corpus, int context);
+void free_probe(Probe *probe);
+// DIR/attn/step_N/: the probe's heatmaps at this step (a warning, not an
+// error, when they cannot be written).
+void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step);
+
+#endif

@@ -1,0 +1,150 @@
+// run.c: setting a training run up, fresh or resumed, and its step.
+#include "run.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/files.h"
+#include "../lib/checkpoint.h"
+#include "../viz/heatmap.h"
+
+// A resumed run: the model and optimizer state from the folder, and the
+// saved flags merged with the given ones.
+static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
+    char err[2048];
+    const RunPaths *paths = &run->paths;
+    if (run->o.force) usage_error("--resume and --force contradict each other");
+    if (!file_exists(paths->model_path))
+        die("%s: no checkpoint to resume (start a fresh run without --resume%s)",
+            paths->model_path, file_exists(paths->state_path) ? ", with --force" : "");
+    if (!gpt_load(paths->model_path, &run->model, ckpt_vocab, err, sizeof err)) die("%s", err);
+    adamw_init(&run->opt, run->model.num_params);
+    char *saved_json;
+    load_state(paths, &run->model, &run->opt, &run->rng, &saved_json);
+    train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
+                              &run->model.config, &run->saved_argv, &run->saved_argc);
+    free(saved_json);
+}
+
+// The model, batch and optimizer need about this much memory: the model's
+// own layout (gpt_memory_bytes) plus the two AdamW moments.
+static double bytes_needed(const GPTConfig *cfg, int B, int T) {
+    return gpt_memory_bytes(cfg, B, T, 1) + 2.0 * (double)gpt_num_params(cfg) * sizeof(float);
+}
+
+void run_start(Run *run, int argc, char **argv) {
+    memset(run, 0, sizeof *run);
+    char err[2048];
+    TrainOptions *o = &run->o;
+    train_parse_options(o, run->table, argc, argv);
+    run_paths(&run->paths, o->out);
+
+    Vocab ckpt_vocab = {0};
+    if (o->resume)
+        resume_run(run, argc, argv, &ckpt_vocab);
+    else if ((file_exists(run->paths.model_path) || file_exists(run->paths.state_path)) && !o->force)
+        die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
+            o->out);
+    if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
+    if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
+    omp_set_num_threads(o->threads);
+
+    Corpus *corpus = &run->corpus;
+    if (!corpus_load(corpus, o->data, o->val_fraction, err, sizeof err)) die("%s", err);
+    if (!corpus_check_splits(corpus, o->data, o->context, err, sizeof err)) die("%s", err);
+    if (o->resume && !vocab_equal(&corpus->vocab, &ckpt_vocab))
+        die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
+            "with the corpus the run was started on",
+            o->data, corpus->vocab.size, ckpt_vocab.size);
+    vocab_free(&ckpt_vocab);
+
+    GPTConfig cfg = {corpus->vocab.size, o->context, o->layers, o->heads, o->dim};
+    if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
+    run->B = o->batch;
+    run->T = o->context;
+    double need = bytes_needed(&cfg, run->B, run->T);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (need > have)
+        die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
+            need / 1e9, have / 1e9);
+    if (!o->resume) {
+        gpt_build(&run->model, &cfg);
+        gpt_init_params(&run->model, o->seed);
+        adamw_init(&run->opt, run->model.num_params);
+        // batches draw from their own stream, so init changes never shift them
+        rng_seed(&run->rng, o->seed ^ 0x6a09e667f3bcc909ull);
+    }
+    gpt_alloc_training(&run->model, run->B, run->T);
+    run->options_json = train_options_to_json(run->table);
+
+    ensure_dir(o->out);
+    run->log = open_log(&run->paths, o->resume, run->opt.step);
+    run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
+                               o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
+    size_t tokens = (size_t)run->B * run->T;
+    run->batch = (Batch){xmalloc(tokens * sizeof(int)), xmalloc(tokens * sizeof(int))};
+    run->train = corpus_train(corpus);
+    run->val = corpus_val(corpus);
+    printf("corpus %s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
+           corpus->num_tokens, cfg.vocab_size, run->train.len, run->val.len);
+    printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
+           cfg.layers, cfg.heads, cfg.dim, cfg.context, run->model.num_params, run->B, o->threads);
+    if (o->resume) printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
+    fflush(stdout);
+
+    if (o->heatmaps_every > 0) {
+        make_probe(&run->probe, o->probe, corpus, run->T);
+        if (!heatmaps_check_size(cfg.layers, cfg.heads, run->probe.len, HEATMAP_DEFAULT_CELL, err,
+                                 sizeof err))
+            die("--heatmaps-every: %s", err);
+    }
+    kv_cache_init(&run->sample_cache, &run->model);
+    sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
+}
+
+// Dies when the loss or the gradient norm is not finite, naming the first
+// parameter (or else gradient) that went bad; the last checkpoint is intact.
+static void stop_if_not_finite(const Run *run, float loss, float norm) {
+    if (isfinite(loss) && isfinite(norm)) return;
+    const GPT *model = &run->model;
+    char name[128], bad[160] = "the loss";
+    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
+        snprintf(bad, sizeof bad, "parameter %s", name);
+    else if (isfinite(loss) && gpt_first_non_finite(model, model->grads_memory, name, sizeof name))
+        snprintf(bad, sizeof bad, "gradient of %s", name);
+    die("loss %g / gradient norm %g is not finite at step %ld (first: %s); "
+        "stopped without saving, the last checkpoint in %s is intact (try a lower --lr)",
+        loss, norm, run->opt.step + 1, bad, run->o.out);
+}
+
+float train_step(Run *run, float lr) {
+    GPT *model = &run->model;
+    batch_random(run->train, run->B, run->T, &run->rng, run->batch.inputs, run->batch.targets);
+    float loss = gpt_forward(model, run->batch.inputs, run->batch.targets, run->B, run->T);
+    gpt_zero_grad(model);
+    gpt_backward(model, run->batch.inputs);
+    float norm = grad_global_norm(model->grads_memory, model->num_params);
+    stop_if_not_finite(run, loss, norm);
+    float clip = run->o.grad_clip;
+    float clip_scale = (clip > 0 && norm > clip) ? clip / norm : 1.0f;
+    adamw_update(&run->opt, model, &run->adamw, lr, clip_scale);
+    return loss;
+}
+
+void run_free(Run *run) {
+    if (run->log) fclose(run->log);
+    free(run->options_json);
+    kv_cache_free(&run->sample_cache);
+    free_probe(&run->probe);
+    sampler_free(&run->sampler);
+    free(run->batch.inputs);
+    free(run->batch.targets);
+    adamw_free(&run->opt);
+    gpt_free(&run->model);
+    corpus_free(&run->corpus);
+    train_free_saved_argv(run->saved_argv, run->saved_argc);
+    memset(run, 0, sizeof *run);
+}

@@ -1,0 +1,53 @@
+// run.h: one training run: everything it holds, how it starts (fresh, or
+// resumed from its folder), and one training step.
+#ifndef RUN_H
+#define RUN_H
+
+#include <stdio.h>
+
+#include "../data/dataset.h"
+#include "../lib/sampler.h"
+#include "../model/gpt.h"
+#include "../model/kv_cache.h"
+#include "adamw.h"
+#include "progress.h"
+#include "run_folder.h"
+#include "train_options.h"
+
+typedef struct {
+    TrainOptions o;
+    Option table[NUM_TRAIN_OPTIONS];
+    char **saved_argv; // a resumed run's saved flags; o's strings may point into them
+    int saved_argc;
+    char *options_json; // the run's flags, saved with each checkpoint
+    RunPaths paths;
+    Corpus corpus;
+    Split train, val;
+    GPT model;
+    AdamW opt;
+    AdamWConfig adamw;
+    Rng rng;            // the batches' stream
+    Batch batch;
+    int B, T;
+    FILE *log;
+    Probe probe;        // for --heatmaps-every
+    KVCache sample_cache;
+    Sampler sampler;
+} Run;
+
+// Parse the flags and set the run up: a fresh run (refusing to overwrite a
+// checkpoint without --force), or one resumed from --out with its saved
+// flags. Loads the corpus, builds or loads the model, opens log.csv and
+// prints the run's summary. Dies (exit 1) or exits 2 on bad input, with
+// nothing in the output folder touched.
+void run_start(Run *run, int argc, char **argv);
+
+// One training step on a random batch: forward, backward, a check that the
+// loss and gradients are finite (dies naming the first bad tensor
+// otherwise), clipping, and the AdamW update at learning rate lr. Returns
+// the batch's loss.
+float train_step(Run *run, float lr);
+
+void run_free(Run *run);
+
+#endif

@@ -1,0 +1,103 @@
+// run_folder.c: checkpoints (model + optimizer state) and log.csv in the
+// run's output folder.
+#include "run_folder.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/files.h"
+#include "../lib/checkpoint.h"
+#include "train_state.h"
+
+void run_paths(RunPaths *paths, const char *out) {
+    snprintf(paths->out, sizeof paths->out, "%s", out);
+    snprintf(paths->model_path, sizeof paths->model_path, "%s/model.safetensors", out);
+    snprintf(paths->state_path, sizeof paths->state_path, "%s/optimizer.safetensors", out);
+    snprintf(paths->prev_state_path, sizeof paths->prev_state_path,
+             "%s/optimizer.prev.safetensors", out);
+    snprintf(paths->log_path, sizeof paths->log_path, "%s/log.csv", out);
+}
+
+// Each file is replaced atomically, but the pair is not: a crash between
+// the two renames leaves the new optimizer state beside the old model. So
+// the optimizer state the current model was saved with is kept, as a hard
+// link (no copy), until the new model is in place; --resume falls back to it.
+void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
+                     const AdamW *opt, const Rng *rng, const char *options_json) {
+    char err[1024], name[128];
+    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
+        die("parameters are not finite after step %ld (first: %s); not saved, the last "
+            "checkpoint in %s is intact (try a lower --lr)",
+            opt->step, name, paths->out);
+    unlink(paths->prev_state_path);
+    link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
+    if (!train_state_save(paths->state_path, opt, rng->state,
+                          params_hash(model->params_memory, model->num_params), options_json,
+                          err, sizeof err))
+        die("saving optimizer state: %s", err);
+    if (!gpt_save(paths->model_path, model, vocab, err, sizeof err))
+        die("saving model: %s", err);
+    unlink(paths->prev_state_path);
+}
+
+void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
+                char **options_json) {
+    char err[8400], prev_err[1024];
+    uint64_t hash = params_hash(model->params_memory, model->num_params), saved_hash;
+    if (train_state_load(paths->state_path, opt, &rng->state, &saved_hash, options_json, err,
+                         sizeof err)) {
+        if (saved_hash == hash) return;
+        free(*options_json);
+        snprintf(err, sizeof err, "%s and %s are from different saves (was a save interrupted?)",
+                 paths->model_path, paths->state_path);
+    }
+    if (file_exists(paths->prev_state_path) &&
+        train_state_load(paths->prev_state_path, opt, &rng->state, &saved_hash, options_json,
+                         prev_err, sizeof prev_err)) {
+        if (saved_hash == hash) {
+            if (rename(paths->prev_state_path, paths->state_path) != 0)
+                die("%s: cannot restore it as %s: %s", paths->prev_state_path, paths->state_path,
+                    strerror(errno));
+            fprintf(stderr, "note: the last save was interrupted; resuming from the one before\n");
+            return;
+        }
+        free(*options_json);
+    }
+    die("%s", err);
+}
+
+// Keep log.csv's rows up to `step` (a resumed run rewrites what came after).
+static void truncate_log(const char *path, long step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp_path[4200];
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
+    FILE *out = fopen(tmp_path, "w");
+    if (!out) die("%s: cannot write: %s", tmp_path, strerror(errno));
+    char line[4096];
+    int first = 1;
+    while (fgets(line, sizeof line, in)) {
+        // a row without its newline was cut short by a crash: drop it
+        if (first || (atol(line) <= step && strchr(line, '\n'))) fputs(line, out);
+        first = 0;
+    }
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp_path, path) != 0)
+        die("%s: cannot rewrite: %s", path, strerror(errno));
+}
+
+FILE *open_log(const RunPaths *paths, int resumed, long resumed_step) {
+    if (resumed) {
+        truncate_log(paths->log_path, resumed_step);
+    } else {
+        FILE *log = fopen(paths->log_path, "w");
+        if (!log) die("%s: cannot write: %s", paths->log_path, strerror(errno));
+        fprintf(log, "step,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n");
+        fclose(log);
+    }
+    FILE *log = fopen(paths->log_path, "a");
+    if (!log) die("%s: cannot write: %s", paths->log_path, strerror(errno));
+    return log;
+}

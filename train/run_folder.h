@@ -1,0 +1,36 @@
+// run_folder.h: what a run keeps in its output folder: the model, the
+// optimizer state that continues it, and log.csv; saving them so that a
+// crash at any moment leaves a loadable pair, and finding them again.
+#ifndef RUN_FOLDER_H
+#define RUN_FOLDER_H
+
+#include <stdio.h>
+
+#include "../base/util.h"
+#include "../data/vocab.h"
+#include "../model/gpt.h"
+#include "adamw.h"
+
+typedef struct {
+    char out[4096];
+    char model_path[4096], state_path[4096], prev_state_path[4096], log_path[4096];
+} RunPaths;
+
+void run_paths(RunPaths *paths, const char *out);
+
+// Save the optimizer state, then the model; dies (the last checkpoint
+// intact) if a parameter is not finite or a write fails.
+void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
+                     const AdamW *opt, const Rng *rng, const char *options_json);
+
+// The optimizer state saved with the model (restoring the previous one if
+// a save was interrupted between its two files); *options_json is the
+// run's saved flags (the caller frees it). Dies naming the problem.
+void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
+                char **options_json);
+
+// log.csv opened for appending: a fresh run writes the header; a resumed
+// run first drops the rows after `resumed_step`.
+FILE *open_log(const RunPaths *paths, int resumed, long resumed_step);
+
+#endif

@@ -1,0 +1,155 @@
+// train_options.c: bin/train's option table, defaults, --help, and the
+// saved-options round trip that --resume relies on.
+#include "train_options.h"
+
+#include <cjson/cJSON.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/util.h"
+
+TrainOptions train_default_options(void) {
+    return (TrainOptions){.layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12,
+                          .iters = 2000, .lr = 1e-3f, .min_lr = 1e-4f, .warmup = 100,
+                          .beta1 = 0.9f, .beta2 = 0.99f, .weight_decay = 0.1f,
+                          .grad_clip = 1.0f, .val_fraction = 0.1f,
+                          .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
+                          .threads = omp_get_num_procs(), .eval_every = 250,
+                          .eval_batches = 50, .log_every = 10, .sample_chars = 200};
+}
+
+void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
+    Option table[NUM_TRAIN_OPTIONS] = {
+        {"--data", OPT_STRING, &o->data, "training corpus, UTF-8 text", 0, -1, 0},
+        {"--out", OPT_STRING, &o->out, "output folder for checkpoints and log.csv", 0, -1, 0},
+        {"--layers", OPT_INT, &o->layers, "transformer blocks", 1, 1024, 0},
+        {"--heads", OPT_INT, &o->heads, "attention heads per block", 1, 4096, 0},
+        {"--dim", OPT_INT, &o->dim, "embedding width C (divisible by heads)", 1, 65536, 0},
+        {"--context", OPT_INT, &o->context, "context length T in characters", 1, 65536, 0},
+        {"--batch", OPT_INT, &o->batch, "sequences per batch B", 1, 65536, 0},
+        {"--iters", OPT_INT, &o->iters, "training iterations", 0, 1e9, 0},
+        {"--lr", OPT_FLOAT, &o->lr, "peak learning rate", 0, 10, 0},
+        {"--min-lr", OPT_FLOAT, &o->min_lr, "learning rate at the end of the cosine", 0, 10, 0},
+        {"--warmup", OPT_INT, &o->warmup, "linear warmup iterations", 0, 1e9, 0},
+        {"--beta1", OPT_FLOAT, &o->beta1, "AdamW beta1", 0, 0.999999, 0},
+        {"--beta2", OPT_FLOAT, &o->beta2, "AdamW beta2", 0, 0.999999, 0},
+        {"--weight-decay", OPT_FLOAT, &o->weight_decay, "AdamW decoupled weight decay", 0, 10, 0},
+        {"--grad-clip", OPT_FLOAT, &o->grad_clip, "clip gradients to this global norm (0: off)",
+         0, 1e9, 0},
+        {"--val-fraction", OPT_FLOAT, &o->val_fraction, "last fraction of the corpus held out",
+         0.0001, 0.9999, 0},
+        {"--seed", OPT_U64, &o->seed, "random seed (init and batches)", 0, -1, 0},
+        {"--threads", OPT_INT, &o->threads, "OpenMP threads (defaults to the number of cores)", 1, 1024, 0},
+        {"--eval-every", OPT_INT, &o->eval_every, "evaluate and checkpoint every N iterations",
+         1, 1e9, 0},
+        {"--eval-batches", OPT_INT, &o->eval_batches, "batches per evaluation and split", 1,
+         1e6, 0},
+        {"--log-every", OPT_INT, &o->log_every, "log.csv row / plain progress line every N",
+         1, 1e9, 0},
+        {"--sample-chars", OPT_INT, &o->sample_chars,
+         "characters of sample text printed after each evaluation (0: none)", 0, 100000, 0},
+        {"--heatmaps-every", OPT_INT, &o->heatmaps_every,
+         "write attention heatmaps of --probe to DIR/attn/step_N every N iterations (0: never)",
+         0, 1e9, 0},
+        {"--probe", OPT_STRING, &o->probe,
+         "text for the heatmaps (default: the first context characters of the validation split)",
+         0, -1, 0},
+        {"--stop-at", OPT_INT, &o->stop_at,
+         "save and stop at this step, to continue later with --resume (0: never)", 0, 1e9, 0},
+        {"--resume", OPT_FLAG, &o->resume, "continue the run saved in --out", 0, -1, 0},
+        {"--force", OPT_FLAG, &o->force, "start afresh even if --out holds a checkpoint", 0, -1,
+         0},
+    };
+    memcpy(t, table, sizeof table);
+}
+
+void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv) {
+    char err[2048];
+    *o = train_default_options();
+    train_option_table(o, table);
+    int parsed = options_parse(table, NUM_TRAIN_OPTIONS, argc, argv, err, sizeof err);
+    if (parsed == OPTIONS_HELP) {
+        TrainOptions defaults = train_default_options();
+        Option help_table[NUM_TRAIN_OPTIONS];
+        train_option_table(&defaults, help_table);
+        options_usage(stdout, "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
+                      help_table, NUM_TRAIN_OPTIONS);
+        exit(0);
+    }
+    if (!parsed) usage_error("%s", err);
+}
+
+char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
+    cJSON *array = cJSON_CreateArray();
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
+        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at")) continue;
+        char value[1024];
+        options_format_value(&t[i], value, sizeof value);
+        if (t[i].type == OPT_FLOAT) snprintf(value, sizeof value, "%.9g", (double)*(float *)t[i].value);
+        cJSON_AddItemToArray(array, cJSON_CreateString(t[i].name));
+        cJSON_AddItemToArray(array, cJSON_CreateString(value));
+    }
+    char *json = cJSON_PrintUnformatted(array);
+    cJSON_Delete(array);
+    return json;
+}
+
+// A saved JSON array of strings as an argv, argv[0] naming where it came
+// from (the option parser quotes argv[0] in its errors).
+static char **json_to_argv(const char *json, const char *saved_from, int *argc) {
+    cJSON *array = cJSON_Parse(json);
+    if (!cJSON_IsArray(array)) die("%s: saved options are not a JSON array", saved_from);
+    int n = cJSON_GetArraySize(array);
+    char **argv = xcalloc((size_t)n + 2, sizeof(char *));
+    argv[0] = strdup("saved");
+    for (int i = 0; i < n; i++) {
+        cJSON *item = cJSON_GetArrayItem(array, i);
+        if (!cJSON_IsString(item)) die("%s: saved options: item %d is not a string", saved_from, i);
+        argv[i + 1] = strdup(item->valuestring);
+    }
+    cJSON_Delete(array);
+    *argc = n + 1;
+    return argv;
+}
+
+void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc,
+                               char **argv, const char *saved_json, const char *saved_from,
+                               const GPTConfig *shape, char ***saved_argv, int *saved_argc) {
+    char err[2048];
+    int user_given[NUM_TRAIN_OPTIONS];
+    const char *out = o->out;
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) user_given[i] = table[i].given;
+    *saved_argv = json_to_argv(saved_json, saved_from, saved_argc);
+    *o = train_default_options();
+    train_option_table(o, table);
+    if (options_parse(table, NUM_TRAIN_OPTIONS, *saved_argc, *saved_argv, err, sizeof err) != 1)
+        die("%s: saved options do not parse: %s", saved_from, err);
+    // Parse the given flags over the saved values, so the error messages
+    // name this program and the given flags keep their "given" marks.
+    train_option_table(o, table);
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) table[i].given = user_given[i];
+    if (options_parse(table, NUM_TRAIN_OPTIONS, argc, argv, err, sizeof err) != 1)
+        usage_error("%s", err);
+    const struct {
+        const char *flag;
+        int saved;
+    } fixed[] = {{"--layers", shape->layers},
+                 {"--heads", shape->heads},
+                 {"--dim", shape->dim},
+                 {"--context", shape->context}};
+    for (size_t s = 0; s < sizeof fixed / sizeof fixed[0]; s++)
+        for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
+            if (!strcmp(table[i].name, fixed[s].flag) && user_given[i] &&
+                *(int *)table[i].value != fixed[s].saved)
+                die("%s %d differs from the checkpoint's %d: a resumed run keeps its shape",
+                    table[i].name, *(int *)table[i].value, fixed[s].saved);
+    o->resume = 1;
+    o->out = out;
+}
+
+void train_free_saved_argv(char **saved_argv, int saved_argc) {
+    for (int i = 0; i < saved_argc; i++) free(saved_argv[i]);
+    free(saved_argv);
+}

@@ -1,0 +1,48 @@
+// train_options.h: bin/train's flags, their defaults and help in one table,
+// and how a resumed run merges its saved flags with the ones given now.
+#ifndef TRAIN_OPTIONS_H
+#define TRAIN_OPTIONS_H
+
+#include "../base/options.h"
+#include "../model/gpt.h"
+
+typedef struct {
+    int layers, heads, dim, context, batch, iters;
+    float lr, min_lr;
+    int warmup;
+    float beta1, beta2, weight_decay, grad_clip, val_fraction;
+    const char *data, *out;
+    unsigned long long seed;
+    int threads, eval_every, eval_batches, log_every;
+    int stop_at, sample_chars, heatmaps_every;
+    const char *probe;
+    int resume, force;
+} TrainOptions;
+
+#define NUM_TRAIN_OPTIONS 27
+
+TrainOptions train_default_options(void);
+// The option table, each entry pointing into *o.
+void train_option_table(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
+
+// Parse argv into *o (and its table); prints --help and exits 0, or exits 2
+// on a usage error.
+void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv);
+
+// The run's flags as a JSON array of strings (what --resume restores);
+// --resume, --force and --stop-at describe a call, not the run, and are left
+// out. The caller frees it.
+char *train_options_to_json(const Option table[NUM_TRAIN_OPTIONS]);
+
+// A resumed run: the saved flags (JSON from train_options_to_json) are the
+// defaults and the flags given now override them, except the model's shape,
+// which the checkpoint fixes (a contradicting shape flag dies). *o and table
+// are re-filled; string options point into *saved_argv, which the caller
+// frees with train_free_saved_argv. `saved_from` names the file for errors.
+void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc,
+                               char **argv, const char *saved_json, const char *saved_from,
+                               const GPTConfig *checkpoint_shape, char ***saved_argv,
+                               int *saved_argc);
+void train_free_saved_argv(char **saved_argv, int saved_argc);
+
+#endif
