@@ -1,0 +1,404 @@
+// atlas.c: training snapshots of every head (written, read back), and the
+// timeline, scores CSV and filmstrips made from them.
+#include "atlas.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../base/files.h"
+#include "../base/util.h"
+#include "../data/vocab.h"
+#include "../model/safetensors.h"
+#include "font.h"
+#include "heatmap.h"
+
+// ---- one snapshot
+
+// attn (L, NH, T, T): the probe's attention.
+static int write_snapshot(const char *path, int L, int NH, const float *attn,
+                          const uint32_t *chars, int T, const HeadScores *scores, long step,
+                          float loss, char *err, size_t err_len) {
+    float *values = xmalloc((size_t)L * NH * NUM_SCORES * 2 * sizeof(float));
+    for (int h = 0; h < L * NH; h++) {
+        for (int k = 0; k < NUM_SCORES; k++) {
+            values[(h * NUM_SCORES + k) * 2] = (float)scores[h].value[k];
+            values[(h * NUM_SCORES + k) * 2 + 1] = (float)scores[h].uniform[k];
+        }
+    }
+    char *text = xmalloc((size_t)T * 4 + 1), step_text[32], loss_text[32];
+    size_t n = 0;
+    for (int i = 0; i < T; i++) n += utf8_encode(chars[i], text + n);
+    text[n] = '\0';
+    snprintf(step_text, sizeof step_text, "%ld", step);
+    snprintf(loss_text, sizeof loss_text, "%.6f", (double)loss);
+    StTensor tensors[2] = {{"attn", attn, 4, {L, NH, T, T}},
+                           {"scores", values, 4, {L, NH, NUM_SCORES, 2}}};
+    StMeta meta[] = {{"text", text}, {"step", step_text}, {"loss", loss_text},
+                     {"layout", "attn [layer, head, query, key]; scores [layer, head, score, "
+                                "(value, uniform)]"}};
+    int ok = safetensors_write(path, tensors, 2, meta, 4, err, err_len);
+    free(text);
+    free(values);
+    return ok;
+}
+
+static void snapshot_clear(Snapshot *s) {
+    free(s->chars);
+    free(s->attn);
+    free(s->scores);
+    memset(s, 0, sizeof *s);
+}
+
+static int read_snapshot(const char *path, int L, int NH, Snapshot *s, char *err, size_t err_len) {
+    memset(s, 0, sizeof *s);
+    StFile *file = safetensors_open(path, err, err_len);
+    if (!file) return 0;
+    const char *text = safetensors_meta(file, "text"), *step = safetensors_meta(file, "step");
+    const char *loss = safetensors_meta(file, "loss");
+    int ok = text && step;
+    if (!ok) set_error(err, err_len, "%s: not a training snapshot (no text or step)", path);
+    size_t len = ok ? strlen(text) : 0, pos = 0;
+    s->chars = xcalloc(len + 1, sizeof(uint32_t));
+    while (ok && pos < len) {
+        if (!utf8_decode((const unsigned char *)text, len, &pos, &s->chars[s->T])) {
+            set_error(err, err_len, "%s: invalid UTF-8 in its text", path);
+            ok = 0;
+        }
+        s->T++;
+    }
+    if (ok && s->T < 1) {
+        set_error(err, err_len, "%s: empty text", path);
+        ok = 0;
+    }
+    if (ok) {
+        s->step = atol(step);
+        s->loss = loss ? atof(loss) : NAN;
+        long attn_shape[4] = {L, NH, s->T, s->T}, score_shape[4] = {L, NH, NUM_SCORES, 2};
+        s->attn = xmalloc(sizeof(float) * L * NH * s->T * s->T);
+        float *values = xmalloc(sizeof(float) * L * NH * NUM_SCORES * 2);
+        ok = safetensors_read_f32(file, "attn", 4, attn_shape, s->attn, err, err_len) &&
+             safetensors_read_f32(file, "scores", 4, score_shape, values, err, err_len);
+        s->scores = xmalloc(sizeof(HeadScores) * L * NH);
+        for (int h = 0; ok && h < L * NH; h++)
+            for (int k = 0; k < NUM_SCORES; k++) {
+                s->scores[h].value[k] = values[(h * NUM_SCORES + k) * 2];
+                s->scores[h].uniform[k] = values[(h * NUM_SCORES + k) * 2 + 1];
+            }
+        free(values);
+    }
+    safetensors_close(file);
+    if (!ok) snapshot_clear(s);
+    return ok;
+}
+
+static int by_step(const void *a, const void *b) {
+    long x = ((const Snapshot *)a)->step, y = ((const Snapshot *)b)->step;
+    return (x > y) - (x < y);
+}
+
+int snapshots_load(const char *dir, int L, int NH, Snapshot **out, int *count, char *err,
+                   size_t err_len) {
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_error(err, err_len, "%s: cannot read the snapshot folder: %s", dir, strerror(errno));
+        return 0;
+    }
+    Snapshot *list = NULL;
+    int n = 0, capacity = 0, ok = 1;
+    struct dirent *e;
+    char path[4400];
+    while (ok && (e = readdir(d))) {
+        long step;
+        int end = 0;
+        if (sscanf(e->d_name, "step_%ld%n", &step, &end) != 1 || e->d_name[end]) continue;
+        snprintf(path, sizeof path, "%s/%s/atlas.safetensors", dir, e->d_name);
+        if (!file_exists(path)) continue;
+        if (n == capacity) {
+            capacity = capacity ? 2 * capacity : 16;
+            Snapshot *grown = realloc(list, sizeof *list * capacity);
+            if (!grown) die("out of memory");
+            list = grown;
+        }
+        ok = read_snapshot(path, L, NH, &list[n], err, err_len);
+        if (ok) n++;
+    }
+    closedir(d);
+    if (!ok) {
+        snapshots_free(list, n);
+        return 0;
+    }
+    if (n) qsort(list, n, sizeof *list, by_step);
+    *out = list;
+    *count = n;
+    return 1;
+}
+
+void snapshots_free(Snapshot *snapshots, int count) {
+    for (int i = 0; i < count; i++) snapshot_clear(&snapshots[i]);
+    free(snapshots);
+}
+
+// ---- the timeline
+
+#define PAD 8
+#define PANEL_W 300
+#define PANEL_H 150
+#define PANEL_GAP_X 70
+#define PANEL_GAP_Y 48
+#define PANEL_COLUMNS 4
+#define LEGEND_ROW 14
+
+// Distinct colours for the heads' lines (cycled past 12).
+static const uint8_t palette[12][3] = {
+    {31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
+    {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
+    {188, 189, 34}, {23, 190, 207}, {0, 0, 128},     {128, 0, 0}};
+
+static void line_style(int head_index, int heads, uint8_t rgb[3], int *dashed) {
+    memcpy(rgb, palette[head_index % 12], 3);
+    *dashed = head_index / 12 % 2; // a second round of colours is dotted
+    (void)heads;
+}
+
+// A panel: series[c][i] for i over snapshots; lo..hi on the y axis.
+static void draw_panel(Image *image, int x0, int y0, const char *title, const Snapshot *snaps,
+                       int count, const double *series, int num_series, const double *baseline,
+                       double lo, double hi) {
+    draw_text(image, title, x0, y0 - FONT_H - 14, 1);
+    draw_frame(image, x0, y0, PANEL_W, PANEL_H);
+    char text[32];
+    snprintf(text, sizeof text, "%.3g", hi);
+    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0, 1);
+    snprintf(text, sizeof text, "%.3g", lo);
+    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0 + PANEL_H - 7, 1);
+    long s0 = snaps[0].step, s1 = snaps[count - 1].step;
+    snprintf(text, sizeof text, "%ld", s0);
+    draw_text(image, text, x0, y0 + PANEL_H + 4, 1);
+    snprintf(text, sizeof text, "step %ld", s1);
+    draw_text(image, text, x0 + PANEL_W - font_text_width((int)strlen(text), 1), y0 + PANEL_H + 4, 1);
+    if (hi <= lo) hi = lo + 1;
+#define PX(i) (x0 + (s1 > s0 ? (int)lrint((double)(snaps[i].step - s0) / (s1 - s0) * (PANEL_W - 1)) : PANEL_W / 2))
+#define PY(v) (y0 + PANEL_H - 1 - (int)lrint(((v) - lo) / (hi - lo) * (PANEL_H - 1)))
+    if (baseline) { // dashed grey
+        static const uint8_t grey[3] = {150, 150, 150};
+        for (int i = 0; i + 1 < count; i++) {
+            if (isnan(baseline[i]) || isnan(baseline[i + 1])) continue;
+            int xa = PX(i), xb = PX(i + 1), ya = PY(baseline[i]), yb = PY(baseline[i + 1]);
+            for (int x = xa; x <= xb; x++)
+                if ((x / 4) % 2 == 0)
+                    put_pixel(image, x, xb > xa ? ya + (yb - ya) * (x - xa) / (xb - xa) : ya, grey);
+        }
+    }
+    for (int c = 0; c < num_series; c++) {
+        uint8_t rgb[3];
+        int dashed;
+        line_style(c, num_series, rgb, &dashed);
+        const double *v = series + (size_t)c * count;
+        for (int i = 0; i < count; i++) {
+            if (isnan(v[i])) continue;
+            if (count == 1) fill_rect(image, PX(i) - 1, PY(v[i]) - 1, 3, 3, rgb);
+            if (i + 1 < count && !isnan(v[i + 1]) && !(dashed && i % 2))
+                draw_line(image, PX(i), PY(v[i]), PX(i + 1), PY(v[i + 1]), rgb);
+        }
+    }
+#undef PX
+#undef PY
+}
+
+static void timeline_size(int L, int NH, int *width, int *height) {
+    int panels = NUM_SCORES + 1, rows = (panels + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
+    *width = PAD + PANEL_COLUMNS * (PANEL_W + PANEL_GAP_X) + PAD;
+    int legend_rows = (L * NH + 9) / 10;
+    *height = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12 + legend_rows * LEGEND_ROW + PAD;
+}
+
+void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int NH) {
+    int width, height;
+    timeline_size(L, NH, &width, &height);
+    image_init(image, width, height);
+    char text[160];
+    snprintf(text, sizeof text, "head scores on the probe across training (%d snapshot%s)", count,
+             count == 1 ? "" : "s");
+    draw_text(image, text, PAD, PAD, 2);
+    int heads = L * NH;
+    double *series = xmalloc(sizeof(double) * (heads + 1) * count), *baseline = series + heads * count;
+    for (int p = 0; p <= NUM_SCORES; p++) {
+        int px = PAD + 60 + (p % PANEL_COLUMNS) * (PANEL_W + PANEL_GAP_X);
+        int py = PAD + 30 + FONT_H + 14 + (p / PANEL_COLUMNS) * (PANEL_H + PANEL_GAP_Y);
+        double lo = 0, hi = 1;
+        if (p == NUM_SCORES) { // the loss
+            lo = INFINITY;
+            hi = -INFINITY;
+            for (int i = 0; i < count; i++) {
+                series[i] = snaps[i].loss;
+                if (!isnan(snaps[i].loss)) {
+                    lo = fmin(lo, snaps[i].loss);
+                    hi = fmax(hi, snaps[i].loss);
+                }
+            }
+            if (!(lo <= hi)) lo = 0, hi = 1;
+            draw_panel(image, px, py, "training loss (batch at the snapshot)", snaps, count, series,
+                       1, NULL, lo, hi);
+            continue;
+        }
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < count; i++) {
+                series[h * count + i] = snaps[i].scores[h].value[p];
+                if (p == SCORE_DISTANCE) hi = fmax(hi, snaps[i].scores[h].value[p]);
+            }
+        for (int i = 0; i < count; i++) {
+            baseline[i] = snaps[i].scores[0].uniform[p];
+            if (p == SCORE_DISTANCE) hi = fmax(hi, baseline[i]);
+        }
+        snprintf(text, sizeof text, "%s (dashed: uniform)", score_name(p));
+        draw_panel(image, px, py, text, snaps, count, series, heads, baseline, lo, hi);
+    }
+    free(series);
+    // the legend: a short line of each head's colour, then "l{l}h{h}"
+    int rows = (NUM_SCORES + 1 + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
+    int ly = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12;
+    for (int h = 0; h < heads; h++) {
+        int x = PAD + (h % 10) * 120, y = ly + (h / 10) * LEGEND_ROW;
+        uint8_t rgb[3];
+        int dashed;
+        line_style(h, heads, rgb, &dashed);
+        for (int k = 0; k < 20; k++)
+            if (!dashed || k % 4 < 2) fill_rect(image, x + k, y + 3, 1, 2, rgb);
+        snprintf(text, sizeof text, "layer %d head %d", h / NH, h % NH);
+        draw_text(image, text, x + 24, y, 1);
+    }
+}
+
+// ---- filmstrips
+
+// Which snapshots a filmstrip shows: all, or FILMSTRIP_MAX_FRAMES spread
+// evenly from the first to the last.
+static int filmstrip_frames(int count, int *frames) {
+    int n = count < FILMSTRIP_MAX_FRAMES ? count : FILMSTRIP_MAX_FRAMES;
+    for (int f = 0; f < n; f++) frames[f] = n == 1 ? 0 : (int)((long)f * (count - 1) / (n - 1));
+    return n;
+}
+
+void filmstrip_render(Image *image, const Snapshot *snaps, int count, int L, int NH, int layer,
+                      int head) {
+    int frames[FILMSTRIP_MAX_FRAMES], n = filmstrip_frames(count, frames);
+    int max_T = 1;
+    for (int f = 0; f < n; f++) max_T = snaps[frames[f]].T > max_T ? snaps[frames[f]].T : max_T;
+    int cell = 128 / max_T > 1 ? 128 / max_T : 1, tile = max_T * cell, gap = 10;
+    int width = PAD + n * (tile + gap) + PAD, top = PAD + FONT_H * 2 + 8 + FONT_H + 6;
+    char title[160];
+    snprintf(title, sizeof title, "layer %d head %d on the probe across training", layer, head);
+    if (width < PAD + font_text_width((int)strlen(title), 2) + PAD)
+        width = PAD + font_text_width((int)strlen(title), 2) + PAD;
+    image_init(image, width, top + tile + 8 + FONT_H + 4 + FONT_H + PAD);
+    draw_text(image, title, PAD, PAD, 2);
+    draw_text(image, "one fixed colour scale: weight 0 (dark) .. 1 (yellow), viridis; the masked "
+              "future hatched", PAD, PAD + FONT_H * 2 + 6, 1);
+    uint8_t rgb[3];
+    char text[64];
+    for (int f = 0; f < n; f++) {
+        const Snapshot *s = &snaps[frames[f]];
+        const float *probs = s->attn + ((size_t)layer * NH + head) * s->T * s->T;
+        int x0 = PAD + f * (tile + gap), y0 = top;
+        for (int i = 0; i < s->T; i++)
+            for (int j = 0; j < s->T; j++)
+                for (int y = 0; y < cell; y++)
+                    for (int x = 0; x < cell; x++) {
+                        int px = x0 + j * cell + x, py = y0 + i * cell + y;
+                        if (j > i) mask_rgb(COLORMAP_VIRIDIS, px, py, rgb);
+                        else colormap_rgb(COLORMAP_VIRIDIS, colormap_index(probs[i * s->T + j]), rgb);
+                        put_pixel(image, px, py, rgb);
+                    }
+        draw_frame(image, x0, y0, s->T * cell, s->T * cell);
+        snprintf(text, sizeof text, "step %ld", s->step);
+        draw_text(image, text, x0, y0 + tile + 6, 1);
+        int type = head_dominant_type(&s->scores[layer * NH + head]);
+        if (type >= 0) draw_text(image, score_tag(type), x0, y0 + tile + 6 + FONT_H + 2, 1);
+    }
+    (void)L;
+}
+
+// ---- atlas_snapshot
+
+static int rebuild(const char *attn_dir, int L, int NH, char *err, size_t err_len) {
+    Snapshot *snaps;
+    int count;
+    if (!snapshots_load(attn_dir, L, NH, &snaps, &count, err, err_len)) return 0;
+    int ok = 1;
+    char path[4400];
+    if (count > 0) {
+        snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
+        AtomicFile af;
+        ok = atomic_file_open(&af, path, err, err_len);
+        if (ok) {
+            scores_write_csv_header(af.file, "step,loss,");
+            for (int i = 0; i < count; i++) {
+                char prefix[64];
+                snprintf(prefix, sizeof prefix, "%ld,%.6f,", snaps[i].step, snaps[i].loss);
+                scores_write_csv_rows(af.file, prefix, snaps[i].scores, L, NH);
+            }
+            if (ferror(af.file)) atomic_file_write_failed(&af);
+            ok = atomic_file_commit(&af, err, err_len);
+        }
+        Image image;
+        if (ok) {
+            timeline_render(&image, snaps, count, L, NH);
+            snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
+            ok = image_write_png(&image, path, err, err_len);
+            image_free(&image);
+        }
+        for (int h = 0; ok && h < L * NH; h++) {
+            filmstrip_render(&image, snaps, count, L, NH, h / NH, h % NH);
+            snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
+            ok = image_write_png(&image, path, err, err_len);
+            image_free(&image);
+        }
+    }
+    snapshots_free(snaps, count);
+    return ok;
+}
+
+int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T, long step,
+                   float loss, char *err, size_t err_len) {
+    int L = model->config.layers, NH = model->config.heads;
+    HeadScores *scores = xmalloc(sizeof(HeadScores) * L * NH);
+    int *ids = xmalloc(sizeof(int) * (T > model->seq_len ? T : model->seq_len));
+    for (int i = 0; i < T; i++) ids[i] = (int)chars[i]; // scores compare characters only
+    for (int h = 0; h < L * NH; h++)
+        head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
+    char attn_dir[4200], path[4400];
+    snprintf(attn_dir, sizeof attn_dir, "%s/attn", out_dir);
+    snprintf(path, sizeof path, "%s/step_%ld", attn_dir, step);
+    ensure_dir(attn_dir);
+    ensure_dir(path);
+    snprintf(path, sizeof path, "%s/step_%ld/atlas.safetensors", attn_dir, step);
+    // the probe's attention, kept before the induction forward replaces it
+    size_t per_head = (size_t)T * T;
+    float *attn = xmalloc((size_t)L * NH * per_head * sizeof(float));
+    for (int h = 0; h < L * NH; h++)
+        memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0),
+               per_head * sizeof(float));
+    int P = induction_probe(model->config.vocab_size, model->seq_len, ids);
+    if (P >= 2) {
+        gpt_forward(model, ids, NULL, 1, P);
+        for (int h = 0; h < L * NH; h++)
+            head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), ids, P,
+                           &scores[h].value[SCORE_INDUCTION], &scores[h].uniform[SCORE_INDUCTION]);
+    } else {
+        for (int h = 0; h < L * NH; h++)
+            scores[h].value[SCORE_INDUCTION] = scores[h].uniform[SCORE_INDUCTION] = NAN;
+    }
+    int ok = write_snapshot(path, L, NH, attn, chars, T, scores, step, loss, err, err_len);
+    free(attn);
+    if (ok) ok = rebuild(attn_dir, L, NH, err, err_len);
+    free(ids);
+    free(scores);
+    return ok;
+}
