@@ -15,6 +15,7 @@
 
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
+#include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
@@ -465,7 +466,8 @@ static void test_attn_program(void) {
     free(said);
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text %s --out %s --raw", ckpt, text, b);
     CHECK(run_command(cmd, NULL) == 0);
-    CHECK(folder_entries(a) == 4 + 2);
+    // heads, overview, raw tensor; scores.csv, a picture per score, circuits/
+    CHECK(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1);
     const char *names[] = {"layer0_head0.png", "layer0_head1.png", "layer1_head0.png",
                            "layer1_head1.png", "overview.png", "attention.safetensors"};
     for (int i = 0; i < 6; i++) {
@@ -515,7 +517,9 @@ static void test_attn_program(void) {
              "--colormap magma --cell 8 --font builtin", ckpt, path, dir);
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(path, sizeof path, "%s/one", dir);
-    CHECK(folder_entries(path) == 2);
+    CHECK(folder_entries(path) == 2 + 1 + NUM_SCORES + 1);
+    snprintf(path, sizeof path, "%s/one/circuits", dir);
+    CHECK(folder_entries(path) == 2); // the chosen head's circuits, singular_values.csv
     snprintf(path, sizeof path, "%s/one/layer1_head0.png", dir);
     int width, height, channels;
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
