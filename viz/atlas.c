@@ -155,17 +155,12 @@ void snapshots_free(Snapshot *snapshots, int count) {
 #define PANEL_COLUMNS 4
 #define LEGEND_ROW 14
 
-// Distinct colours for the heads' lines (cycled past 12).
-static const uint8_t palette[12][3] = {
-    {31, 119, 180}, {255, 127, 14}, {44, 160, 44},   {214, 39, 40},
-    {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {127, 127, 127},
-    {188, 189, 34}, {23, 190, 207}, {0, 0, 128},     {128, 0, 0}};
-
-static void line_style(int head_index, int heads, uint8_t rgb[3], int *dashed) {
-    memcpy(rgb, palette[head_index % 12], 3);
-    *dashed = head_index / 12 % 2; // a second round of colours is dotted
-    (void)heads;
-}
+// Distinct colours for the heads' lines (matplotlib's tab20, cycled past 20).
+static const uint8_t palette[20][3] = {
+    {31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},   {148, 103, 189},
+    {140, 86, 75},   {227, 119, 194}, {127, 127, 127}, {188, 189, 34},  {23, 190, 207},
+    {174, 199, 232}, {255, 187, 120}, {152, 223, 138}, {255, 152, 150}, {197, 176, 213},
+    {196, 156, 148}, {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
 
 // A panel: series[c][i] for i over snapshots; lo..hi on the y axis.
 static void draw_panel(Image *image, int x0, int y0, const char *title, const Snapshot *snaps,
@@ -197,15 +192,14 @@ static void draw_panel(Image *image, int x0, int y0, const char *title, const Sn
         }
     }
     for (int c = 0; c < num_series; c++) {
-        uint8_t rgb[3];
-        int dashed;
-        line_style(c, num_series, rgb, &dashed);
+        const uint8_t *rgb = palette[c % 20];
         const double *v = series + (size_t)c * count;
         for (int i = 0; i < count; i++) {
             if (isnan(v[i])) continue;
             if (count == 1) fill_rect(image, PX(i) - 1, PY(v[i]) - 1, 3, 3, rgb);
-            if (i + 1 < count && !isnan(v[i + 1]) && !(dashed && i % 2))
-                draw_line(image, PX(i), PY(v[i]), PX(i + 1), PY(v[i + 1]), rgb);
+            if (i + 1 < count && !isnan(v[i + 1])) // two pixels thick
+                for (int t = 0; t < 2; t++)
+                    draw_line(image, PX(i), PY(v[i]) + t, PX(i + 1), PY(v[i + 1]) + t, rgb);
         }
     }
 #undef PX
@@ -248,15 +242,21 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
                        1, NULL, lo, hi);
             continue;
         }
+        // the y axis runs from 0 to the largest value or baseline, rounded
+        // up to a tenth (to a whole position for the distance), so a head
+        // that specialises stands out even while all values are small
+        hi = 0;
         for (int h = 0; h < heads; h++)
             for (int i = 0; i < count; i++) {
                 series[h * count + i] = snaps[i].scores[h].value[p];
-                if (p == SCORE_DISTANCE) hi = fmax(hi, snaps[i].scores[h].value[p]);
+                if (!isnan(series[h * count + i])) hi = fmax(hi, series[h * count + i]);
             }
         for (int i = 0; i < count; i++) {
             baseline[i] = snaps[i].scores[0].uniform[p];
-            if (p == SCORE_DISTANCE) hi = fmax(hi, baseline[i]);
+            if (!isnan(baseline[i])) hi = fmax(hi, baseline[i]);
         }
+        hi = p == SCORE_DISTANCE ? ceil(hi) : fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
+        if (hi <= 0) hi = 1;
         snprintf(text, sizeof text, "%s (dashed: uniform)", score_name(p));
         draw_panel(image, px, py, text, snaps, count, series, heads, baseline, lo, hi);
     }
@@ -266,11 +266,7 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
     int ly = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12;
     for (int h = 0; h < heads; h++) {
         int x = PAD + (h % 10) * 120, y = ly + (h / 10) * LEGEND_ROW;
-        uint8_t rgb[3];
-        int dashed;
-        line_style(h, heads, rgb, &dashed);
-        for (int k = 0; k < 20; k++)
-            if (!dashed || k % 4 < 2) fill_rect(image, x + k, y + 3, 1, 2, rgb);
+        fill_rect(image, x, y + 2, 20, 3, palette[h % 20]);
         snprintf(text, sizeof text, "layer %d head %d", h / NH, h % NH);
         draw_text(image, text, x + 24, y, 1);
     }
