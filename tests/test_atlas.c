@@ -463,11 +463,13 @@ static void test_explorer_in_chromium(void) {
     gpt_free(&model);
     vocab_free(&vocab);
 
+    // the page's console goes to the log with the DOM: a request the policy
+    // blocked shows there ("violates the following Content Security Policy")
     const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
     snprintf(log, sizeof log, "%s/dom.html", dir);
     snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
-             "--virtual-time-budget=3000 --dump-dom 'file://%s/index.html#layer=1&head=0&q=14&k=9' "
-             "2>/dev/null", chromium, sandbox, dir, dir);
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
+             "--dump-dom 'file://%s/index.html#layer=1&head=0&q=14&k=9'", chromium, sandbox, dir, dir);
     int status = run_command(cmd, log);
     CHECK_MSG(status == 0, "chromium exited %d", status);
     char *dom = read_text_file(log);
@@ -484,8 +486,26 @@ static void test_explorer_in_chromium(void) {
         CHECK_MSG(r && strstr(r, "position 14") && strstr(r, "position 9"), "readout lacks the positions");
         CHECK_MSG(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
         CHECK_MSG(strstr(dom, "data-resources=\"0\""), "the page fetched resources");
+        CHECK_MSG(!strstr(dom, "Content Security Policy") && !strstr(dom, "Refused to") &&
+                  !strstr(dom, "Uncaught"), "the page tried a request or failed: %.2000s", dom);
         free(dom);
     }
+    // the same checks see a page that does make requests (so they can fail)
+    snprintf(path, sizeof path, "%s/requests.html", dir);
+    const char *requests = "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" "
+                           "content=\"default-src 'none'; script-src 'unsafe-inline'\"></head><body>"
+                           "<img src=\"http://192.0.2.1/x.png\"><script>document.body.dataset."
+                           "resources=performance.getEntriesByType('resource').length;</script>"
+                           "</body></html>";
+    write_file_bytes(path, requests, strlen(requests));
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 --dump-dom 'file://%s'",
+             chromium, sandbox, dir, path);
+    CHECK(run_command(cmd, log) == 0);
+    dom = read_text_file(log);
+    CHECK_MSG(dom && strstr(dom, "Content Security Policy") && !strstr(dom, "data-resources=\"0\""),
+              "a page with a request went unnoticed");
+    free(dom);
     // a screenshot that is not blank: many colours (the viridis cells)
     snprintf(path, sizeof path, "%s/shot.png", dir);
     snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "

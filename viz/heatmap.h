@@ -5,7 +5,10 @@
 // both edges, and all heads together become one overview.
 //
 // Per-head image DIR/layer{l}_head{h}.png (all sizes in pixels; PAD = 8,
-// s = label scale = max(1, cell / 10), strip = FONT_H*s + 4, G = T*cell):
+// G = T*cell; the label font's box bw x bh is 16 x 16 with GNU Unifont,
+// FONT_W x FONT_H = 5 x 9 with the built-in font (unifont.h); need =
+// max(bw, bh) + 1; s = label scale = max(1, cell / need); lanes = 1, or 2
+// for Unifont when cell < need; strip = lanes*bh*s + 2*(lanes-1) + 4):
 //
 //   PAD  title "layer L head H" (font at scale 2, 18 px tall), then 6 px
 //        label strip: the text's characters, one per column (strip px tall)
@@ -27,13 +30,15 @@
 // hatch of two colours that are in none of the colour maps, so "masked"
 // never reads as "weight 0".
 //
-// Labels: each glyph (FONT_W*s x FONT_H*s) is centred on its column (top
-// strip) or row (left strip). With cells under 10 px a glyph does not fit
-// one cell, so only every k-th character is labelled, k = ceil(10 / cell),
-// and each label is centred on its own cell, overlapping its unlabelled
-// neighbours' strip space. Space shows as an open box, newline as a return
-// arrow, tab as an arrow to a bar, and a character the font lacks as a
-// full-height box (font.h).
+// Labels: each glyph (its own width, 8 or 16 for Unifont, times s) is
+// centred on its column (top strip) or row (left strip). When a cell is
+// narrower than need: with Unifont, labels alternate between two lanes (two
+// rows above the grid, two columns left of it), so each has two cells of
+// room and no label touches another; every character is labelled while
+// 2*cell >= need, else every k-th, k = ceil(need / (2*cell)). With the
+// built-in font, one lane, every k-th character, k = ceil(need / cell).
+// Space shows as an open box, newline as a return arrow, tab as an arrow to
+// a bar, and a character the font lacks as a full-height box.
 //
 // Overview DIR/overview.png: title "attention: L layers x NH heads", then a
 // grid of tiles, row l = layer l ("layer l" at its left), column h = head h
