@@ -160,15 +160,18 @@ static void write_atlas(const AttnOptions *o, GPT *model, const Vocab *vocab, co
     free(shown);
     if (!o->html) return;
 
-    // view 0: this text; then the training snapshots, up to EXPLORER_MAX_SNAPSHOTS
-    Snapshot *snaps = NULL;
+    // view 0: this text; then up to EXPLORER_MAX_SNAPSHOTS training snapshots
+    enum { EXPLORER_MAX_SNAPSHOTS = 24 };
+    long *steps = NULL;
     int count = 0;
     char *dir = o->snapshots ? strdup(o->snapshots) : default_snapshot_dir(o->ckpt);
-    if (o->snapshots || file_exists(dir)) {
-        if (!snapshots_load(dir, L, NH, &snaps, &count, err, sizeof err)) die("--snapshots: %s", err);
-    }
-    enum { EXPLORER_MAX_SNAPSHOTS = 24 };
-    int shown_snaps = count < EXPLORER_MAX_SNAPSHOTS ? count : EXPLORER_MAX_SNAPSHOTS;
+    if ((o->snapshots || file_exists(dir)) && !snapshot_steps(dir, &steps, &count, err, sizeof err))
+        die("--snapshots: %s", err);
+    int chosen[EXPLORER_MAX_SNAPSHOTS], shown_snaps = spread_evenly(count, EXPLORER_MAX_SNAPSHOTS, chosen);
+    Snapshot *snaps = xcalloc((size_t)shown_snaps + 1, sizeof *snaps);
+    for (int v = 0; v < shown_snaps; v++)
+        if (!snapshot_read(dir, steps[chosen[v]], L, NH, &snaps[v], err, sizeof err))
+            die("--snapshots: %s", err);
     ExplorerView *views = xcalloc((size_t)shown_snaps + 1, sizeof *views);
     char (*labels)[48] = xcalloc((size_t)shown_snaps + 1, sizeof *labels);
     size_t per_head = (size_t)T * T;
@@ -177,7 +180,7 @@ static void write_atlas(const AttnOptions *o, GPT *model, const Vocab *vocab, co
         memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0), per_head * sizeof(float));
     views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
     for (int v = 0; v < shown_snaps; v++) {
-        const Snapshot *s = &snaps[shown_snaps == 1 ? 0 : (long)v * (count - 1) / (shown_snaps - 1)];
+        const Snapshot *s = &snaps[v];
         snprintf(labels[v + 1], sizeof labels[v + 1], "step %ld", s->step);
         views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
     }
@@ -188,7 +191,9 @@ static void write_atlas(const AttnOptions *o, GPT *model, const Vocab *vocab, co
     free(labels);
     free(views);
     free(dir);
-    snapshots_free(snaps, count);
+    for (int v = 0; v < shown_snaps; v++) snapshot_free(&snaps[v]);
+    free(snaps);
+    free(steps);
 }
 
 int main(int argc, char **argv) {

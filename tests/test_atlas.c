@@ -389,7 +389,8 @@ static void test_training_snapshots(void) {
     const char *dir = make_temp_dir();
     char cmd[2048], path[512];
     snprintf(cmd, sizeof cmd, "bin/train --layers 1 --heads 2 --dim 16 --context 16 --batch 4 "
-             "--eval-batches 2 --iters 30 --eval-every 30 --heatmaps-every 10 --out %s/run", dir);
+             "--eval-batches 2 --iters 30 --eval-every 30 --heatmaps-every 10 --probe 'to be or not to' "
+             "--out %s/run", dir);
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(path, sizeof path, "%s/run/attn/scores.csv", dir);
     char *csv = read_text_file(path);
@@ -408,13 +409,26 @@ static void test_training_snapshots(void) {
         snprintf(path, sizeof path, "%s/run/attn/%s", dir, names[i]);
         CHECK_MSG(file_exists(path), "no %s", path);
     }
-    // the explorer finds them beside the checkpoint: its slider has 1 + 3 views
+    // a scores.csv that is not ours is rebuilt from the snapshots on the next one
+    snprintf(path, sizeof path, "%s/run/attn/scores.csv", dir);
+    write_file_bytes(path, "garbage\n", 8);
+    snprintf(cmd, sizeof cmd, "bin/train --iters 40 --resume --out %s/run", dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    csv = read_text_file(path);
+    if (csv) {
+        int lines = 0;
+        for (char *c = csv; *c; c++) lines += *c == '\n';
+        CHECK_MSG(lines == 1 + 4 * 2, "%d lines after the resume", lines);
+        CHECK(strstr(csv, "\n10,") && strstr(csv, "\n40,"));
+        free(csv);
+    }
+    // the explorer finds them beside the checkpoint: its slider has 1 + 4 views
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s/run/model.safetensors --text 'to be or not' --out %s/x --html",
              dir, dir);
     snprintf(path, sizeof path, "%s/x.log", dir);
     CHECK(run_command(cmd, path) == 0);
     char *said = read_text_file(path);
-    CHECK_MSG(said && strstr(said, "(3 training snapshots)"), "said: %s", said ? said : "");
+    CHECK_MSG(said && strstr(said, "(4 training snapshots)"), "said: %s", said ? said : "");
     free(said);
 }
 

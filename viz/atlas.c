@@ -47,21 +47,23 @@ static int write_snapshot(const char *path, int L, int NH, const float *attn,
     return ok;
 }
 
-static void snapshot_clear(Snapshot *s) {
+void snapshot_free(Snapshot *s) {
     free(s->chars);
     free(s->attn);
     free(s->scores);
     memset(s, 0, sizeof *s);
 }
 
-static int read_snapshot(const char *path, int L, int NH, Snapshot *s, char *err, size_t err_len) {
+int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *s, char *err,
+                  size_t err_len) {
     memset(s, 0, sizeof *s);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/step_%ld/atlas.safetensors", dir, step);
     StFile *file = safetensors_open(path, err, err_len);
     if (!file) return 0;
-    const char *text = safetensors_meta(file, "text"), *step = safetensors_meta(file, "step");
-    const char *loss = safetensors_meta(file, "loss");
-    int ok = text && step;
-    if (!ok) set_error(err, err_len, "%s: not a training snapshot (no text or step)", path);
+    const char *text = safetensors_meta(file, "text"), *loss = safetensors_meta(file, "loss");
+    int ok = text != NULL;
+    if (!ok) set_error(err, err_len, "%s: not a training snapshot (no text)", path);
     size_t len = ok ? strlen(text) : 0, pos = 0;
     s->chars = xcalloc(len + 1, sizeof(uint32_t));
     while (ok && pos < len) {
@@ -76,7 +78,7 @@ static int read_snapshot(const char *path, int L, int NH, Snapshot *s, char *err
         ok = 0;
     }
     if (ok) {
-        s->step = atol(step);
+        s->step = step;
         s->loss = loss ? atof(loss) : NAN;
         long attn_shape[4] = {L, NH, s->T, s->T}, score_shape[4] = {L, NH, NUM_SCORES, 2};
         s->attn = xmalloc(sizeof(float) * L * NH * s->T * s->T);
@@ -92,29 +94,28 @@ static int read_snapshot(const char *path, int L, int NH, Snapshot *s, char *err
         free(values);
     }
     safetensors_close(file);
-    if (!ok) snapshot_clear(s);
+    if (!ok) snapshot_free(s);
     return ok;
 }
 
-static int by_step(const void *a, const void *b) {
-    long x = ((const Snapshot *)a)->step, y = ((const Snapshot *)b)->step;
+static int by_value(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
     return (x > y) - (x < y);
 }
 
-int snapshots_load(const char *dir, int L, int NH, Snapshot **out, int *count, char *err,
-                   size_t err_len) {
-    *out = NULL;
+int snapshot_steps(const char *dir, long **steps, int *count, char *err, size_t err_len) {
+    *steps = NULL;
     *count = 0;
     DIR *d = opendir(dir);
     if (!d) {
         set_error(err, err_len, "%s: cannot read the snapshot folder: %s", dir, strerror(errno));
         return 0;
     }
-    Snapshot *list = NULL;
-    int n = 0, capacity = 0, ok = 1;
+    long *list = NULL;
+    int n = 0, capacity = 0;
     struct dirent *e;
     char path[4400];
-    while (ok && (e = readdir(d))) {
+    while ((e = readdir(d))) {
         long step;
         int end = 0;
         if (sscanf(e->d_name, "step_%ld%n", &step, &end) != 1 || e->d_name[end]) continue;
@@ -122,27 +123,23 @@ int snapshots_load(const char *dir, int L, int NH, Snapshot **out, int *count, c
         if (!file_exists(path)) continue;
         if (n == capacity) {
             capacity = capacity ? 2 * capacity : 16;
-            Snapshot *grown = realloc(list, sizeof *list * capacity);
+            long *grown = realloc(list, sizeof *list * capacity);
             if (!grown) die("out of memory");
             list = grown;
         }
-        ok = read_snapshot(path, L, NH, &list[n], err, err_len);
-        if (ok) n++;
+        list[n++] = step;
     }
     closedir(d);
-    if (!ok) {
-        snapshots_free(list, n);
-        return 0;
-    }
-    if (n) qsort(list, n, sizeof *list, by_step);
-    *out = list;
+    if (n) qsort(list, n, sizeof *list, by_value);
+    *steps = list;
     *count = n;
     return 1;
 }
 
-void snapshots_free(Snapshot *snapshots, int count) {
-    for (int i = 0; i < count; i++) snapshot_clear(&snapshots[i]);
-    free(snapshots);
+int spread_evenly(int count, int max, int *chosen) {
+    int n = count < max ? count : max;
+    for (int f = 0; f < n; f++) chosen[f] = n == 1 ? count - 1 : (int)((long)f * (count - 1) / (n - 1));
+    return n;
 }
 
 // ---- the timeline
@@ -274,19 +271,9 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
 
 // ---- filmstrips
 
-// Which snapshots a filmstrip shows: all, or FILMSTRIP_MAX_FRAMES spread
-// evenly from the first to the last.
-static int filmstrip_frames(int count, int *frames) {
-    int n = count < FILMSTRIP_MAX_FRAMES ? count : FILMSTRIP_MAX_FRAMES;
-    for (int f = 0; f < n; f++) frames[f] = n == 1 ? 0 : (int)((long)f * (count - 1) / (n - 1));
-    return n;
-}
-
-void filmstrip_render(Image *image, const Snapshot *snaps, int count, int L, int NH, int layer,
-                      int head) {
-    int frames[FILMSTRIP_MAX_FRAMES], n = filmstrip_frames(count, frames);
+void filmstrip_render(Image *image, const Snapshot *frames, int n, int NH, int layer, int head) {
     int max_T = 1;
-    for (int f = 0; f < n; f++) max_T = snaps[frames[f]].T > max_T ? snaps[frames[f]].T : max_T;
+    for (int f = 0; f < n; f++) max_T = frames[f].T > max_T ? frames[f].T : max_T;
     int cell = 128 / max_T > 1 ? 128 / max_T : 1, tile = max_T * cell, gap = 10;
     int width = PAD + n * (tile + gap) + PAD, top = PAD + FONT_H * 2 + 8 + FONT_H + 6;
     char title[160];
@@ -300,7 +287,7 @@ void filmstrip_render(Image *image, const Snapshot *snaps, int count, int L, int
     uint8_t rgb[3];
     char text[64];
     for (int f = 0; f < n; f++) {
-        const Snapshot *s = &snaps[frames[f]];
+        const Snapshot *s = &frames[f];
         const float *probs = s->attn + ((size_t)layer * NH + head) * s->T * s->T;
         int x0 = PAD + f * (tile + gap), y0 = top;
         for (int i = 0; i < s->T; i++)
@@ -318,46 +305,163 @@ void filmstrip_render(Image *image, const Snapshot *snaps, int count, int L, int
         int type = head_dominant_type(&s->scores[layer * NH + head]);
         if (type >= 0) draw_text(image, score_tag(type), x0, y0 + tile + 6 + FONT_H + 2, 1);
     }
-    (void)L;
 }
 
 // ---- atlas_snapshot
 
-static int rebuild(const char *attn_dir, int L, int NH, char *err, size_t err_len) {
+// The snapshots (step, loss, scores only) of a scores.csv written by
+// rebuild, those of steps before `before`. A missing file is no snapshot.
+static int read_scores_csv(const char *path, int L, int NH, long before, Snapshot **out,
+                           int *count, char *err, size_t err_len) {
+    *out = NULL;
+    *count = 0;
+    if (!file_exists(path)) return 1;
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    Snapshot *list = NULL;
+    int n = 0, capacity = 0, ok = 1;
+    long line_number = 1;
+    char *line = strchr(text, '\n'); // past the header, which must be ours
+    if (strncmp(text, "step,loss,layer,head,previous_token,", 36)) ok = 0, line = NULL;
+    while (ok && line && *++line) {
+        line_number++;
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        // step,loss,layer,head, then value,uniform per score, then the type
+        double field[4 + 2 * NUM_SCORES];
+        char *p = line;
+        for (int f = 0; ok && f < 4 + 2 * NUM_SCORES; f++) {
+            char *stop;
+            field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
+            if (*p != ',' && *p) p = stop;
+            if (*p != ',') ok = 0;
+            else p++;
+        }
+        int layer = ok ? (int)field[2] : 0, head = ok ? (int)field[3] : 0;
+        if (ok && (layer < 0 || layer >= L || head < 0 || head >= NH || isnan(field[0]))) ok = 0;
+        if (!ok) {
+            set_error(err, err_len, "%s:%ld: not a row of this model's scores", path, line_number);
+            break;
+        }
+        long step = (long)field[0];
+        if (step < before) {
+            if (n == 0 || list[n - 1].step != step) {
+                if (n == capacity) {
+                    capacity = capacity ? 2 * capacity : 16;
+                    Snapshot *grown = realloc(list, sizeof *list * capacity);
+                    if (!grown) die("out of memory");
+                    list = grown;
+                }
+                memset(&list[n], 0, sizeof list[n]);
+                list[n].step = step;
+                list[n].loss = field[1];
+                list[n].scores = xcalloc((size_t)L * NH, sizeof(HeadScores));
+                for (int h = 0; h < L * NH; h++)
+                    for (int k = 0; k < NUM_SCORES; k++)
+                        list[n].scores[h].value[k] = list[n].scores[h].uniform[k] = NAN;
+                n++;
+            }
+            HeadScores *s = &list[n - 1].scores[layer * NH + head];
+            for (int k = 0; k < NUM_SCORES; k++) {
+                s->value[k] = field[4 + 2 * k];
+                s->uniform[k] = field[5 + 2 * k];
+            }
+        }
+        line = end;
+    }
+    free(text);
+    if (!ok && line_number == 1) set_error(err, err_len, "%s: not a scores file", path);
+    if (!ok) {
+        for (int i = 0; i < n; i++) snapshot_free(&list[i]);
+        free(list);
+        return 0;
+    }
+    *out = list;
+    *count = n;
+    return 1;
+}
+
+// The same from the snapshots themselves (those of this model's shape),
+// for when scores.csv cannot be read (another model's, or edited).
+static void scores_from_snapshots(const char *attn_dir, int L, int NH, long before,
+                                  Snapshot **out, int *count) {
+    long *steps;
+    int n, kept = 0;
+    char err[512];
+    *out = NULL;
+    *count = 0;
+    if (!snapshot_steps(attn_dir, &steps, &n, err, sizeof err)) return;
+    Snapshot *list = xcalloc((size_t)n + 1, sizeof *list);
+    for (int i = 0; i < n && steps[i] < before; i++) {
+        if (!snapshot_read(attn_dir, steps[i], L, NH, &list[kept], err, sizeof err)) continue;
+        free(list[kept].chars); // keep step, loss and scores
+        free(list[kept].attn);
+        list[kept].chars = NULL;
+        list[kept].attn = NULL;
+        list[kept].T = 0;
+        kept++;
+    }
+    free(steps);
+    *out = list;
+    *count = kept;
+}
+
+// scores.csv, timeline.png and the filmstrips, with this snapshot (its
+// step, loss and scores) last.
+static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
+                   const HeadScores *scores, char *err, size_t err_len) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
     Snapshot *snaps;
     int count;
-    if (!snapshots_load(attn_dir, L, NH, &snaps, &count, err, err_len)) return 0;
-    int ok = 1;
-    char path[4400];
-    if (count > 0) {
-        snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
-        AtomicFile af;
-        ok = atomic_file_open(&af, path, err, err_len);
-        if (ok) {
-            scores_write_csv_header(af.file, "step,loss,");
-            for (int i = 0; i < count; i++) {
-                char prefix[64];
-                snprintf(prefix, sizeof prefix, "%ld,%.6f,", snaps[i].step, snaps[i].loss);
-                scores_write_csv_rows(af.file, prefix, snaps[i].scores, L, NH);
-            }
-            if (ferror(af.file)) atomic_file_write_failed(&af);
-            ok = atomic_file_commit(&af, err, err_len);
+    if (!read_scores_csv(path, L, NH, step, &snaps, &count, err, err_len))
+        scores_from_snapshots(attn_dir, L, NH, step, &snaps, &count);
+    Snapshot *grown = realloc(snaps, sizeof *snaps * (count + 1));
+    if (!grown) die("out of memory");
+    snaps = grown;
+    memset(&snaps[count], 0, sizeof snaps[count]);
+    snaps[count].step = step;
+    snaps[count].loss = loss;
+    snaps[count].scores = xmalloc(sizeof(HeadScores) * L * NH);
+    memcpy(snaps[count].scores, scores, sizeof(HeadScores) * L * NH);
+    count++;
+
+    AtomicFile af;
+    int ok = atomic_file_open(&af, path, err, err_len);
+    if (ok) {
+        scores_write_csv_header(af.file, "step,loss,");
+        for (int i = 0; i < count; i++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%ld,%.6f,", snaps[i].step, snaps[i].loss);
+            scores_write_csv_rows(af.file, prefix, snaps[i].scores, L, NH);
         }
-        Image image;
-        if (ok) {
-            timeline_render(&image, snaps, count, L, NH);
-            snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
-            ok = image_write_png(&image, path, err, err_len);
-            image_free(&image);
-        }
-        for (int h = 0; ok && h < L * NH; h++) {
-            filmstrip_render(&image, snaps, count, L, NH, h / NH, h % NH);
-            snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
-            ok = image_write_png(&image, path, err, err_len);
-            image_free(&image);
-        }
+        if (ferror(af.file)) atomic_file_write_failed(&af);
+        ok = atomic_file_commit(&af, err, err_len);
     }
-    snapshots_free(snaps, count);
+    Image image;
+    if (ok) {
+        timeline_render(&image, snaps, count, L, NH);
+        snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    // the filmstrips' frames: up to FILMSTRIP_MAX_FRAMES snapshots, read whole
+    int chosen[FILMSTRIP_MAX_FRAMES], n = spread_evenly(count, FILMSTRIP_MAX_FRAMES, chosen);
+    Snapshot frames[FILMSTRIP_MAX_FRAMES];
+    int frame_count = 0;
+    for (int f = 0; ok && f < n; f++) {
+        ok = snapshot_read(attn_dir, snaps[chosen[f]].step, L, NH, &frames[frame_count], err, err_len);
+        if (ok) frame_count++;
+    }
+    for (int h = 0; ok && h < L * NH; h++) {
+        filmstrip_render(&image, frames, frame_count, NH, h / NH, h % NH);
+        snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    for (int f = 0; f < frame_count; f++) snapshot_free(&frames[f]);
+    for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);
+    free(snaps);
     return ok;
 }
 
@@ -393,7 +497,7 @@ int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T
     }
     int ok = write_snapshot(path, L, NH, attn, chars, T, scores, step, loss, err, err_len);
     free(attn);
-    if (ok) ok = rebuild(attn_dir, L, NH, err, err_len);
+    if (ok) ok = rebuild(attn_dir, L, NH, step, loss, scores, err, err_len);
     free(ids);
     free(scores);
     return ok;

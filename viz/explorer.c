@@ -99,7 +99,7 @@ static const char *const page_tail =
     " v.chars.forEach((c,i)=>{const s=document.createElement('span');s.textContent=shown(c);s.title='position '+i;\n"
     "  if(i===S.sel)s.className='sel';s.onclick=()=>{S.sel=S.sel===i?-1:i;text();draw();};t.appendChild(s);});}\n"
     "function table(){const v=D.views[S.view],t=document.getElementById('scores');\n"
-    " let s='<tr><th>layer</th><th>head</th>'+D.scoreNames.map(n=>'<th>'+n+'</th>').join('')+'<th>type</th></tr>';\n"
+    " let s='<tr><th>layer</th><th>head</th>'+D.scoreTags.map((n,k)=>'<th title=\"'+D.scoreNames[k]+'\">'+n+'</th>').join('')+'<th>type</th></tr>';\n"
     " for(let h=0;h<L*NH;h++){const r=v.scores?v.scores[h]:null;s+='<tr data-h=\"'+h+'\"'+(S.layer*NH+S.head===h?' class=\"cur\"':'')+'><td>'+Math.floor(h/NH)+'</td><td>'+h%NH+'</td>';\n"
     "  for(let k=0;k<D.scoreNames.length;k++){const p=r?r[k]:null;s+='<td>'+(p&&p[0]!==null?p[0].toFixed(3)+' <span class=\"u\">'+p[1].toFixed(3)+'</span>':'-')+'</td>';}\n"
     "  s+='<td>'+(D.tags[S.view][h]||'')+'</td></tr>';}\n"
@@ -135,6 +135,8 @@ int explorer_write(const char *path, int L, int NH, const ExplorerView *views, i
     }
     fputs("\",\"scoreNames\":[", out);
     for (int k = 0; k < NUM_SCORES; k++) fprintf(out, "%s\"%s\"", k ? "," : "", score_name(k));
+    fputs("],\"scoreTags\":[", out);
+    for (int k = 0; k < NUM_SCORES; k++) fprintf(out, "%s\"%s\"", k ? "," : "", score_tag(k));
     fputs("],\"tags\":[", out);
     for (int v = 0; v < num_views; v++) {
         fputs(v ? ",[" : "[", out);
