@@ -41,20 +41,21 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
         {"--out", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
         {"--layer", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
         {"--head", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
-        {"--cell", OPT_INT, &o->cell, "pixels per cell (from 10 every character is labelled, below only some)",
+        {"--cell", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
+         "the built-in font; below, only some)",
          1, HEATMAP_MAX_CELL, 0},
         {"--colormap", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
         {"--raw", OPT_FLAG, &o->raw,
          "also write OUT/attention.safetensors: F32 attn [layers, heads, T, T], the text in its "
          "metadata", 0, -1, 0},
         {"--font", OPT_STRING, &o->font,
-         "label font: a GNU Unifont .hex file, or builtin (default: " UNIFONT_DEFAULT_PATH
-         " if present, else builtin)", 0, -1, 0},
+         "label font: a GNU Unifont .hex file, or builtin; unset: " UNIFONT_DEFAULT_PATH
+         " if present, else builtin", 0, -1, 0},
         {"--html", OPT_FLAG, &o->html,
          "also write OUT/index.html, the self-contained explorer (no network access)", 0, -1, 0},
         {"--snapshots", OPT_STRING, &o->snapshots,
-         "training snapshots for the explorer's slider (default: the checkpoint's folder/attn "
-         "when it holds any)", 0, -1, 0},
+         "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
+         "when it exists", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -136,10 +137,10 @@ static char *default_snapshot_dir(const char *ckpt) {
     return dir;
 }
 
-// Everything after the heatmaps: the scores (table, CSV, pictures), the
-// circuits, and with --html the explorer.
-static void write_atlas(const AttnOptions *o, GPT *model, const Vocab *vocab, const uint32_t *chars,
-                        int num_chars, const uint32_t *window, int T, const HeadScores *scores) {
+// The scores (table, CSV, pictures) and the circuits.
+static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, const Vocab *vocab,
+                                      const uint32_t *chars, int num_chars,
+                                      const HeadScores *scores) {
     int L = model->config.layers, NH = model->config.heads;
     char err[2048], path[4200];
     scores_print_table(stdout, scores, L, NH);
@@ -158,20 +159,32 @@ static void write_atlas(const AttnOptions *o, GPT *model, const Vocab *vocab, co
            o->out, o->out, n, vocab->size);
     free(ids);
     free(shown);
-    if (!o->html) return;
+}
 
-    // view 0: this text; then up to EXPLORER_MAX_SNAPSHOTS training snapshots
-    enum { EXPLORER_MAX_SNAPSHOTS = 24 };
+// The explorer: view 0 is this text (the model holds its attention), then
+// up to EXPLORER_MAX_SNAPSHOTS training snapshots. Those of the default
+// folder that this model cannot read (another run's) are left out with a
+// note; with --snapshots they are an error.
+#define EXPLORER_MAX_SNAPSHOTS 24
+static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
+                           const HeadScores *scores) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
     long *steps = NULL;
-    int count = 0;
+    int count = 0, shown_snaps = 0;
     char *dir = o->snapshots ? strdup(o->snapshots) : default_snapshot_dir(o->ckpt);
     if ((o->snapshots || file_exists(dir)) && !snapshot_steps(dir, &steps, &count, err, sizeof err))
         die("--snapshots: %s", err);
-    int chosen[EXPLORER_MAX_SNAPSHOTS], shown_snaps = spread_evenly(count, EXPLORER_MAX_SNAPSHOTS, chosen);
-    Snapshot *snaps = xcalloc((size_t)shown_snaps + 1, sizeof *snaps);
-    for (int v = 0; v < shown_snaps; v++)
-        if (!snapshot_read(dir, steps[chosen[v]], L, NH, &snaps[v], err, sizeof err))
+    int chosen[EXPLORER_MAX_SNAPSHOTS], n = spread_evenly(count, EXPLORER_MAX_SNAPSHOTS, chosen);
+    Snapshot *snaps = xcalloc((size_t)n + 1, sizeof *snaps);
+    for (int v = 0; v < n; v++) {
+        if (snapshot_read(dir, steps[chosen[v]], L, NH, &snaps[shown_snaps], err, sizeof err))
+            shown_snaps++;
+        else if (o->snapshots)
             die("--snapshots: %s", err);
+        else
+            fprintf(stderr, "note: training snapshot left out: %s\n", err);
+    }
     ExplorerView *views = xcalloc((size_t)shown_snaps + 1, sizeof *views);
     char (*labels)[48] = xcalloc((size_t)shown_snaps + 1, sizeof *labels);
     size_t per_head = (size_t)T * T;
@@ -211,8 +224,15 @@ int main(int argc, char **argv) {
                       "Runs the model over the text and writes, for every attention head,\n"
                       "OUT/layer{l}_head{h}.png: row i = query position, column j = key position,\n"
                       "colour = attention weight on a fixed 0..1 scale, the masked future hatched;\n"
-                      "and OUT/overview.png with every head. A text longer than the model's context\n"
-                      "is cut to its last context characters.",
+                      "and OUT/overview.png with every head, each tile tagged with its head's type\n"
+                      "when one stands clearly above uniform attention. Then the atlas: head scores\n"
+                      "(previous-token, current-token, first-position, duplicate-token, induction on a\n"
+                      "built-in probe, entropy, distance; each beside its value for uniform attention)\n"
+                      "printed, in OUT/scores.csv and as OUT/score_<name>.png; the QK and OV circuits\n"
+                      "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
+                      "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
+                      "OUT/index.html. A text longer than the model's context is cut to its last\n"
+                      "context characters.",
                       help_table, NUM_OPTIONS);
         return 0;
     }
@@ -279,7 +299,8 @@ int main(int argc, char **argv) {
     int images = (o.layer >= 0 ? 1 : L) * (o.head >= 0 ? 1 : NH);
     printf("%d characters: wrote %s/overview.png and %d head image%s%s\n", T, o.out, images,
            images == 1 ? "" : "s", o.raw ? " and attention.safetensors" : "");
-    write_atlas(&o, &model, &vocab, chars, num_chars, window, T, scores);
+    write_scores_and_circuits(&o, &model, &vocab, chars, num_chars, scores);
+    if (o.html) write_explorer(&o, &model, window, T, scores);
 
     free(tags);
     free(scores);
