@@ -22,7 +22,8 @@ MODEL_SRC = model/matmul.c model/ops.c model/attention.c model/gpt.c \
             model/safetensors.c model/kv_cache.c
 DATA_SRC = data/vocab.c data/dataset.c
 SHARED_SRC = lib/checkpoint.c lib/sampler.c
-VIZ_SRC = viz/heatmap.c viz/font.c
+VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c \
+          viz/circuits.c viz/atlas.c viz/explorer.c
 TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
                 train/progress.c train/run.c
 LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)

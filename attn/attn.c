@@ -1,8 +1,13 @@
 // attn.c: bin/attn, what every attention head attends to. Runs a checkpoint
 // over a text and writes one heatmap per head (rows = query positions,
 // columns = key positions), an overview of all heads, and optionally the raw
-// probabilities. The pictures' layout is described in heatmap.h.
+// probabilities. The pictures' layout is described in heatmap.h. Then the
+// atlas: head scores (scores.h) as a table, OUT/scores.csv and one picture
+// per score; the QK and OV circuits of every head in OUT/circuits/
+// (circuits.h); and with --html the explorer page OUT/index.html
+// (explorer.h), with the training snapshots when there are any (atlas.h).
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,14 +18,20 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
+#include "../viz/atlas.h"
+#include "../viz/circuits.h"
+#include "../viz/explorer.h"
 #include "../viz/heatmap.h"
+#include "../viz/score_grid.h"
+#include "../viz/scores.h"
+#include "../viz/unifont.h"
 
 typedef struct {
-    const char *ckpt, *text, *text_file, *out, *colormap;
-    int layer, head, cell, raw;
+    const char *ckpt, *text, *text_file, *out, *colormap, *font, *snapshots;
+    int layer, head, cell, raw, html;
 } AttnOptions;
 
-#define NUM_OPTIONS 9
+#define NUM_OPTIONS 12
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
@@ -30,12 +41,21 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
         {"--out", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
         {"--layer", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
         {"--head", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
-        {"--cell", OPT_INT, &o->cell, "pixels per cell (from 10 every character is labelled, below only some)",
+        {"--cell", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
+         "the built-in font; below, only some)",
          1, HEATMAP_MAX_CELL, 0},
         {"--colormap", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
         {"--raw", OPT_FLAG, &o->raw,
          "also write OUT/attention.safetensors: F32 attn [layers, heads, T, T], the text in its "
          "metadata", 0, -1, 0},
+        {"--font", OPT_STRING, &o->font,
+         "label font: a GNU Unifont .hex file, or builtin; unset: " UNIFONT_DEFAULT_PATH
+         " if present, else builtin", 0, -1, 0},
+        {"--html", OPT_FLAG, &o->html,
+         "also write OUT/index.html, the self-contained explorer (no network access)", 0, -1, 0},
+        {"--snapshots", OPT_STRING, &o->snapshots,
+         "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
+         "when it exists", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -63,6 +83,118 @@ static uint32_t *decode_text(const char *source, const char *text, size_t len, c
     return encoded.chars;
 }
 
+// The characters the circuit tables show: the whole vocabulary up to
+// CIRCUIT_MAX_CHARS, else the most frequent characters of the text (all of
+// it, not only the window), in vocabulary order. Returns their count.
+#define CIRCUIT_MAX_CHARS 96
+static int circuit_ids(const Vocab *vocab, const uint32_t *chars, int n, int *ids) {
+    int V = vocab->size;
+    if (V <= CIRCUIT_MAX_CHARS) {
+        for (int v = 0; v < V; v++) ids[v] = v;
+        return V;
+    }
+    long *count = xcalloc((size_t)V, sizeof(long));
+    for (int i = 0; i < n; i++) count[vocab_id(vocab, chars[i])]++;
+    int k = 0;
+    for (; k < CIRCUIT_MAX_CHARS; k++) { // pick the most frequent left (ties: lower id)
+        int best = -1;
+        for (int v = 0; v < V; v++)
+            if (count[v] > 0 && (best < 0 || count[v] > count[best])) best = v;
+        if (best < 0) break;
+        ids[k] = best;
+        count[best] = 0;
+    }
+    free(count);
+    for (int i = 1; i < k; i++) // vocabulary order
+        for (int j = i; j > 0 && ids[j] < ids[j - 1]; j--) {
+            int t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    return k;
+}
+
+// The folder that holds the checkpoint's training snapshots: path's folder + "/attn".
+static char *default_snapshot_dir(const char *ckpt) {
+    const char *slash = strrchr(ckpt, '/');
+    size_t len = slash ? (size_t)(slash - ckpt) : 1;
+    char *dir = xmalloc(len + 6);
+    snprintf(dir, len + 6, "%.*s/attn", (int)len, slash ? ckpt : ".");
+    return dir;
+}
+
+// The scores (table, CSV, pictures) and the circuits.
+static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, const Vocab *vocab,
+                                      const uint32_t *chars, int num_chars,
+                                      const HeadScores *scores) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
+    scores_print_table(stdout, scores, L, NH);
+    snprintf(path, sizeof path, "%s/scores.csv", o->out);
+    if (!scores_write_csv(path, scores, L, NH, err, sizeof err)) die("%s", err);
+    if (!score_grids_write(o->out, scores, L, NH, err, sizeof err)) die("%s", err);
+
+    snprintf(path, sizeof path, "%s/circuits", o->out);
+    ensure_dir(path);
+    int *ids = xmalloc(sizeof(int) * (vocab->size < CIRCUIT_MAX_CHARS ? vocab->size : CIRCUIT_MAX_CHARS));
+    int n = circuit_ids(vocab, chars, num_chars, ids);
+    uint32_t *shown = xmalloc(sizeof(uint32_t) * n);
+    for (int i = 0; i < n; i++) shown[i] = vocab->code_points[ids[i]];
+    if (!circuits_write(path, model, o->layer, o->head, ids, shown, n, err, sizeof err)) die("%s", err);
+    printf("wrote %s/scores.csv, %s/score_*.png and %s/circuits/ (%d of %d characters)\n", o->out,
+           o->out, o->out, n, vocab->size);
+    free(ids);
+    free(shown);
+}
+
+// The explorer: view 0 is this text (the model holds its attention), then
+// up to EXPLORER_MAX_SNAPSHOTS training snapshots. Those of the default
+// folder that this model cannot read (another run's) are left out with a
+// note; with --snapshots they are an error.
+#define EXPLORER_MAX_SNAPSHOTS 24
+static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
+                           const HeadScores *scores) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
+    long *steps = NULL;
+    int count = 0, shown_snaps = 0;
+    char *dir = o->snapshots ? strdup(o->snapshots) : default_snapshot_dir(o->ckpt);
+    if ((o->snapshots || file_exists(dir)) && !snapshot_steps(dir, &steps, &count, err, sizeof err))
+        die("--snapshots: %s", err);
+    int chosen[EXPLORER_MAX_SNAPSHOTS], n = spread_evenly(count, EXPLORER_MAX_SNAPSHOTS, chosen);
+    Snapshot *snaps = xcalloc((size_t)n + 1, sizeof *snaps);
+    for (int v = 0; v < n; v++) {
+        if (snapshot_read(dir, steps[chosen[v]], L, NH, &snaps[shown_snaps], err, sizeof err))
+            shown_snaps++;
+        else if (o->snapshots)
+            die("--snapshots: %s", err);
+        else
+            fprintf(stderr, "note: training snapshot left out: %s\n", err);
+    }
+    ExplorerView *views = xcalloc((size_t)shown_snaps + 1, sizeof *views);
+    char (*labels)[48] = xcalloc((size_t)shown_snaps + 1, sizeof *labels);
+    size_t per_head = (size_t)T * T;
+    float *attn = xmalloc(sizeof(float) * L * NH * per_head);
+    for (int h = 0; h < L * NH; h++)
+        memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0), per_head * sizeof(float));
+    views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
+    for (int v = 0; v < shown_snaps; v++) {
+        const Snapshot *s = &snaps[v];
+        snprintf(labels[v + 1], sizeof labels[v + 1], "step %ld", s->step);
+        views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
+    }
+    snprintf(path, sizeof path, "%s/index.html", o->out);
+    if (!explorer_write(path, L, NH, views, shown_snaps + 1, err, sizeof err)) die("%s", err);
+    printf("wrote %s (%d training snapshot%s)\n", path, shown_snaps, shown_snaps == 1 ? "" : "s");
+    free(attn);
+    free(labels);
+    free(views);
+    free(dir);
+    for (int v = 0; v < shown_snaps; v++) snapshot_free(&snaps[v]);
+    free(snaps);
+    free(steps);
+}
+
 int main(int argc, char **argv) {
     AttnOptions o = default_options();
     Option table[NUM_OPTIONS];
@@ -78,8 +210,15 @@ int main(int argc, char **argv) {
                       "Runs the model over the text and writes, for every attention head,\n"
                       "OUT/layer{l}_head{h}.png: row i = query position, column j = key position,\n"
                       "colour = attention weight on a fixed 0..1 scale, the masked future hatched;\n"
-                      "and OUT/overview.png with every head. A text longer than the model's context\n"
-                      "is cut to its last context characters.",
+                      "and OUT/overview.png with every head, each tile tagged with its head's type\n"
+                      "when one stands clearly above uniform attention. Then the atlas: head scores\n"
+                      "(previous-token, current-token, first-position, duplicate-token, induction on a\n"
+                      "built-in probe, entropy, distance; each beside its value for uniform attention)\n"
+                      "printed, in OUT/scores.csv and as OUT/score_<name>.png; the QK and OV circuits\n"
+                      "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
+                      "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
+                      "OUT/index.html. A text longer than the model's context is cut to its last\n"
+                      "context characters.",
                       help_table, NUM_OPTIONS);
         return 0;
     }
@@ -93,6 +232,7 @@ int main(int argc, char **argv) {
     if (heatmap.colormap < 0)
         usage_error("--colormap: unknown colour map '%s' (viridis, magma or gray)", o.colormap);
 
+    if (!label_font_select(o.font, err, sizeof err)) die("--font: %s", err);
     GPT model;
     Vocab vocab;
     if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
@@ -118,6 +258,7 @@ int main(int argc, char **argv) {
     }
     int T;
     uint32_t *chars = decode_text(source, text, len, &vocab, &T);
+    int num_chars = T;
     uint32_t *window = chars;
     if (T > context) {
         fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
@@ -129,14 +270,26 @@ int main(int argc, char **argv) {
 
     int *tokens = xmalloc((size_t)T * sizeof(int));
     for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, window[i]);
-    gpt_alloc_inference(&model, 1, T);
-    gpt_forward(&model, tokens, NULL, 1, T);
+    // room for the induction probe too (scores.h)
+    gpt_alloc_inference(&model, 1, T > context ? T : context);
+    HeadScores *scores = xmalloc(sizeof(HeadScores) * L * NH);
+    model_head_scores(&model, tokens, T, scores); // leaves the text's attention in the model
+    const char **tags = xcalloc((size_t)L * NH, sizeof(char *));
+    for (int h = 0; h < L * NH; h++) {
+        int type = head_dominant_type(&scores[h]);
+        tags[h] = type >= 0 ? score_tag(type) : NULL;
+    }
+    heatmap.tags = tags;
     if (!heatmaps_write(o.out, &model, window, T, &heatmap, err, sizeof err)) die("%s", err);
 
     int images = (o.layer >= 0 ? 1 : L) * (o.head >= 0 ? 1 : NH);
     printf("%d characters: wrote %s/overview.png and %d head image%s%s\n", T, o.out, images,
            images == 1 ? "" : "s", o.raw ? " and attention.safetensors" : "");
+    write_scores_and_circuits(&o, &model, &vocab, chars, num_chars, scores);
+    if (o.html) write_explorer(&o, &model, window, T, scores);
 
+    free(tags);
+    free(scores);
     free(tokens);
     free(chars);
     free(file_text);

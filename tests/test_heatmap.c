@@ -15,6 +15,8 @@
 
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
+#include "../viz/scores.h"
+#include "../viz/unifont.h"
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
 #include "../model/safetensors.h"
@@ -103,16 +105,26 @@ static int nearest_entry(int colormap, const uint8_t *rgb, double *distance) {
 static int is_ink(const uint8_t *p) { return p[0] < 80 && p[1] < 80 && p[2] < 80; }
 static int is_white(const uint8_t *p) { return p[0] == 255 && p[1] == 255 && p[2] == 255; }
 
-// The glyph drawn at (x, y) at this scale equals rows, pixel for pixel.
-static int glyph_at(const uint8_t *img, int width, int x, int y, int scale,
-                    const uint8_t rows[FONT_H]) {
-    for (int gy = 0; gy < FONT_H * scale; gy++)
-        for (int gx = 0; gx < FONT_W * scale; gx++) {
-            int on = (rows[gy / scale] >> (FONT_W - 1 - gx / scale)) & 1;
+// The glyph drawn at (x, y) at this scale equals the label glyph, pixel for
+// pixel (ink where it is set, white elsewhere in its w x h box).
+static int glyph_at(const uint8_t *img, int width, int x, int y, int scale, const LabelGlyph *g) {
+    for (int gy = 0; gy < g->h * scale; gy++)
+        for (int gx = 0; gx < g->w * scale; gx++) {
+            int on = (g->rows[gy / scale] >> (15 - gx / scale)) & 1;
             const uint8_t *p = pixel(img, width, x + gx, y + gy);
             if (on ? !is_ink(p) : !is_white(p)) return 0;
         }
     return 1;
+}
+
+// A glyph of the built-in font as a label glyph.
+static void builtin_glyph(uint32_t cp, LabelGlyph *g) {
+    uint8_t rows[FONT_H];
+    font_glyph(cp, rows);
+    memset(g, 0, sizeof *g);
+    g->w = FONT_W;
+    g->h = FONT_H;
+    for (int y = 0; y < FONT_H; y++) g->rows[y] = (uint16_t)(rows[y] << (16 - FONT_W));
 }
 
 // Entries of a folder other than . and .. (-1 if it does not exist).
@@ -253,13 +265,13 @@ static int check_head_image(const char *path, const float *probs, const uint32_t
         for (int x = l.grid_x; x < l.grid_x + T * cell; x++) ink += is_ink(pixel(img, width, x, y));
     CHECK_MSG(ink > 0, "%s: the top label strip is blank", path);
     for (int i = 0; i < T; i += l.label_every) {
-        int top_x, left_y;
-        uint8_t rows[FONT_H];
-        heatmap_label_origin(&l, i, &top_x, &left_y);
-        font_label_glyph(chars[i], rows);
-        CHECK_MSG(glyph_at(img, width, top_x, l.top_label_y, l.label_scale, rows),
+        LabelGlyph g;
+        LabelPlace at;
+        label_font_glyph(chars[i], &g);
+        heatmap_label_place(&l, i, g.w * l.label_scale, g.h * l.label_scale, &at);
+        CHECK_MSG(glyph_at(img, width, at.top_x, at.top_y, l.label_scale, &g),
                   "%s: top label %d (U+%04X) is not its glyph", path, i, chars[i]);
-        CHECK_MSG(glyph_at(img, width, l.left_label_x, left_y, l.label_scale, rows),
+        CHECK_MSG(glyph_at(img, width, at.left_x, at.left_y, l.label_scale, &g),
                   "%s: left label %d (U+%04X) is not its glyph", path, i, chars[i]);
     }
     // the colour bar: weight 1 at the top, 0 at the bottom
@@ -315,14 +327,13 @@ static void test_head_images(void) {
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
     if (img) {
         int strip = FONT_H * 2 + 4, grid_x = 8 + strip, grid_y = 8 + 24 + strip;
-        uint8_t a[FONT_H];
-        font_glyph('A', a);
-        CHECK(glyph_at(img, width, grid_x + (20 - 10) / 2, 8 + 24 + 2, 2, a));
-        CHECK(glyph_at(img, width, 8 + (strip - 10) / 2, grid_y + (20 - 18) / 2, 2, a));
+        LabelGlyph a, l;
+        builtin_glyph('A', &a);
+        CHECK(glyph_at(img, width, grid_x + (20 - 10) / 2, 8 + 24 + 2, 2, &a));
+        CHECK(glyph_at(img, width, 8 + (strip - 10) / 2, grid_y + (20 - 18) / 2, 2, &a));
         // the title, at scale 2 in the top-left corner, starts with 'l'
-        uint8_t l[FONT_H];
-        font_glyph('l', l);
-        CHECK(glyph_at(img, width, 8, 8, 2, l));
+        builtin_glyph('l', &l);
+        CHECK(glyph_at(img, width, 8, 8, 2, &l));
         stbi_image_free(img);
     }
 
@@ -455,7 +466,8 @@ static void test_attn_program(void) {
     free(said);
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text %s --out %s --raw", ckpt, text, b);
     CHECK(run_command(cmd, NULL) == 0);
-    CHECK(folder_entries(a) == 4 + 2);
+    // heads, overview, raw tensor; scores.csv, a picture per score, circuits/
+    CHECK(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1);
     const char *names[] = {"layer0_head0.png", "layer0_head1.png", "layer1_head0.png",
                            "layer1_head1.png", "overview.png", "attention.safetensors"};
     for (int i = 0; i < 6; i++) {
@@ -502,10 +514,12 @@ static void test_attn_program(void) {
         fclose(f);
     }
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text-file %s --out %s/one --layer 1 --head 0 "
-             "--colormap magma --cell 8", ckpt, path, dir);
+             "--colormap magma --cell 8 --font builtin", ckpt, path, dir);
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(path, sizeof path, "%s/one", dir);
-    CHECK(folder_entries(path) == 2);
+    CHECK(folder_entries(path) == 2 + 1 + NUM_SCORES + 1);
+    snprintf(path, sizeof path, "%s/one/circuits", dir);
+    CHECK(folder_entries(path) == 2); // the chosen head's circuits, singular_values.csv
     snprintf(path, sizeof path, "%s/one/layer1_head0.png", dir);
     int width, height, channels;
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
@@ -620,6 +634,9 @@ static void test_attn_bad_input(void) {
 }
 
 void suite_heatmap(void) {
+    // these tests measure the built-in font's layout (test_atlas.c has Unifont's)
+    char err[256];
+    label_font_select("builtin", err, sizeof err);
     run_test("heatmap: colour maps, mask colours and the font", test_colormaps_and_font);
     run_test("heatmap: head images read back to the weights, mask, labels, raw tensor",
              test_head_images);

@@ -7,6 +7,7 @@
 
 #include "../base/options.h"
 #include "../base/util.h"
+#include "../viz/atlas.h"
 #include "../viz/heatmap.h"
 
 float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch) {
@@ -107,8 +108,11 @@ void free_probe(Probe *probe) {
 void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) {
     char dir[4200], err[1024];
     snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
+    float loss = model->mean_loss; // this step's training batch, before the probe forward
     gpt_forward(model, probe->ids, NULL, 1, probe->len);
     HeatmapOptions opts = heatmap_default_options();
     if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);
+    else if (!atlas_snapshot(out, model, probe->chars, probe->len, step, loss, err, sizeof err))
+        fprintf(stderr, "warning: atlas snapshot not written: %s\n", err);
 }

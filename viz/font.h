@@ -1,6 +1,6 @@
 // font.h: a built-in 5x9 bitmap font for printable ASCII (0x20-0x7E), drawn
-// for this project, so the heatmaps can label their rows and columns with
-// the text's characters without any font file.
+// for this project: the pictures' titles and numbers, and the labels of the
+// text's characters when GNU Unifont is not installed (unifont.h).
 //
 // Metrics: FONT_W x FONT_H pixels per glyph. Capitals and digits fill rows
 // 0..6 (the baseline is under row 6), lower case x-height is rows 2..6 and

@@ -10,19 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBI_WRITE_NO_STDIO
-#include <stb/stb_image_write.h>
-
 #include "../data/vocab.h"
 #include "../model/safetensors.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "font.h"
+#include "unifont.h"
 
 HeatmapOptions heatmap_default_options(void) {
     return (HeatmapOptions){.cell = HEATMAP_DEFAULT_CELL, .colormap = COLORMAP_VIRIDIS,
-                            .layer = -1, .head = -1, .raw = 0};
+                            .layer = -1, .head = -1, .raw = 0, .tags = NULL};
 }
 
 // ---- colour maps
@@ -137,10 +134,42 @@ static int num_digits(int n) { return n >= 10 ? 1 + num_digits(n / 10) : 1; }
 // floor(a / 2) for negative a too, for centring a glyph larger than its cell.
 static int half_floor(int a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
 
+// How the text's characters are labelled at a cell size, from the label
+// font's box (bw x bh: 5 x 9 built in, 16 x 16 Unifont): a glyph needs
+// need = max(bw, bh) + 1 px along the grid. A cell that wide labels every
+// character in one lane. Narrower cells: the built-in font labels every
+// k-th character in one lane; Unifont alternates two lanes (two rows above
+// the grid, two columns left of it), so each label has two cells of room,
+// and labels every k-th character when even two cells are too narrow.
+typedef struct {
+    int scale, every, lanes;
+    int lane;  // thickness of one lane (bh * scale)
+    int strip; // thickness of the label strip: lanes, 2 px between, 4 px margin
+} LabelMetrics;
+
+static void label_metrics(long cell, LabelMetrics *m) {
+    int bw, bh;
+    label_font_box(&bw, &bh);
+    int need = max_int(bw, bh) + 1;
+    m->scale = (int)(cell / need > 1 ? cell / need : 1);
+    if (cell >= need) {
+        m->lanes = m->every = 1;
+    } else if (!label_font_is_unifont()) {
+        m->lanes = 1;
+        m->every = (int)((need + cell - 1) / cell);
+    } else {
+        m->lanes = 2;
+        m->every = (int)((need + 2 * cell - 1) / (2 * cell));
+    }
+    m->lane = bh * m->scale;
+    m->strip = m->lanes * m->lane + (m->lanes - 1) * 2 + 4;
+}
+
 // Layout in 64-bit arithmetic, so absurd shapes are measured, not overflowed.
 static void head_size(long T, long cell, int layers, int heads, long *width, long *height) {
-    long s = cell / LABEL_PITCH > 1 ? cell / LABEL_PITCH : 1;
-    long strip = FONT_H * s + 4, G = T * cell;
+    LabelMetrics m;
+    label_metrics(cell, &m);
+    long strip = m.strip, G = T * cell;
     // "layer L head H"
     long title = font_text_width(6 + num_digits(layers - 1) + 6 + num_digits(heads - 1), TEXT_SCALE);
     *width = PAD + strip + G + BAR_GAP + RIGHT_W + PAD;
@@ -151,16 +180,21 @@ static void head_size(long T, long cell, int layers, int heads, long *width, lon
 void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *l) {
     long width, height;
     head_size(T, cell, layers, heads, &width, &height);
-    int s = max_int(1, cell / LABEL_PITCH), strip = FONT_H * s + 4, G = T * cell;
+    LabelMetrics m;
+    label_metrics(cell, &m);
+    int G = T * cell;
     l->width = (int)width;
     l->height = (int)height;
     l->cell = cell;
-    l->label_scale = s;
-    l->label_every = (LABEL_PITCH + cell - 1) / cell;
+    l->label_scale = m.scale;
+    l->label_every = m.every;
+    l->label_lanes = m.lanes;
+    l->label_lane = m.lane;
+    l->label_strip = m.strip;
     l->top_label_y = PAD + TITLE_H + 2;
-    l->left_label_x = PAD + half_floor(strip - FONT_W * s);
-    l->grid_x = PAD + strip;
-    l->grid_y = PAD + TITLE_H + strip;
+    l->left_label_x = PAD + 2;
+    l->grid_x = PAD + m.strip;
+    l->grid_y = PAD + TITLE_H + m.strip;
     l->bar_x = l->grid_x + G + BAR_GAP;
     l->bar_y = l->grid_y;
     l->bar_w = BAR_W;
@@ -170,10 +204,16 @@ void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *l) 
     l->key_size = KEY_SIZE;
 }
 
-void heatmap_label_origin(const HeadLayout *l, int i, int *top_x, int *left_y) {
-    int s = l->label_scale;
-    *top_x = l->grid_x + i * l->cell + half_floor(l->cell - FONT_W * s);
-    *left_y = l->grid_y + i * l->cell + half_floor(l->cell - FONT_H * s);
+void heatmap_label_place(const HeadLayout *l, int i, int w, int h, LabelPlace *place) {
+    int lane = l->label_lanes == 1 ? 0 : (i / l->label_every) % 2;
+    int lane_offset = lane * (l->label_lane + 2);
+    if (l->label_lanes == 1) // one lane: centred in the whole strip
+        place->left_x = PAD + half_floor(l->label_strip - w);
+    else
+        place->left_x = l->left_label_x + lane_offset + half_floor(l->label_lane - w);
+    place->top_x = l->grid_x + i * l->cell + half_floor(l->cell - w);
+    place->top_y = l->top_label_y + lane_offset;
+    place->left_y = l->grid_y + i * l->cell + half_floor(l->cell - h);
 }
 
 static void overview_size(int layers, int heads, long T, long cell, OverviewLayout *l,
@@ -253,40 +293,6 @@ int heatmaps_check_size(int layers, int heads, int T, int cell, char *err, size_
 
 // ---- drawing
 
-static const uint8_t ink[3] = {30, 30, 30};
-static const uint8_t frame[3] = {160, 160, 160};
-
-void image_init(Image *image, int width, int height) {
-    image->width = width;
-    image->height = height;
-    image->rgb = xmalloc((size_t)width * height * 3);
-    memset(image->rgb, 255, (size_t)width * height * 3);
-}
-
-void image_free(Image *image) {
-    free(image->rgb);
-    image->rgb = NULL;
-}
-
-static void put_pixel(Image *image, int x, int y, const uint8_t rgb[3]) {
-    if (x < 0 || y < 0 || x >= image->width || y >= image->height) return;
-    memcpy(image->rgb + ((size_t)y * image->width + x) * 3, rgb, 3);
-}
-
-static void fill_rect(Image *image, int x, int y, int w, int h, const uint8_t rgb[3]) {
-    int x1 = min_int(x + w, image->width), y1 = min_int(y + h, image->height);
-    for (int yy = max_int(y, 0); yy < y1; yy++)
-        for (int xx = max_int(x, 0); xx < x1; xx++) put_pixel(image, xx, yy, rgb);
-}
-
-// A 1-pixel frame just outside the rectangle (x, y, w, h).
-static void draw_frame(Image *image, int x, int y, int w, int h) {
-    fill_rect(image, x - 1, y - 1, w + 2, 1, frame);
-    fill_rect(image, x - 1, y + h, w + 2, 1, frame);
-    fill_rect(image, x - 1, y, 1, h, frame);
-    fill_rect(image, x + w, y, 1, h, frame);
-}
-
 static void draw_mask(Image *image, int x, int y, int w, int h, int colormap) {
     int x1 = min_int(x + w, image->width), y1 = min_int(y + h, image->height);
     uint8_t rgb[3];
@@ -295,23 +301,6 @@ static void draw_mask(Image *image, int x, int y, int w, int h, int colormap) {
             mask_rgb(colormap, xx, yy, rgb);
             put_pixel(image, xx, yy, rgb);
         }
-}
-
-static void draw_glyph(Image *image, const uint8_t rows[FONT_H], int x, int y, int scale) {
-    for (int gy = 0; gy < FONT_H; gy++)
-        for (int gx = 0; gx < FONT_W; gx++)
-            if (rows[gy] & (1u << (FONT_W - 1 - gx)))
-                fill_rect(image, x + gx * scale, y + gy * scale, scale, scale, ink);
-}
-
-// ASCII text; anything the font lacks shows as its box.
-static void draw_text(Image *image, const char *text, int x, int y, int scale) {
-    uint8_t rows[FONT_H];
-    for (const char *c = text; *c; c++, x += FONT_ADVANCE * scale) {
-        if (*c == ' ') continue;
-        font_label_glyph((unsigned char)*c, rows);
-        draw_glyph(image, rows, x, y, scale);
-    }
 }
 
 // The colour bar (weight 1 at the top row, 0 at the bottom) with its labels,
@@ -354,13 +343,14 @@ void heatmap_render_head(Image *image, const HeadLayout *l, const float *probs,
     }
     draw_frame(image, l->grid_x, l->grid_y, T * cell, T * cell);
 
-    uint8_t rows[FONT_H];
+    LabelGlyph glyph;
+    LabelPlace place;
+    int s = l->label_scale;
     for (int i = 0; i < T; i += l->label_every) {
-        int top_x, left_y;
-        heatmap_label_origin(l, i, &top_x, &left_y);
-        font_label_glyph(chars[i], rows);
-        draw_glyph(image, rows, top_x, l->top_label_y, l->label_scale);
-        draw_glyph(image, rows, l->left_label_x, left_y, l->label_scale);
+        label_font_glyph(chars[i], &glyph);
+        heatmap_label_place(l, i, glyph.w * s, glyph.h * s, &place);
+        draw_label_glyph(image, &glyph, place.top_x, place.top_y, s, INK);
+        draw_label_glyph(image, &glyph, place.left_x, place.left_y, s, INK);
     }
     draw_scale(image, l->bar_x, l->bar_y, l->bar_h, l->key_y, colormap);
 }
@@ -417,24 +407,18 @@ void heatmap_render_overview(Image *image, const OverviewLayout *l, const GPT *m
     draw_scale(image, l->bar_x, l->bar_y, l->bar_h, l->key_y, colormap);
 }
 
-// ---- PNG files
-
-static void png_sink_write(void *context, void *data, int size) {
-    AtomicFile *af = context;
-    if (!af->failed && fwrite(data, 1, (size_t)size, af->file) != (size_t)size)
-        atomic_file_write_failed(af);
-}
-
-int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
-    AtomicFile af;
-    if (!atomic_file_open(&af, path, err, err_len)) return 0;
-    if (!stbi_write_png_to_func(png_sink_write, &af, image->width, image->height, 3, image->rgb,
-                                image->width * 3)) {
-        set_error(err, err_len, "%s: cannot write: PNG encoding failed (out of memory?)", path);
-        atomic_file_abort(&af);
-        return 0;
+void heatmap_tag_overview(Image *image, const OverviewLayout *l, int layers, int heads,
+                          const char *const *tags) {
+    for (int t = 0; t < layers * heads; t++) {
+        if (!tags[t]) continue;
+        int scale = l->tile >= 96 ? 2 : 1;
+        int w = font_text_width((int)strlen(tags[t]), scale) + 4, h = 7 * scale + 4;
+        int x = l->tile_x0 + (t % heads) * l->pitch_x + l->tile - w;
+        int y = l->tile_y0 + (t / heads) * l->pitch_y;
+        static const uint8_t white[3] = {255, 255, 255};
+        fill_rect(image, x, y, w, h, white);
+        draw_text(image, tags[t], x + 2, y + 2, scale);
     }
-    return atomic_file_commit(&af, err, err_len);
 }
 
 // ---- heatmaps_write
@@ -595,6 +579,7 @@ int heatmaps_write(const char *dir, const GPT *model, const uint32_t *chars, int
         heatmap_overview_layout(L, NH, T, opts->cell, &overview_layout);
         image_init(&image, overview_layout.width, overview_layout.height);
         heatmap_render_overview(&image, &overview_layout, model, T, opts->colormap);
+        if (opts->tags) heatmap_tag_overview(&image, &overview_layout, L, NH, opts->tags);
         char *path = join_path(dir, "overview.png");
         ok = image_write_png(&image, path, err, err_len);
         if (ok) created_add(&created, path, 0);

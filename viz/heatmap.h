@@ -5,7 +5,10 @@
 // both edges, and all heads together become one overview.
 //
 // Per-head image DIR/layer{l}_head{h}.png (all sizes in pixels; PAD = 8,
-// s = label scale = max(1, cell / 10), strip = FONT_H*s + 4, G = T*cell):
+// G = T*cell; the label font's box bw x bh is 16 x 16 with GNU Unifont,
+// FONT_W x FONT_H = 5 x 9 with the built-in font (unifont.h); need =
+// max(bw, bh) + 1; s = label scale = max(1, cell / need); lanes = 1, or 2
+// for Unifont when cell < need; strip = lanes*bh*s + 2*(lanes-1) + 4):
 //
 //   PAD  title "layer L head H" (font at scale 2, 18 px tall), then 6 px
 //        label strip: the text's characters, one per column (strip px tall)
@@ -27,13 +30,15 @@
 // hatch of two colours that are in none of the colour maps, so "masked"
 // never reads as "weight 0".
 //
-// Labels: each glyph (FONT_W*s x FONT_H*s) is centred on its column (top
-// strip) or row (left strip). With cells under 10 px a glyph does not fit
-// one cell, so only every k-th character is labelled, k = ceil(10 / cell),
-// and each label is centred on its own cell, overlapping its unlabelled
-// neighbours' strip space. Space shows as an open box, newline as a return
-// arrow, tab as an arrow to a bar, and a character the font lacks as a
-// full-height box (font.h).
+// Labels: each glyph (its own width, 8 or 16 for Unifont, times s) is
+// centred on its column (top strip) or row (left strip). When a cell is
+// narrower than need: with Unifont, labels alternate between two lanes (two
+// rows above the grid, two columns left of it), so each has two cells of
+// room and no label touches another; every character is labelled while
+// 2*cell >= need, else every k-th, k = ceil(need / (2*cell)). With the
+// built-in font, one lane, every k-th character, k = ceil(need / cell).
+// Space shows as an open box, newline as a return arrow, tab as an arrow to
+// a bar, and a character the font lacks as a full-height box.
 //
 // Overview DIR/overview.png: title "attention: L layers x NH heads", then a
 // grid of tiles, row l = layer l ("layer l" at its left), column h = head h
@@ -49,6 +54,7 @@
 #include <stdint.h>
 
 #include "../model/gpt.h"
+#include "draw.h"
 
 enum { COLORMAP_VIRIDIS, COLORMAP_MAGMA, COLORMAP_GRAY, NUM_COLORMAPS };
 
@@ -63,6 +69,8 @@ typedef struct {
     int layer, head; // draw only this layer / head (-1: all); the overview has all
     int raw;         // also write DIR/attention.safetensors: F32 "attn"
                      // [layers, heads, T, T] and metadata "text" (UTF-8)
+    const char *const *tags; // NULL, or (layers*heads) a short word per head (or NULL)
+                             // written in the top-right corner of its overview tile
 } HeatmapOptions;
 
 // cell HEATMAP_DEFAULT_CELL, viridis, all layers and heads, no raw tensor.
@@ -105,17 +113,23 @@ typedef struct {
     int grid_x, grid_y;          // top-left pixel of cell (0,0)
     int label_scale;             // s
     int label_every;             // k: characters 0, k, 2k, ... are labelled
-    int top_label_y;             // top row of the glyphs above the grid
-    int left_label_x;            // left column of the glyphs left of the grid
+    int label_lanes;             // 1, or 2 when labels alternate between two lanes
+    int label_lane;              // thickness of a lane (the font's height x s)
+    int label_strip;             // thickness of the label strips
+    int top_label_y;             // top row of the first lane above the grid
+    int left_label_x;            // left column of the first lane left of the grid
     int bar_x, bar_y, bar_w, bar_h;
     int key_x, key_y, key_size;  // the mask swatch
 } HeadLayout;
 
 // Layout of a head image for a model with `layers` x `heads` heads.
 void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *layout);
-// Top-left pixel of character i's glyph in the top strip (x, top_label_y)
-// and in the left strip (left_label_x, y).
-void heatmap_label_origin(const HeadLayout *layout, int i, int *top_x, int *left_y);
+// Where character i's label glyph (w x h pixels, already scaled) goes:
+// top-left pixel in the top strip and in the left strip.
+typedef struct {
+    int top_x, top_y, left_x, left_y;
+} LabelPlace;
+void heatmap_label_place(const HeadLayout *layout, int i, int w, int h, LabelPlace *place);
 
 typedef struct {
     int width, height;
@@ -131,15 +145,6 @@ void heatmap_overview_layout(int layers, int heads, int T, int cell, OverviewLay
 
 // ---- images
 
-typedef struct {
-    int width, height;
-    uint8_t *rgb;                // (height, width, 3), row-major
-} Image;
-
-// A white image of the given size (checked allocation).
-void image_init(Image *image, int width, int height);
-void image_free(Image *image);
-
 // Draw head (layer, head) into an image of layout's size: probs is (T,T),
 // chars the text's T code points.
 void heatmap_render_head(Image *image, const HeadLayout *layout, const float *probs,
@@ -147,9 +152,9 @@ void heatmap_render_head(Image *image, const HeadLayout *layout, const float *pr
 // Draw every head of the model's last forward (batch row 0, T positions).
 void heatmap_render_overview(Image *image, const OverviewLayout *layout, const GPT *model, int T,
                              int colormap);
-// Write an RGB PNG atomically (temporary file in the same folder, fsync,
-// rename). Returns 0 with a message on error, leaving nothing at the
-// temporary name and any file at path untouched.
-int image_write_png(const Image *image, const char *path, char *err, size_t err_len);
+// Write tags[l*heads + h] (when not NULL) on a white patch in the top-right
+// (masked) corner of tile (l, h).
+void heatmap_tag_overview(Image *image, const OverviewLayout *layout, int layers, int heads,
+                          const char *const *tags);
 
 #endif

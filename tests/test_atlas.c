@@ -1,0 +1,558 @@
+// test_atlas.c: the attention atlas: head scores on hand-built attention
+// with known answers, the induction probe, the circuits against a direct
+// double-precision computation, Unifont labels read back pixel by pixel,
+// training snapshots, the HTML explorer in headless Chromium, and bad input.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <stb/stb_image.h>
+
+#include "../base/util.h"
+#include "../data/vocab.h"
+#include "../lib/checkpoint.h"
+#include "../viz/circuits.h"
+#include "../viz/heatmap.h"
+#include "../viz/scores.h"
+#include "../viz/unifont.h"
+#include "check.h"
+
+#define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+static void build_model(GPT *model, Vocab *vocab, int context) {
+    char err[512];
+    CHECK(vocab_build(vocab, (const unsigned char *)VOCAB_TEXT, strlen(VOCAB_TEXT), err, sizeof err));
+    GPTConfig cfg = {vocab->size, context, 2, 2, 16};
+    gpt_build(model, &cfg);
+    gpt_init_params(model, 5);
+    Rng rng;
+    rng_seed(&rng, 6);
+    for (size_t i = 0; i < model->num_params; i++) model->params_memory[i] += 0.3f * rng_normal(&rng);
+}
+
+static const char *write_checkpoint(int context) {
+    static char paths[4][256];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, 256, "%s/model.safetensors", make_temp_dir());
+    GPT model;
+    Vocab vocab;
+    char err[512];
+    build_model(&model, &vocab, context);
+    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    return path;
+}
+
+// ---- scores
+
+static void test_scores_known_answers(void) {
+    enum { T = 8 };
+    float prev[T * T] = {0}, uniform[T * T] = {0}, self[T * T] = {0};
+    int ids[T] = {1, 2, 1, 3, 2, 1, 4, 4};
+    for (int i = 0; i < T; i++) {
+        prev[i * T + (i ? i - 1 : 0)] = 1;
+        self[i * T + i] = 1;
+        for (int j = 0; j <= i; j++) uniform[i * T + j] = 1.0f / (i + 1);
+    }
+    HeadScores p, u, s;
+    head_scores(prev, ids, T, &p);
+    head_scores(uniform, ids, T, &u);
+    head_scores(self, ids, T, &s);
+    CHECK_NEAR(p.value[SCORE_PREVIOUS], 1.0, 1e-12);
+    CHECK_NEAR(p.value[SCORE_CURRENT], 0.0, 1e-12);
+    CHECK_NEAR(p.value[SCORE_FIRST], 1.0 / 7, 1e-12); // only row 1's previous is position 0
+    CHECK_NEAR(p.value[SCORE_ENTROPY], 0.0, 1e-12);
+    CHECK_NEAR(p.value[SCORE_DISTANCE], 1.0, 1e-12);
+    CHECK_NEAR(s.value[SCORE_CURRENT], 1.0, 1e-12);
+    CHECK_NEAR(s.value[SCORE_DUPLICATE], 0.0, 1e-12);
+    // uniform attention scores exactly its own baseline, whatever the score
+    double baseline = 0;
+    for (int i = 1; i < T; i++) baseline += 1.0 / (i + 1);
+    baseline /= T - 1;
+    CHECK_NEAR(u.uniform[SCORE_PREVIOUS], baseline, 1e-12);
+    for (int k = 0; k < NUM_SCORES; k++)
+        if (k != SCORE_INDUCTION) {
+            CHECK_MSG(fabs(u.value[k] - u.uniform[k]) < 1e-6, "%s: uniform %g, baseline %g",
+                      score_name(k), u.value[k], u.uniform[k]);
+            CHECK_NEAR(p.uniform[k], u.uniform[k], 1e-12); // the baseline does not depend on A
+        }
+    // duplicate rows: 2 (1 at 0), 4 (2 at 1), 5 (1 at 0, 2), 7 (4 at 6): matches 1,1,2,1
+    double dup = (1.0 / 3 + 1.0 / 5 + 2.0 / 6 + 1.0 / 8) / 4;
+    CHECK_NEAR(u.value[SCORE_DUPLICATE], dup, 1e-6);
+    CHECK_NEAR(u.value[SCORE_ENTROPY], 1.0, 1e-6);
+    CHECK(head_dominant_type(&p) == SCORE_PREVIOUS);
+    CHECK(head_dominant_type(&s) == SCORE_CURRENT);
+    CHECK(head_dominant_type(&u) == -1);
+}
+
+static void test_induction(void) {
+    // the probe: n distinct ids, then the same n again
+    int ids[64];
+    int P = induction_probe(10, 64, ids);
+    CHECK(P == 20);
+    for (int i = 0; i < 10; i++) {
+        CHECK(ids[i] == ids[10 + i] && ids[i] >= 0 && ids[i] < 10);
+        for (int j = 0; j < i; j++) CHECK(ids[i] != ids[j]);
+    }
+    CHECK(induction_probe(500, 64, ids) == 64);
+    // an induction head on it: row i >= n looks at i - n + 1; other rows at themselves
+    enum { N = 6, T = 2 * N };
+    int probe[T];
+    for (int i = 0; i < N; i++) probe[i] = probe[N + i] = 7 * i + 3;
+    float ind[T * T] = {0}, prev[T * T] = {0};
+    for (int i = 0; i < T; i++) {
+        ind[i * T + (i >= N ? i - N + 1 : i)] = 1;
+        prev[i * T + (i ? i - 1 : 0)] = 1;
+    }
+    double value, uniform, want_uniform = 0;
+    head_induction(ind, probe, T, &value, &uniform);
+    for (int i = N; i < T; i++) want_uniform += 1.0 / (i + 1);
+    want_uniform /= N;
+    CHECK_NEAR(value, 1.0, 1e-12);
+    CHECK_NEAR(uniform, want_uniform, 1e-12);
+    head_induction(prev, probe, T, &value, &uniform); // a previous-token head is no induction head
+    CHECK_NEAR(value, 0.0, 1e-12);
+    // the model's scores: induction from the probe forward, the rest from the text's
+    GPT model;
+    Vocab vocab;
+    build_model(&model, &vocab, 16);
+    gpt_alloc_inference(&model, 1, 16);
+    int text[10] = {3, 5, 7, 3, 5, 9, 9, 1, 2, 3};
+    HeadScores scores[4];
+    model_head_scores(&model, text, 10, scores);
+    int pids[16];
+    int PP = induction_probe(vocab.size, 16, pids);
+    CHECK(model.cur_T == 10);
+    for (int h = 0; h < 4; h++) {
+        HeadScores here;
+        head_scores(gpt_attention_probs(&model, h / 2, h % 2, 0), text, 10, &here);
+        CHECK_NEAR(scores[h].value[SCORE_PREVIOUS], here.value[SCORE_PREVIOUS], 1e-12);
+    }
+    gpt_forward(&model, pids, NULL, 1, PP);
+    for (int h = 0; h < 4; h++) {
+        head_induction(gpt_attention_probs(&model, h / 2, h % 2, 0), pids, PP, &value, &uniform);
+        CHECK_NEAR(scores[h].value[SCORE_INDUCTION], value, 1e-12);
+    }
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
+// ---- circuits
+
+static void test_circuits(void) {
+    GPT model;
+    Vocab vocab;
+    build_model(&model, &vocab, 16);
+    int C = 16, NH = 2, hs = 8, n = 7, ids[7] = {0, 3, 9, 12, 20, 33, 40};
+    float qk[49], ov[49];
+    double worst_qk = 0, worst_ov = 0;
+    for (int layer = 0; layer < 2; layer++)
+        for (int head = 0; head < NH; head++) {
+            circuit_qk(&model, layer, head, ids, n, qk);
+            circuit_ov(&model, layer, head, ids, n, ov);
+            const float *wq = model.params.w_q + layer * C * C, *wk = model.params.w_k + layer * C * C;
+            const float *wv = model.params.w_v + layer * C * C, *wo = model.params.w_o + layer * C * C;
+            // the full products in double: E W_Q,h^T W_K,h E^T and E W_O,h W_V,h E^T
+            for (int a = 0; a < n; a++)
+                for (int b = 0; b < n; b++) {
+                    const float *ea = model.params.wte + ids[a] * C, *eb = model.params.wte + ids[b] * C;
+                    double sum = 0;
+                    for (int d = head * hs; d < (head + 1) * hs; d++) {
+                        double q = 0, k = 0;
+                        for (int c = 0; c < C; c++) {
+                            q += (double)wq[d * C + c] * ea[c];
+                            k += (double)wk[d * C + c] * eb[c];
+                        }
+                        sum += q * k;
+                    }
+                    worst_qk = fmax(worst_qk, fabs(sum / sqrt(hs) - qk[a * n + b]));
+                    double logit = 0; // attend to a, logit of b
+                    for (int c2 = 0; c2 < C; c2++) {
+                        double o = 0;
+                        for (int d = head * hs; d < (head + 1) * hs; d++) {
+                            double v = 0;
+                            for (int c = 0; c < C; c++) v += (double)wv[d * C + c] * ea[c];
+                            o += (double)wo[c2 * C + d] * v;
+                        }
+                        logit += o * eb[c2];
+                    }
+                    worst_ov = fmax(worst_ov, fabs(logit - ov[a * n + b]));
+                }
+            // singular values: their squares sum to |W_O,h W_V,h|_F^2, the largest
+            // matches power iteration on M^T M
+            double m[16][16], sv[8];
+            for (int r = 0; r < C; r++)
+                for (int c = 0; c < C; c++) {
+                    m[r][c] = 0;
+                    for (int d = head * hs; d < (head + 1) * hs; d++)
+                        m[r][c] += (double)wo[r * C + d] * wv[d * C + c];
+                }
+            circuit_ov_singular_values(&model, layer, head, sv);
+            double frob = 0, sum_sq = 0;
+            for (int r = 0; r < C; r++)
+                for (int c = 0; c < C; c++) frob += m[r][c] * m[r][c];
+            for (int i = 0; i < hs; i++) {
+                sum_sq += sv[i] * sv[i];
+                if (i) CHECK(sv[i] <= sv[i - 1]);
+            }
+            CHECK_NEAR(sum_sq, frob, 1e-9 * frob);
+            double x[16], y[16], lambda = 0;
+            for (int i = 0; i < C; i++) x[i] = 1.0 + i;
+            for (int it = 0; it < 2000; it++) {
+                double mx[16], norm = 0;
+                for (int r = 0; r < C; r++) {
+                    mx[r] = 0;
+                    for (int c = 0; c < C; c++) mx[r] += m[r][c] * x[c];
+                }
+                for (int c = 0; c < C; c++) {
+                    y[c] = 0;
+                    for (int r = 0; r < C; r++) y[c] += m[r][c] * mx[r];
+                    norm += y[c] * y[c];
+                }
+                norm = sqrt(norm);
+                lambda = norm;
+                for (int c = 0; c < C; c++) x[c] = y[c] / norm;
+            }
+            CHECK_NEAR(sv[0], sqrt(lambda), 1e-6 * sv[0]);
+        }
+    CHECK_MSG(worst_qk < 1e-5 && worst_ov < 1e-5, "QK off by %g, OV off by %g", worst_qk, worst_ov);
+    // a hand-made head: W_V,h picks channels 0..7, W_O,h scales them back by
+    // 8, 7, ..., 1: the singular values are exactly those
+    memset(model.params.w_v, 0, sizeof(float) * C * C);
+    memset(model.params.w_o, 0, sizeof(float) * C * C);
+    for (int d = 0; d < hs; d++) {
+        model.params.w_v[(hs + d) * C + d] = 1;        // head 1 rows
+        model.params.w_o[(d + 3) * C + hs + d] = 8 - d; // head 1 columns
+    }
+    double sv[8];
+    circuit_ov_singular_values(&model, 0, 1, sv);
+    for (int d = 0; d < hs; d++) CHECK_NEAR(sv[d], 8 - d, 1e-12);
+    circuit_ov_singular_values(&model, 0, 0, sv);
+    CHECK(sv[0] == 0);
+    uint8_t rgb[3];
+    diverging_rgb(0, rgb);
+    CHECK(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255);
+    diverging_rgb(-1, rgb);
+    CHECK(rgb[2] > rgb[0]);
+    diverging_rgb(1, rgb);
+    CHECK(rgb[0] > rgb[2]);
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
+// ---- Unifont labels
+
+// The rows of cp straight from the .hex file (0 if absent), as 16-bit rows.
+static int hex_glyph(const char *path, uint32_t cp, uint16_t rows[16]) {
+    char *text = read_text_file(path), key[16];
+    if (!text) return 0;
+    snprintf(key, sizeof key, "\n%04X:", cp);
+    char *line = strstr(text, key);
+    int width = 0;
+    if (line) {
+        line += strlen(key);
+        size_t digits = strcspn(line, "\n");
+        width = digits == 64 ? 16 : 8;
+        for (int y = 0; y < 16; y++) {
+            char part[5] = {0};
+            memcpy(part, line + y * (width / 4), width / 4);
+            unsigned v = (unsigned)strtoul(part, NULL, 16);
+            rows[y] = (uint16_t)(width == 8 ? v << 8 : v);
+        }
+    }
+    free(text);
+    return width;
+}
+
+static void test_unifont_labels(void) {
+    if (!file_exists(UNIFONT_DEFAULT_PATH)) {
+        skip_test("unifont not installed");
+        return;
+    }
+    char err[512];
+    CHECK_MSG(label_font_select(UNIFONT_DEFAULT_PATH, err, sizeof err), "%s", err);
+    GPT model;
+    Vocab vocab;
+    build_model(&model, &vocab, 24);
+    // 'A' and 한 (U+D55C), at the default cell of 12 px: two lanes
+    uint32_t chars[24];
+    int tokens[24], T = 0;
+    const char *ascii = "A quick fox";
+    for (const char *c = ascii; *c; c++) chars[T++] = (unsigned char)*c;
+    chars[T++] = 0xD55C;
+    chars[T++] = 'x';
+    for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, chars[i]) < 0 ? 0 : vocab_id(&vocab, chars[i]);
+    gpt_alloc_inference(&model, 1, T);
+    gpt_forward(&model, tokens, NULL, 1, T);
+    const char *dir = make_temp_dir();
+    HeatmapOptions opts = heatmap_default_options();
+    opts.layer = 0;
+    opts.head = 0;
+    CHECK_MSG(heatmaps_write(dir, &model, chars, T, &opts, err, sizeof err), "%s", err);
+    char path[512];
+    snprintf(path, sizeof path, "%s/layer0_head0.png", dir);
+    int width, height, channels;
+    uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
+    CHECK(img);
+    HeadLayout l;
+    heatmap_head_layout(T, 12, 2, 2, &l);
+    CHECK(l.label_lanes == 2 && l.label_every == 1 && l.label_scale == 1);
+    CHECK(img && width == l.width && height == l.height);
+    for (int which = 0; img && which < 2; which++) {
+        int i = which ? T - 2 : 0; // 한, then A
+        uint16_t rows[16];
+        int w = hex_glyph(UNIFONT_DEFAULT_PATH, chars[i], rows);
+        CHECK(w == (which ? 16 : 8));
+        LabelPlace at;
+        heatmap_label_place(&l, i, w, 16, &at);
+        int wrong = 0, inked = 0;
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < w; x++) {
+                int on = (rows[y] >> (15 - x)) & 1;
+                const uint8_t *top = img + ((size_t)(at.top_y + y) * width + at.top_x + x) * 3;
+                const uint8_t *left = img + ((size_t)(at.left_y + y) * width + at.left_x + x) * 3;
+                int top_ink = top[0] < 80, left_ink = left[0] < 80;
+                int top_white = top[0] == 255 && top[1] == 255, left_white = left[0] == 255 && left[1] == 255;
+                wrong += on ? !(top_ink && left_ink) : !(top_white && left_white);
+                inked += on;
+            }
+        CHECK_MSG(wrong == 0 && inked > 10, "U+%04X: %d pixels differ from the font file", chars[i], wrong);
+    }
+    stbi_image_free(img);
+    // no label box overlaps another, at any cell size
+    for (int cell = 1; cell <= 40; cell++) {
+        heatmap_head_layout(T, cell, 2, 2, &l);
+        LabelPlace a, b;
+        for (int i = 0; i < T; i += l.label_every)
+            for (int j = i + l.label_every; j < T; j += l.label_every) {
+                heatmap_label_place(&l, i, 16 * l.label_scale, 16 * l.label_scale, &a);
+                heatmap_label_place(&l, j, 16 * l.label_scale, 16 * l.label_scale, &b);
+                int s = 16 * l.label_scale;
+                int top = a.top_y == b.top_y && abs(a.top_x - b.top_x) < s;
+                int left = a.left_x == b.left_x && abs(a.left_y - b.left_y) < s;
+                CHECK_MSG(!top && !left, "cell %d: labels %d and %d overlap", cell, i, j);
+            }
+        CHECK(l.grid_x >= l.left_label_x + l.label_lanes * (16 * l.label_scale)); // strip clear of grid
+    }
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
+static void test_font_errors(void) {
+    char err[512];
+    CHECK(!label_font_select("/nonexistent/unifont.hex", err, sizeof err));
+    CHECK_MSG(strstr(err, "/nonexistent/unifont.hex") && strstr(err, "cannot read"), "%s", err);
+    const char *dir = make_temp_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.hex", dir);
+    const char *bad = "0041:0000000018242442427E424242420000\n0042:12345\n";
+    write_file_bytes(path, bad, strlen(bad));
+    CHECK(!label_font_select(path, err, sizeof err));
+    CHECK_MSG(strstr(err, ":2:"), "%s", err);
+    Unifont font;
+    snprintf(path, sizeof path, "%s/good.hex", dir);
+    const char *good = "0041:0000000018242442427E424242420000\n";
+    write_file_bytes(path, good, strlen(good));
+    CHECK_MSG(unifont_load(&font, path, err, sizeof err), "%s", err);
+    uint16_t rows[16];
+    CHECK(unifont_glyph(&font, 'A', rows) == 8 && rows[5] == 0x2400 && !unifont_glyph(&font, 'B', rows));
+    unifont_free(&font);
+    // bin/attn names the missing font, the unreadable snapshot folder, the
+    // character outside the vocabulary
+    const char *ckpt = write_checkpoint(16);
+    char cmd[2048], log[512];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--text 'to be' --font /nonexistent/u.hex", "/nonexistent/u.hex: cannot read the font"},
+        {"--text 'to be' --html --snapshots /nonexistent/attn", "cannot read the snapshot folder"},
+        {"--text 'to \xED\x95\x9C be'", "U+D55C"},
+    };
+    for (int c = 0; c < 3; c++) {
+        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --out %s/out%d %s", ckpt, dir, c, cases[c].args);
+        CHECK_MSG(run_command(cmd, log) == 1, "%s", cases[c].args);
+        char *said = read_text_file(log);
+        CHECK_MSG(said && strstr(said, cases[c].says), "%s said: %s", cases[c].args, said ? said : "");
+        free(said);
+    }
+    label_font_select(NULL, err, sizeof err);
+}
+
+// ---- training snapshots
+
+static void test_training_snapshots(void) {
+    const char *dir = make_temp_dir();
+    char cmd[2048], path[512];
+    snprintf(cmd, sizeof cmd, "bin/train --layers 1 --heads 2 --dim 16 --context 16 --batch 4 "
+             "--eval-batches 2 --iters 30 --eval-every 30 --heatmaps-every 10 --probe 'to be or not to' "
+             "--out %s/run", dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(path, sizeof path, "%s/run/attn/scores.csv", dir);
+    char *csv = read_text_file(path);
+    CHECK_MSG(csv, "no %s", path);
+    if (csv) {
+        int lines = 0;
+        for (char *c = csv; *c; c++) lines += *c == '\n';
+        CHECK_MSG(lines == 1 + 3 * 2, "%d lines", lines); // header, 3 snapshots x 2 heads
+        CHECK(!strncmp(csv, "step,loss,layer,head,previous_token,previous_token_uniform", 58));
+        CHECK(strstr(csv, "\n10,") && strstr(csv, "\n30,"));
+        free(csv);
+    }
+    const char *names[] = {"timeline.png", "filmstrip_layer0_head0.png", "filmstrip_layer0_head1.png",
+                           "step_20/atlas.safetensors", "step_20/overview.png"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/run/attn/%s", dir, names[i]);
+        CHECK_MSG(file_exists(path), "no %s", path);
+    }
+    // a scores.csv that is not ours is rebuilt from the snapshots on the next one
+    snprintf(path, sizeof path, "%s/run/attn/scores.csv", dir);
+    write_file_bytes(path, "garbage\n", 8);
+    snprintf(cmd, sizeof cmd, "bin/train --iters 40 --resume --out %s/run", dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    csv = read_text_file(path);
+    if (csv) {
+        int lines = 0;
+        for (char *c = csv; *c; c++) lines += *c == '\n';
+        CHECK_MSG(lines == 1 + 4 * 2, "%d lines after the resume", lines);
+        CHECK(strstr(csv, "\n10,") && strstr(csv, "\n40,"));
+        free(csv);
+    }
+    // the explorer finds them beside the checkpoint: its slider has 1 + 4 views
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s/run/model.safetensors --text 'to be or not' --out %s/x --html",
+             dir, dir);
+    snprintf(path, sizeof path, "%s/x.log", dir);
+    CHECK(run_command(cmd, path) == 0);
+    char *said = read_text_file(path);
+    CHECK_MSG(said && strstr(said, "(4 training snapshots)"), "said: %s", said ? said : "");
+    free(said);
+}
+
+// ---- the explorer in headless Chromium
+
+static const char *find_chromium(void) {
+    static const char *const candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
+                                             "/usr/bin/google-chrome"};
+    for (int i = 0; i < 3; i++)
+        if (access(candidates[i], X_OK) == 0) return candidates[i];
+    return NULL;
+}
+
+static void test_explorer_in_chromium(void) {
+    const char *ckpt = write_checkpoint(16);
+    const char *dir = make_temp_dir();
+    char cmd[4096], path[512], log[512];
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'It was the best of' --out %s --html", ckpt, dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(path, sizeof path, "%s/index.html", dir);
+    char *page = read_text_file(path);
+    CHECK(page);
+    if (!page) return;
+    // one file, nothing fetched: a policy that forbids all network access, and
+    // no address or loading element in it
+    CHECK(strstr(page, "Content-Security-Policy") && strstr(page, "default-src 'none'"));
+    CHECK(!strstr(page, "http:") && !strstr(page, "https:") && !strstr(page, "src=") &&
+          !strstr(page, "fetch(") && !strstr(page, "XMLHttpRequest") && !strstr(page, "@import"));
+    free(page);
+    const char *chromium = find_chromium();
+    if (!chromium) {
+        skip_test("chromium not installed");
+        return;
+    }
+    // the weight the C code computes for layer 1, head 0, query 14, key 9
+    GPT model;
+    Vocab vocab;
+    char err[512];
+    CHECK_MSG(gpt_load(ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    const char *text = "It was the best of"; // 18 characters, the last 16 are used
+    int tokens[16];
+    for (int i = 0; i < 16; i++) tokens[i] = vocab_id(&vocab, (unsigned char)text[2 + i]);
+    gpt_alloc_inference(&model, 1, 16);
+    gpt_forward(&model, tokens, NULL, 1, 16);
+    double want = gpt_attention_probs(&model, 1, 0, 0)[14 * 16 + 9];
+    gpt_free(&model);
+    vocab_free(&vocab);
+
+    // the page's console goes to the log with the DOM: a request the policy
+    // blocked shows there ("violates the following Content Security Policy")
+    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
+    snprintf(log, sizeof log, "%s/dom.html", dir);
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
+             "--dump-dom 'file://%s/index.html#layer=1&head=0&q=14&k=9'", chromium, sandbox, dir, dir);
+    int status = run_command(cmd, log);
+    CHECK_MSG(status == 0, "chromium exited %d", status);
+    char *dom = read_text_file(log);
+    CHECK(dom);
+    if (dom) {
+        char *r = strstr(dom, "id=\"readout\"");
+        CHECK_MSG(r, "no readout in the DOM");
+        char *weight = r ? strstr(dom, "data-weight=\"") : NULL;
+        CHECK_MSG(weight, "no weight in the readout");
+        if (weight) {
+            double shown = atof(weight + strlen("data-weight=\""));
+            CHECK_MSG(fabs(shown - want) <= 5.1e-7, "readout %g, the C code computed %.9g", shown, want);
+        }
+        CHECK_MSG(r && strstr(r, "position 14") && strstr(r, "position 9"), "readout lacks the positions");
+        CHECK_MSG(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
+        CHECK_MSG(strstr(dom, "data-resources=\"0\""), "the page fetched resources");
+        CHECK_MSG(!strstr(dom, "Content Security Policy") && !strstr(dom, "Refused to") &&
+                  !strstr(dom, "Uncaught"), "the page tried a request or failed: %.2000s", dom);
+        free(dom);
+    }
+    // the same checks see a page that does make requests (so they can fail)
+    snprintf(path, sizeof path, "%s/requests.html", dir);
+    const char *requests = "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" "
+                           "content=\"default-src 'none'; script-src 'unsafe-inline'\"></head><body>"
+                           "<img src=\"http://192.0.2.1/x.png\"><script>document.body.dataset."
+                           "resources=performance.getEntriesByType('resource').length;</script>"
+                           "</body></html>";
+    write_file_bytes(path, requests, strlen(requests));
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 --dump-dom 'file://%s'",
+             chromium, sandbox, dir, path);
+    CHECK(run_command(cmd, log) == 0);
+    dom = read_text_file(log);
+    CHECK_MSG(dom && strstr(dom, "Content Security Policy") && !strstr(dom, "data-resources=\"0\""),
+              "a page with a request went unnoticed");
+    free(dom);
+    // a screenshot that is not blank: many colours (the viridis cells)
+    snprintf(path, sizeof path, "%s/shot.png", dir);
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--virtual-time-budget=3000 --window-size=1000,800 --screenshot=%s "
+             "'file://%s/index.html#layer=0&head=1'", chromium, sandbox, dir, path, dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    int width, height, channels;
+    uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
+    CHECK_MSG(img, "no screenshot");
+    if (img) {
+        int distinct = 0;
+        static unsigned char seen[1 << 15];
+        memset(seen, 0, sizeof seen);
+        for (long p = 0; p < (long)width * height; p++) {
+            int key = (img[3 * p] >> 3) << 10 | (img[3 * p + 1] >> 3) << 5 | img[3 * p + 2] >> 3;
+            if (!seen[key]) {
+                seen[key] = 1;
+                distinct++;
+            }
+        }
+        CHECK_MSG(distinct > 20, "the screenshot has %d colours", distinct);
+        stbi_image_free(img);
+    }
+}
+
+void suite_atlas(void) {
+    run_test("atlas: scores of hand-built attention (previous-token 1, uniform = baseline)",
+             test_scores_known_answers);
+    run_test("atlas: the induction probe and score", test_induction);
+    run_test("atlas: QK/OV circuits and singular values against double precision", test_circuits);
+    run_test("atlas: Unifont labels (Latin, Hangul) read back pixel by pixel, no overlap",
+             test_unifont_labels);
+    run_test("atlas: bad font, snapshot folder, characters outside the vocabulary", test_font_errors);
+    run_test("atlas: training snapshots, scores.csv, timeline, filmstrips", test_training_snapshots);
+    run_test("atlas: the HTML explorer in headless Chromium", test_explorer_in_chromium);
+}

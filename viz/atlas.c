@@ -1,0 +1,504 @@
+// atlas.c: training snapshots of every head (written, read back), and the
+// timeline, scores CSV and filmstrips made from them.
+#include "atlas.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../base/files.h"
+#include "../base/util.h"
+#include "../data/vocab.h"
+#include "../model/safetensors.h"
+#include "font.h"
+#include "heatmap.h"
+
+// ---- one snapshot
+
+// attn (L, NH, T, T): the probe's attention.
+static int write_snapshot(const char *path, int L, int NH, const float *attn,
+                          const uint32_t *chars, int T, const HeadScores *scores, long step,
+                          float loss, char *err, size_t err_len) {
+    float *values = xmalloc((size_t)L * NH * NUM_SCORES * 2 * sizeof(float));
+    for (int h = 0; h < L * NH; h++) {
+        for (int k = 0; k < NUM_SCORES; k++) {
+            values[(h * NUM_SCORES + k) * 2] = (float)scores[h].value[k];
+            values[(h * NUM_SCORES + k) * 2 + 1] = (float)scores[h].uniform[k];
+        }
+    }
+    char *text = xmalloc((size_t)T * 4 + 1), step_text[32], loss_text[32];
+    size_t n = 0;
+    for (int i = 0; i < T; i++) n += utf8_encode(chars[i], text + n);
+    text[n] = '\0';
+    snprintf(step_text, sizeof step_text, "%ld", step);
+    snprintf(loss_text, sizeof loss_text, "%.6f", (double)loss);
+    StTensor tensors[2] = {{"attn", attn, 4, {L, NH, T, T}},
+                           {"scores", values, 4, {L, NH, NUM_SCORES, 2}}};
+    StMeta meta[] = {{"text", text}, {"step", step_text}, {"loss", loss_text},
+                     {"layout", "attn [layer, head, query, key]; scores [layer, head, score, "
+                                "(value, uniform)]"}};
+    int ok = safetensors_write(path, tensors, 2, meta, 4, err, err_len);
+    free(text);
+    free(values);
+    return ok;
+}
+
+void snapshot_free(Snapshot *s) {
+    free(s->chars);
+    free(s->attn);
+    free(s->scores);
+    memset(s, 0, sizeof *s);
+}
+
+int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *s, char *err,
+                  size_t err_len) {
+    memset(s, 0, sizeof *s);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/step_%ld/atlas.safetensors", dir, step);
+    StFile *file = safetensors_open(path, err, err_len);
+    if (!file) return 0;
+    const char *text = safetensors_meta(file, "text"), *loss = safetensors_meta(file, "loss");
+    int ok = text != NULL;
+    if (!ok) set_error(err, err_len, "%s: not a training snapshot (no text)", path);
+    size_t len = ok ? strlen(text) : 0, pos = 0;
+    s->chars = xcalloc(len + 1, sizeof(uint32_t));
+    while (ok && pos < len) {
+        if (!utf8_decode((const unsigned char *)text, len, &pos, &s->chars[s->T])) {
+            set_error(err, err_len, "%s: invalid UTF-8 in its text", path);
+            ok = 0;
+        }
+        s->T++;
+    }
+    if (ok && s->T < 1) {
+        set_error(err, err_len, "%s: empty text", path);
+        ok = 0;
+    }
+    if (ok) {
+        s->step = step;
+        s->loss = loss ? atof(loss) : NAN;
+        long attn_shape[4] = {L, NH, s->T, s->T}, score_shape[4] = {L, NH, NUM_SCORES, 2};
+        s->attn = xmalloc(sizeof(float) * L * NH * s->T * s->T);
+        float *values = xmalloc(sizeof(float) * L * NH * NUM_SCORES * 2);
+        ok = safetensors_read_f32(file, "attn", 4, attn_shape, s->attn, err, err_len) &&
+             safetensors_read_f32(file, "scores", 4, score_shape, values, err, err_len);
+        s->scores = xmalloc(sizeof(HeadScores) * L * NH);
+        for (int h = 0; ok && h < L * NH; h++)
+            for (int k = 0; k < NUM_SCORES; k++) {
+                s->scores[h].value[k] = values[(h * NUM_SCORES + k) * 2];
+                s->scores[h].uniform[k] = values[(h * NUM_SCORES + k) * 2 + 1];
+            }
+        free(values);
+    }
+    safetensors_close(file);
+    if (!ok) snapshot_free(s);
+    return ok;
+}
+
+static int by_value(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+int snapshot_steps(const char *dir, long **steps, int *count, char *err, size_t err_len) {
+    *steps = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_error(err, err_len, "%s: cannot read the snapshot folder: %s", dir, strerror(errno));
+        return 0;
+    }
+    long *list = NULL;
+    int n = 0, capacity = 0;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d))) {
+        long step;
+        int end = 0;
+        if (sscanf(e->d_name, "step_%ld%n", &step, &end) != 1 || e->d_name[end]) continue;
+        snprintf(path, sizeof path, "%s/%s/atlas.safetensors", dir, e->d_name);
+        if (!file_exists(path)) continue;
+        if (n == capacity) {
+            capacity = capacity ? 2 * capacity : 16;
+            long *grown = realloc(list, sizeof *list * capacity);
+            if (!grown) die("out of memory");
+            list = grown;
+        }
+        list[n++] = step;
+    }
+    closedir(d);
+    if (n) qsort(list, n, sizeof *list, by_value);
+    *steps = list;
+    *count = n;
+    return 1;
+}
+
+int spread_evenly(int count, int max, int *chosen) {
+    int n = count < max ? count : max;
+    for (int f = 0; f < n; f++) chosen[f] = n == 1 ? count - 1 : (int)((long)f * (count - 1) / (n - 1));
+    return n;
+}
+
+// ---- the timeline
+
+#define PAD 8
+#define PANEL_W 300
+#define PANEL_H 150
+#define PANEL_GAP_X 70
+#define PANEL_GAP_Y 48
+#define PANEL_COLUMNS 4
+#define LEGEND_ROW 14
+
+// Distinct colours for the heads' lines (matplotlib's tab20, cycled past 20).
+static const uint8_t palette[20][3] = {
+    {31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},   {148, 103, 189},
+    {140, 86, 75},   {227, 119, 194}, {127, 127, 127}, {188, 189, 34},  {23, 190, 207},
+    {174, 199, 232}, {255, 187, 120}, {152, 223, 138}, {255, 152, 150}, {197, 176, 213},
+    {196, 156, 148}, {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
+
+// A panel: series[c][i] for i over snapshots; lo..hi on the y axis.
+static void draw_panel(Image *image, int x0, int y0, const char *title, const Snapshot *snaps,
+                       int count, const double *series, int num_series, const double *baseline,
+                       double lo, double hi) {
+    draw_text(image, title, x0, y0 - FONT_H - 14, 1);
+    draw_frame(image, x0, y0, PANEL_W, PANEL_H);
+    char text[32];
+    snprintf(text, sizeof text, "%.3g", hi);
+    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0, 1);
+    snprintf(text, sizeof text, "%.3g", lo);
+    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0 + PANEL_H - 7, 1);
+    long s0 = snaps[0].step, s1 = snaps[count - 1].step;
+    snprintf(text, sizeof text, "%ld", s0);
+    draw_text(image, text, x0, y0 + PANEL_H + 4, 1);
+    snprintf(text, sizeof text, "step %ld", s1);
+    draw_text(image, text, x0 + PANEL_W - font_text_width((int)strlen(text), 1), y0 + PANEL_H + 4, 1);
+    if (hi <= lo) hi = lo + 1;
+#define PX(i) (x0 + (s1 > s0 ? (int)lrint((double)(snaps[i].step - s0) / (s1 - s0) * (PANEL_W - 1)) : PANEL_W / 2))
+#define PY(v) (y0 + PANEL_H - 1 - (int)lrint(((v) - lo) / (hi - lo) * (PANEL_H - 1)))
+    if (baseline) { // dashed grey
+        static const uint8_t grey[3] = {150, 150, 150};
+        for (int i = 0; i + 1 < count; i++) {
+            if (isnan(baseline[i]) || isnan(baseline[i + 1])) continue;
+            int xa = PX(i), xb = PX(i + 1), ya = PY(baseline[i]), yb = PY(baseline[i + 1]);
+            for (int x = xa; x <= xb; x++)
+                if ((x / 4) % 2 == 0)
+                    put_pixel(image, x, xb > xa ? ya + (yb - ya) * (x - xa) / (xb - xa) : ya, grey);
+        }
+    }
+    for (int c = 0; c < num_series; c++) {
+        const uint8_t *rgb = palette[c % 20];
+        const double *v = series + (size_t)c * count;
+        for (int i = 0; i < count; i++) {
+            if (isnan(v[i])) continue;
+            if (count == 1) fill_rect(image, PX(i) - 1, PY(v[i]) - 1, 3, 3, rgb);
+            if (i + 1 < count && !isnan(v[i + 1])) // two pixels thick
+                for (int t = 0; t < 2; t++)
+                    draw_line(image, PX(i), PY(v[i]) + t, PX(i + 1), PY(v[i + 1]) + t, rgb);
+        }
+    }
+#undef PX
+#undef PY
+}
+
+static void timeline_size(int L, int NH, int *width, int *height) {
+    int panels = NUM_SCORES + 1, rows = (panels + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
+    *width = PAD + PANEL_COLUMNS * (PANEL_W + PANEL_GAP_X) + PAD;
+    int legend_rows = (L * NH + 9) / 10;
+    *height = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12 + legend_rows * LEGEND_ROW + PAD;
+}
+
+void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int NH) {
+    int width, height;
+    timeline_size(L, NH, &width, &height);
+    image_init(image, width, height);
+    char text[160];
+    snprintf(text, sizeof text, "head scores on the probe across training (%d snapshot%s)", count,
+             count == 1 ? "" : "s");
+    draw_text(image, text, PAD, PAD, 2);
+    int heads = L * NH;
+    double *series = xmalloc(sizeof(double) * (heads + 1) * count), *baseline = series + heads * count;
+    for (int p = 0; p <= NUM_SCORES; p++) {
+        int px = PAD + 60 + (p % PANEL_COLUMNS) * (PANEL_W + PANEL_GAP_X);
+        int py = PAD + 30 + FONT_H + 14 + (p / PANEL_COLUMNS) * (PANEL_H + PANEL_GAP_Y);
+        double lo = 0, hi = 1;
+        if (p == NUM_SCORES) { // the loss
+            lo = INFINITY;
+            hi = -INFINITY;
+            for (int i = 0; i < count; i++) {
+                series[i] = snaps[i].loss;
+                if (!isnan(snaps[i].loss)) {
+                    lo = fmin(lo, snaps[i].loss);
+                    hi = fmax(hi, snaps[i].loss);
+                }
+            }
+            if (!(lo <= hi)) lo = 0, hi = 1;
+            draw_panel(image, px, py, "training loss (batch at the snapshot)", snaps, count, series,
+                       1, NULL, lo, hi);
+            continue;
+        }
+        // the y axis runs from 0 to the largest value or baseline, rounded
+        // up to a tenth (to a whole position for the distance), so a head
+        // that specialises stands out even while all values are small
+        hi = 0;
+        for (int h = 0; h < heads; h++)
+            for (int i = 0; i < count; i++) {
+                series[h * count + i] = snaps[i].scores[h].value[p];
+                if (!isnan(series[h * count + i])) hi = fmax(hi, series[h * count + i]);
+            }
+        for (int i = 0; i < count; i++) {
+            baseline[i] = snaps[i].scores[0].uniform[p];
+            if (!isnan(baseline[i])) hi = fmax(hi, baseline[i]);
+        }
+        hi = p == SCORE_DISTANCE ? ceil(hi) : fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
+        if (hi <= 0) hi = 1;
+        snprintf(text, sizeof text, "%s (dashed: uniform)", score_name(p));
+        draw_panel(image, px, py, text, snaps, count, series, heads, baseline, lo, hi);
+    }
+    free(series);
+    // the legend: a short line of each head's colour, then "l{l}h{h}"
+    int rows = (NUM_SCORES + 1 + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
+    int ly = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12;
+    for (int h = 0; h < heads; h++) {
+        int x = PAD + (h % 10) * 120, y = ly + (h / 10) * LEGEND_ROW;
+        fill_rect(image, x, y + 2, 20, 3, palette[h % 20]);
+        snprintf(text, sizeof text, "layer %d head %d", h / NH, h % NH);
+        draw_text(image, text, x + 24, y, 1);
+    }
+}
+
+// ---- filmstrips
+
+void filmstrip_render(Image *image, const Snapshot *frames, int n, int NH, int layer, int head) {
+    int max_T = 1;
+    for (int f = 0; f < n; f++) max_T = frames[f].T > max_T ? frames[f].T : max_T;
+    int cell = 128 / max_T > 1 ? 128 / max_T : 1, tile = max_T * cell, gap = 10;
+    int width = PAD + n * (tile + gap) + PAD, top = PAD + FONT_H * 2 + 8 + FONT_H + 6;
+    char title[160];
+    snprintf(title, sizeof title, "layer %d head %d on the probe across training", layer, head);
+    if (width < PAD + font_text_width((int)strlen(title), 2) + PAD)
+        width = PAD + font_text_width((int)strlen(title), 2) + PAD;
+    image_init(image, width, top + tile + 8 + FONT_H + 4 + FONT_H + PAD);
+    draw_text(image, title, PAD, PAD, 2);
+    draw_text(image, "one fixed colour scale: weight 0 (dark) .. 1 (yellow), viridis; the masked "
+              "future hatched", PAD, PAD + FONT_H * 2 + 6, 1);
+    uint8_t rgb[3];
+    char text[64];
+    for (int f = 0; f < n; f++) {
+        const Snapshot *s = &frames[f];
+        const float *probs = s->attn + ((size_t)layer * NH + head) * s->T * s->T;
+        int x0 = PAD + f * (tile + gap), y0 = top;
+        for (int i = 0; i < s->T; i++)
+            for (int j = 0; j < s->T; j++)
+                for (int y = 0; y < cell; y++)
+                    for (int x = 0; x < cell; x++) {
+                        int px = x0 + j * cell + x, py = y0 + i * cell + y;
+                        if (j > i) mask_rgb(COLORMAP_VIRIDIS, px, py, rgb);
+                        else colormap_rgb(COLORMAP_VIRIDIS, colormap_index(probs[i * s->T + j]), rgb);
+                        put_pixel(image, px, py, rgb);
+                    }
+        draw_frame(image, x0, y0, s->T * cell, s->T * cell);
+        snprintf(text, sizeof text, "step %ld", s->step);
+        draw_text(image, text, x0, y0 + tile + 6, 1);
+        int type = head_dominant_type(&s->scores[layer * NH + head]);
+        if (type >= 0) draw_text(image, score_tag(type), x0, y0 + tile + 6 + FONT_H + 2, 1);
+    }
+}
+
+// ---- atlas_snapshot
+
+// The snapshots (step, loss, scores only) of a scores.csv written by
+// rebuild, those of steps before `before`. A missing file is no snapshot.
+static int read_scores_csv(const char *path, int L, int NH, long before, Snapshot **out,
+                           int *count, char *err, size_t err_len) {
+    *out = NULL;
+    *count = 0;
+    if (!file_exists(path)) return 1;
+    size_t len;
+    char *text = read_whole_file(path, &len);
+    Snapshot *list = NULL;
+    int n = 0, capacity = 0, ok = 1;
+    long line_number = 1;
+    char *line = strchr(text, '\n'); // past the header, which must be ours
+    if (strncmp(text, "step,loss,layer,head,previous_token,", 36)) ok = 0, line = NULL;
+    while (ok && line && *++line) {
+        line_number++;
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        // step,loss,layer,head, then value,uniform per score, then the type
+        double field[4 + 2 * NUM_SCORES];
+        char *p = line;
+        for (int f = 0; ok && f < 4 + 2 * NUM_SCORES; f++) {
+            char *stop;
+            field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
+            if (*p != ',' && *p) p = stop;
+            if (*p != ',') ok = 0;
+            else p++;
+        }
+        int layer = ok ? (int)field[2] : 0, head = ok ? (int)field[3] : 0;
+        if (ok && (layer < 0 || layer >= L || head < 0 || head >= NH || isnan(field[0]))) ok = 0;
+        if (!ok) {
+            set_error(err, err_len, "%s:%ld: not a row of this model's scores", path, line_number);
+            break;
+        }
+        long step = (long)field[0];
+        if (step < before) {
+            if (n == 0 || list[n - 1].step != step) {
+                if (n == capacity) {
+                    capacity = capacity ? 2 * capacity : 16;
+                    Snapshot *grown = realloc(list, sizeof *list * capacity);
+                    if (!grown) die("out of memory");
+                    list = grown;
+                }
+                memset(&list[n], 0, sizeof list[n]);
+                list[n].step = step;
+                list[n].loss = field[1];
+                list[n].scores = xcalloc((size_t)L * NH, sizeof(HeadScores));
+                for (int h = 0; h < L * NH; h++)
+                    for (int k = 0; k < NUM_SCORES; k++)
+                        list[n].scores[h].value[k] = list[n].scores[h].uniform[k] = NAN;
+                n++;
+            }
+            HeadScores *s = &list[n - 1].scores[layer * NH + head];
+            for (int k = 0; k < NUM_SCORES; k++) {
+                s->value[k] = field[4 + 2 * k];
+                s->uniform[k] = field[5 + 2 * k];
+            }
+        }
+        line = end;
+    }
+    free(text);
+    if (!ok && line_number == 1) set_error(err, err_len, "%s: not a scores file", path);
+    if (!ok) {
+        for (int i = 0; i < n; i++) snapshot_free(&list[i]);
+        free(list);
+        return 0;
+    }
+    *out = list;
+    *count = n;
+    return 1;
+}
+
+// The same from the snapshots themselves (those of this model's shape),
+// for when scores.csv cannot be read (another model's, or edited).
+static void scores_from_snapshots(const char *attn_dir, int L, int NH, long before,
+                                  Snapshot **out, int *count) {
+    long *steps;
+    int n, kept = 0;
+    char err[512];
+    *out = NULL;
+    *count = 0;
+    if (!snapshot_steps(attn_dir, &steps, &n, err, sizeof err)) return;
+    Snapshot *list = xcalloc((size_t)n + 1, sizeof *list);
+    for (int i = 0; i < n && steps[i] < before; i++) {
+        if (!snapshot_read(attn_dir, steps[i], L, NH, &list[kept], err, sizeof err)) continue;
+        free(list[kept].chars); // keep step, loss and scores
+        free(list[kept].attn);
+        list[kept].chars = NULL;
+        list[kept].attn = NULL;
+        list[kept].T = 0;
+        kept++;
+    }
+    free(steps);
+    *out = list;
+    *count = kept;
+}
+
+// scores.csv, timeline.png and the filmstrips, with this snapshot (its
+// step, loss and scores) last.
+static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
+                   const HeadScores *scores, char *err, size_t err_len) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
+    Snapshot *snaps;
+    int count;
+    if (!read_scores_csv(path, L, NH, step, &snaps, &count, err, err_len))
+        scores_from_snapshots(attn_dir, L, NH, step, &snaps, &count);
+    Snapshot *grown = realloc(snaps, sizeof *snaps * (count + 1));
+    if (!grown) die("out of memory");
+    snaps = grown;
+    memset(&snaps[count], 0, sizeof snaps[count]);
+    snaps[count].step = step;
+    snaps[count].loss = loss;
+    snaps[count].scores = xmalloc(sizeof(HeadScores) * L * NH);
+    memcpy(snaps[count].scores, scores, sizeof(HeadScores) * L * NH);
+    count++;
+
+    AtomicFile af;
+    int ok = atomic_file_open(&af, path, err, err_len);
+    if (ok) {
+        scores_write_csv_header(af.file, "step,loss,");
+        for (int i = 0; i < count; i++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%ld,%.6f,", snaps[i].step, snaps[i].loss);
+            scores_write_csv_rows(af.file, prefix, snaps[i].scores, L, NH);
+        }
+        if (ferror(af.file)) atomic_file_write_failed(&af);
+        ok = atomic_file_commit(&af, err, err_len);
+    }
+    Image image;
+    if (ok) {
+        timeline_render(&image, snaps, count, L, NH);
+        snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    // the filmstrips' frames: up to FILMSTRIP_MAX_FRAMES snapshots, read whole
+    int chosen[FILMSTRIP_MAX_FRAMES], n = spread_evenly(count, FILMSTRIP_MAX_FRAMES, chosen);
+    Snapshot frames[FILMSTRIP_MAX_FRAMES];
+    int frame_count = 0;
+    for (int f = 0; ok && f < n; f++) {
+        ok = snapshot_read(attn_dir, snaps[chosen[f]].step, L, NH, &frames[frame_count], err, err_len);
+        if (ok) frame_count++;
+    }
+    for (int h = 0; ok && h < L * NH; h++) {
+        filmstrip_render(&image, frames, frame_count, NH, h / NH, h % NH);
+        snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    for (int f = 0; f < frame_count; f++) snapshot_free(&frames[f]);
+    for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);
+    free(snaps);
+    return ok;
+}
+
+int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T, long step,
+                   float loss, char *err, size_t err_len) {
+    int L = model->config.layers, NH = model->config.heads;
+    HeadScores *scores = xmalloc(sizeof(HeadScores) * L * NH);
+    int *ids = xmalloc(sizeof(int) * (T > model->seq_len ? T : model->seq_len));
+    for (int i = 0; i < T; i++) ids[i] = (int)chars[i]; // scores compare characters only
+    for (int h = 0; h < L * NH; h++)
+        head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
+    char attn_dir[4200], path[4400];
+    snprintf(attn_dir, sizeof attn_dir, "%s/attn", out_dir);
+    snprintf(path, sizeof path, "%s/step_%ld", attn_dir, step);
+    ensure_dir(attn_dir);
+    ensure_dir(path);
+    snprintf(path, sizeof path, "%s/step_%ld/atlas.safetensors", attn_dir, step);
+    // the probe's attention, kept before the induction forward replaces it
+    size_t per_head = (size_t)T * T;
+    float *attn = xmalloc((size_t)L * NH * per_head * sizeof(float));
+    for (int h = 0; h < L * NH; h++)
+        memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0),
+               per_head * sizeof(float));
+    int P = induction_probe(model->config.vocab_size, model->seq_len, ids);
+    if (P >= 2) {
+        gpt_forward(model, ids, NULL, 1, P);
+        for (int h = 0; h < L * NH; h++)
+            head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), ids, P,
+                           &scores[h].value[SCORE_INDUCTION], &scores[h].uniform[SCORE_INDUCTION]);
+    } else {
+        for (int h = 0; h < L * NH; h++)
+            scores[h].value[SCORE_INDUCTION] = scores[h].uniform[SCORE_INDUCTION] = NAN;
+    }
+    int ok = write_snapshot(path, L, NH, attn, chars, T, scores, step, loss, err, err_len);
+    free(attn);
+    if (ok) ok = rebuild(attn_dir, L, NH, step, loss, scores, err, err_len);
+    free(ids);
+    free(scores);
+    return ok;
+}

@@ -1,0 +1,309 @@
+// circuits.c: the QK and OV tables of a head through the direct path, the
+// singular values of its W_O W_V, and their picture.
+#include "circuits.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/files.h"
+#include "../base/util.h"
+#include "font.h"
+#include "unifont.h"
+
+// ---- the tables
+
+// out (n, hs) = rows ids of E (V,C) times W_h^T, W_h = rows h*hs.. of w (C,C).
+static void project(const GPT *model, const float *w, int head, const int *ids, int n, double *out) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    for (int a = 0; a < n; a++) {
+        const float *e = model->params.wte + (size_t)ids[a] * C;
+        for (int d = 0; d < hs; d++) {
+            const float *row = w + (size_t)(head * hs + d) * C;
+            double sum = 0;
+            for (int c = 0; c < C; c++) sum += (double)row[c] * e[c];
+            out[a * hs + d] = sum;
+        }
+    }
+}
+
+void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, float *qk) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    double *q = xmalloc(sizeof(double) * n * hs), *k = xmalloc(sizeof(double) * n * hs);
+    project(model, model->params.w_q + (size_t)layer * C * C, head, ids, n, q);
+    project(model, model->params.w_k + (size_t)layer * C * C, head, ids, n, k);
+    double scale = 1.0 / sqrt((double)hs);
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            double sum = 0;
+            for (int d = 0; d < hs; d++) sum += q[a * hs + d] * k[b * hs + d];
+            qk[a * n + b] = (float)(sum * scale);
+        }
+    free(q);
+    free(k);
+}
+
+void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, float *ov) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    double *v = xmalloc(sizeof(double) * n * hs), *o = xmalloc(sizeof(double) * C);
+    project(model, model->params.w_v + (size_t)layer * C * C, head, ids, n, v);
+    const float *w_o = model->params.w_o + (size_t)layer * C * C;
+    for (int b = 0; b < n; b++) {
+        for (int c = 0; c < C; c++) { // o = W_O,h v_b: columns h*hs.. of W_O
+            double sum = 0;
+            for (int d = 0; d < hs; d++) sum += (double)w_o[(size_t)c * C + head * hs + d] * v[b * hs + d];
+            o[c] = sum;
+        }
+        for (int t = 0; t < n; t++) {
+            const float *e = model->params.wte + (size_t)ids[t] * C;
+            double sum = 0;
+            for (int c = 0; c < C; c++) sum += (double)e[c] * o[c];
+            ov[b * n + t] = (float)sum;
+        }
+    }
+    free(v);
+    free(o);
+}
+
+// Modified Gram-Schmidt: a (rows, cols), columns cols <= rows, into r
+// (cols, cols) upper triangular with a = q r (q overwrites a; a column that
+// depends on the ones before it becomes 0 with r's diagonal 0).
+static void qr_r(double *a, int rows, int cols, double *r) {
+    memset(r, 0, sizeof(double) * cols * cols);
+    for (int j = 0; j < cols; j++) {
+        for (int i = 0; i < j; i++) {
+            double dot = 0;
+            for (int k = 0; k < rows; k++) dot += a[k * cols + i] * a[k * cols + j];
+            r[i * cols + j] = dot;
+            for (int k = 0; k < rows; k++) a[k * cols + j] -= dot * a[k * cols + i];
+        }
+        double norm = 0;
+        for (int k = 0; k < rows; k++) norm += a[k * cols + j] * a[k * cols + j];
+        norm = sqrt(norm);
+        r[j * cols + j] = norm;
+        for (int k = 0; k < rows; k++) a[k * cols + j] = norm > 0 ? a[k * cols + j] / norm : 0;
+    }
+}
+
+// Singular values of m (n, n) by one-sided Jacobi: rotate column pairs until
+// all are orthogonal; the values are then the column norms.
+static void jacobi_singular_values(double *m, int n, double *values) {
+    for (int sweep = 0; sweep < 60; sweep++) {
+        double off = 0;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                double alpha = 0, beta = 0, gamma = 0;
+                for (int k = 0; k < n; k++) {
+                    alpha += m[k * n + p] * m[k * n + p];
+                    beta += m[k * n + q] * m[k * n + q];
+                    gamma += m[k * n + p] * m[k * n + q];
+                }
+                if (gamma == 0 || fabs(gamma) <= 1e-15 * sqrt(alpha * beta)) continue;
+                off = fmax(off, fabs(gamma) / sqrt(alpha * beta));
+                double zeta = (beta - alpha) / (2 * gamma);
+                double t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1 + zeta * zeta));
+                double c = 1 / sqrt(1 + t * t), s = c * t;
+                for (int k = 0; k < n; k++) {
+                    double x = m[k * n + p], y = m[k * n + q];
+                    m[k * n + p] = c * x - s * y;
+                    m[k * n + q] = s * x + c * y;
+                }
+            }
+        if (off < 1e-14) break;
+    }
+    for (int j = 0; j < n; j++) {
+        double norm = 0;
+        for (int k = 0; k < n; k++) norm += m[k * n + j] * m[k * n + j];
+        values[j] = sqrt(norm);
+    }
+    for (int i = 1; i < n; i++) // largest first
+        for (int j = i; j > 0 && values[j] > values[j - 1]; j--) {
+            double t = values[j];
+            values[j] = values[j - 1];
+            values[j - 1] = t;
+        }
+}
+
+// W_O,h W_V,h = A B with A (C,hs) and B (hs,C). With A = Qa Ra and
+// B^T = Qb Rb, A B = Qa (Ra Rb^T) Qb^T: the same singular values as the
+// hs x hs matrix Ra Rb^T.
+void circuit_ov_singular_values(const GPT *model, int layer, int head, double *values) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    const float *w_o = model->params.w_o + (size_t)layer * C * C;
+    const float *w_v = model->params.w_v + (size_t)layer * C * C;
+    double *a = xmalloc(sizeof(double) * C * hs), *bt = xmalloc(sizeof(double) * C * hs);
+    double *ra = xmalloc(sizeof(double) * hs * hs), *rb = xmalloc(sizeof(double) * hs * hs);
+    double *k = xmalloc(sizeof(double) * hs * hs);
+    for (int c = 0; c < C; c++)
+        for (int d = 0; d < hs; d++) {
+            a[c * hs + d] = w_o[(size_t)c * C + head * hs + d];
+            bt[c * hs + d] = w_v[(size_t)(head * hs + d) * C + c];
+        }
+    qr_r(a, C, hs, ra);
+    qr_r(bt, C, hs, rb);
+    for (int i = 0; i < hs; i++)
+        for (int j = 0; j < hs; j++) {
+            double sum = 0;
+            for (int t = 0; t < hs; t++) sum += ra[i * hs + t] * rb[j * hs + t];
+            k[i * hs + j] = sum;
+        }
+    jacobi_singular_values(k, hs, values);
+    free(a);
+    free(bt);
+    free(ra);
+    free(rb);
+    free(k);
+}
+
+// ---- the picture
+
+void diverging_rgb(double value, uint8_t rgb[3]) {
+    // white at 0, to (33,102,172) blue at -1 and (178,24,43) red at +1
+    static const double blue[3] = {33, 102, 172}, red[3] = {178, 24, 43};
+    double t = value < -1 ? 1 : value > 1 ? 1 : fabs(value);
+    const double *end = value < 0 ? blue : red;
+    for (int c = 0; c < 3; c++) rgb[c] = (uint8_t)lrint(255 + t * (end[c] - 255));
+}
+
+#define PAD 8
+#define BAR_W 16
+#define PANEL_GAP 24
+#define SV_W 220
+
+typedef struct {
+    int cell, strip, grid;       // cell and label strip in px; grid = n * cell
+    int panel_w;                 // strip + grid + gap + bar + its labels
+    int top;                     // y of the panels' subtitles
+    int width, height;
+} CircuitLayout;
+
+static void circuit_layout(int n, int hs, CircuitLayout *l) {
+    int bw, bh;
+    label_font_box(&bw, &bh);
+    l->cell = (bw > bh ? bw : bh) + 1;
+    l->strip = bh + 4;
+    l->grid = n * l->cell;
+    l->panel_w = l->strip + l->grid + 10 + BAR_W + 4 + font_text_width(7, 1) + PANEL_GAP;
+    l->top = PAD + FONT_H * 2 + 8;
+    int grid_h = l->grid > 120 ? l->grid : 120;
+    l->width = PAD + 2 * l->panel_w + SV_W + PAD;
+    l->height = l->top + FONT_H + 6 + l->strip + grid_h + 10 + 3 * (FONT_H + 3) + PAD;
+    (void)hs;
+}
+
+// One V x V table: labels, cells, colour bar.
+static void draw_table(Image *image, const CircuitLayout *l, int x0, int y0, const float *table,
+                       int n, const uint32_t *chars, const char *subtitle) {
+    draw_text(image, subtitle, x0, y0, 1);
+    int grid_x = x0 + l->strip, grid_y = y0 + FONT_H + 6 + l->strip;
+    double top = 1e-12;
+    for (int i = 0; i < n * n; i++) top = fmax(top, fabs(table[i]));
+    uint8_t rgb[3];
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            diverging_rgb(table[a * n + b] / top, rgb);
+            fill_rect(image, grid_x + b * l->cell, grid_y + a * l->cell, l->cell, l->cell, rgb);
+        }
+    draw_frame(image, grid_x, grid_y, l->grid, l->grid);
+    LabelGlyph g;
+    for (int i = 0; i < n; i++) {
+        label_font_glyph(chars[i], &g);
+        int along = i * l->cell + (l->cell - g.w) / 2;
+        draw_label_glyph(image, &g, grid_x + along, grid_y - l->strip + 2, 1, INK);
+        draw_label_glyph(image, &g, x0 + (l->strip - g.w) / 2, grid_y + i * l->cell + (l->cell - g.h) / 2,
+                         1, INK);
+    }
+    int bar_x = grid_x + l->grid + 10, bar_h = l->grid > 120 ? l->grid : 120;
+    for (int r = 0; r < bar_h; r++) {
+        diverging_rgb(1.0 - 2.0 * r / (bar_h - 1), rgb);
+        fill_rect(image, bar_x, grid_y + r, BAR_W, 1, rgb);
+    }
+    draw_frame(image, bar_x, grid_y, BAR_W, bar_h);
+    char text[32];
+    snprintf(text, sizeof text, "+%.3g", top);
+    draw_text(image, text, bar_x + BAR_W + 4, grid_y, 1);
+    draw_text(image, "0", bar_x + BAR_W + 4, grid_y + bar_h / 2 - 3, 1);
+    snprintf(text, sizeof text, "-%.3g", top);
+    draw_text(image, text, bar_x + BAR_W + 4, grid_y + bar_h - 7, 1);
+}
+
+void circuit_render(Image *image, const GPT *model, int layer, int head, const int *ids,
+                    const uint32_t *chars, int n) {
+    int hs = model->config.dim / model->config.heads;
+    CircuitLayout l;
+    circuit_layout(n, hs, &l);
+    image_init(image, l.width, l.height);
+    char text[200];
+    snprintf(text, sizeof text, "layer %d head %d: QK and OV circuits", layer, head);
+    draw_text(image, text, PAD, PAD, 2);
+    float *table = xmalloc(sizeof(float) * n * n);
+    circuit_qk(model, layer, head, ids, n, table);
+    draw_table(image, &l, PAD, l.top, table, n, chars,
+               "QK: query char (rows) x key char (columns), pre-softmax score");
+    circuit_ov(model, layer, head, ids, n, table);
+    draw_table(image, &l, PAD + l.panel_w, l.top, table, n, chars,
+               "OV: attended char (rows) x output logit char (columns)");
+    free(table);
+
+    // singular values of W_O,h W_V,h as bars, the largest full height
+    double *sv = xmalloc(sizeof(double) * hs);
+    circuit_ov_singular_values(model, layer, head, sv);
+    int x0 = PAD + 2 * l.panel_w, y0 = l.top + FONT_H + 6 + l.strip, h = 120;
+    draw_text(image, "singular values of", x0, l.top, 1);
+    snprintf(text, sizeof text, "W_O.W_V (rank <= %d)", hs);
+    draw_text(image, text, x0, l.top + FONT_H + 1, 1);
+    int bar = (SV_W - 20) / hs > 1 ? (SV_W - 20) / hs : 1;
+    static const uint8_t grey[3] = {90, 90, 90};
+    for (int i = 0; i < hs; i++) {
+        int bh = sv[0] > 0 ? (int)lrint(h * sv[i] / sv[0]) : 0;
+        fill_rect(image, x0 + i * bar, y0 + h - bh, bar > 2 ? bar - 1 : bar, bh, grey);
+    }
+    draw_frame(image, x0, y0, hs * bar, h);
+    snprintf(text, sizeof text, "s1 = %.3g", sv[0]);
+    draw_text(image, text, x0, y0 + h + 4, 1);
+    snprintf(text, sizeof text, "s%d = %.3g", hs, sv[hs - 1]);
+    draw_text(image, text, x0, y0 + h + 4 + FONT_H + 2, 1);
+    free(sv);
+
+    int y = l.height - PAD - 3 * (FONT_H + 3);
+    draw_text(image, "Direct-path approximations: token embeddings only, through this head's "
+              "W_Q, W_K (scaled by 1/sqrt(hs)) and W_V, W_O", PAD, y, 1);
+    draw_text(image, "to the tied unembedding; they ignore LayerNorm, biases, position embeddings "
+              "and, past layer 0, the other layers.", PAD, y + FONT_H + 3, 1);
+    draw_text(image, "Blue negative, white 0, red positive; each table scaled to its largest "
+              "|value|.", PAD, y + 2 * (FONT_H + 3), 1);
+}
+
+int circuits_write(const char *dir, const GPT *model, int only_layer, int only_head,
+                   const int *ids, const uint32_t *chars, int n, char *err, size_t err_len) {
+    int L = model->config.layers, NH = model->config.heads, hs = model->config.dim / NH;
+    char path[4200];
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < NH; h++) {
+            if ((only_layer >= 0 && l != only_layer) || (only_head >= 0 && h != only_head)) continue;
+            Image image;
+            circuit_render(&image, model, l, h, ids, chars, n);
+            snprintf(path, sizeof path, "%s/layer%d_head%d.png", dir, l, h);
+            int ok = image_write_png(&image, path, err, err_len);
+            image_free(&image);
+            if (!ok) return 0;
+        }
+    snprintf(path, sizeof path, "%s/singular_values.csv", dir);
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    fprintf(af.file, "layer,head");
+    for (int i = 0; i < hs; i++) fprintf(af.file, ",s%d", i + 1);
+    fprintf(af.file, "\n");
+    double *sv = xmalloc(sizeof(double) * hs);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < NH; h++) {
+            circuit_ov_singular_values(model, l, h, sv);
+            fprintf(af.file, "%d,%d", l, h);
+            for (int i = 0; i < hs; i++) fprintf(af.file, ",%.6g", sv[i]);
+            fprintf(af.file, "\n");
+        }
+    free(sv);
+    if (ferror(af.file)) atomic_file_write_failed(&af);
+    return atomic_file_commit(&af, err, err_len);
+}

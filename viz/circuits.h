@@ -1,0 +1,47 @@
+// circuits.h: why a head attends where it does, in characters. Through the
+// direct path from the token embeddings E = wte (V,C), ignoring LayerNorm,
+// biases, position embeddings and (past layer 0) the other layers, a head's
+// four matrices reduce to two V x V tables (hs = C/NH; W_Q,h is rows
+// h*hs..(h+1)*hs-1 of W_Q (C,C), W_O,h the same columns of W_O):
+//
+//   QK[a][b] = (W_Q,h E_a) . (W_K,h E_b) / sqrt(hs)
+//              the pre-softmax score query character a gives key character b
+//   OV[b][c] = E_c . (W_O,h W_V,h E_b)
+//              how attending to character b moves the logit of character c
+//              (the unembedding is tied to E)
+//
+// W_O,h W_V,h is a C x C matrix of rank <= hs; its hs singular values show
+// how many directions the head really moves.
+#ifndef ATTN_CIRCUITS_H
+#define ATTN_CIRCUITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/gpt.h"
+#include "draw.h"
+
+// The tables over a subset of n token ids: qk[a*n + b] and ov[b*n + c] for
+// ids[a], ids[b], ids[c].
+void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, float *qk);
+void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, float *ov);
+// The hs singular values of W_O,h W_V,h, largest first.
+void circuit_ov_singular_values(const GPT *model, int layer, int head, double *values);
+
+// The circuits picture of one head: QK and OV side by side, characters
+// (chars[k] shows ids[k]) along both axes of each, a diverging colour map
+// centred on 0 (blue negative, white 0, red positive) scaled to the table's
+// largest |value| with its colour bar, the singular values as bars, and a
+// caption saying these are direct-path approximations.
+void circuit_render(Image *image, const GPT *model, int layer, int head, const int *ids,
+                    const uint32_t *chars, int n);
+// DIR/layer{l}_head{h}.png for every head (or only layer / head, when not
+// -1) and DIR/singular_values.csv (layer,head,s1,...,s_hs) for every head.
+// DIR must exist. Returns 0 with a message.
+int circuits_write(const char *dir, const GPT *model, int only_layer, int only_head,
+                   const int *ids, const uint32_t *chars, int n, char *err, size_t err_len);
+
+// The diverging colour for a value in [-1, 1] (clamped).
+void diverging_rgb(double value, uint8_t rgb[3]);
+
+#endif

@@ -1,0 +1,103 @@
+// draw.c: pixels, rectangles, lines, text and glyphs on an RGB image, and
+// the PNG file.
+#include "draw.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image_write.h>
+
+#include "../base/files.h"
+#include "../base/util.h"
+#include "font.h"
+
+const uint8_t INK[3] = {30, 30, 30};
+const uint8_t FRAME[3] = {160, 160, 160};
+
+void image_init(Image *image, int width, int height) {
+    image->width = width;
+    image->height = height;
+    image->rgb = xmalloc((size_t)width * height * 3);
+    memset(image->rgb, 255, (size_t)width * height * 3);
+}
+
+void image_free(Image *image) {
+    free(image->rgb);
+    image->rgb = NULL;
+}
+
+static void png_sink_write(void *context, void *data, int size) {
+    AtomicFile *af = context;
+    if (!af->failed && fwrite(data, 1, (size_t)size, af->file) != (size_t)size)
+        atomic_file_write_failed(af);
+}
+
+int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    if (!stbi_write_png_to_func(png_sink_write, &af, image->width, image->height, 3, image->rgb,
+                                image->width * 3)) {
+        set_error(err, err_len, "%s: cannot write: PNG encoding failed (out of memory?)", path);
+        atomic_file_abort(&af);
+        return 0;
+    }
+    return atomic_file_commit(&af, err, err_len);
+}
+
+void put_pixel(Image *image, int x, int y, const uint8_t rgb[3]) {
+    if (x < 0 || y < 0 || x >= image->width || y >= image->height) return;
+    memcpy(image->rgb + ((size_t)y * image->width + x) * 3, rgb, 3);
+}
+
+void fill_rect(Image *image, int x, int y, int w, int h, const uint8_t rgb[3]) {
+    int x0 = x < 0 ? 0 : x, y0 = y < 0 ? 0 : y;
+    int x1 = x + w < image->width ? x + w : image->width;
+    int y1 = y + h < image->height ? y + h : image->height;
+    for (int yy = y0; yy < y1; yy++)
+        for (int xx = x0; xx < x1; xx++) memcpy(image->rgb + ((size_t)yy * image->width + xx) * 3, rgb, 3);
+}
+
+void draw_frame(Image *image, int x, int y, int w, int h) {
+    fill_rect(image, x - 1, y - 1, w + 2, 1, FRAME);
+    fill_rect(image, x - 1, y + h, w + 2, 1, FRAME);
+    fill_rect(image, x - 1, y, 1, h, FRAME);
+    fill_rect(image, x + w, y, 1, h, FRAME);
+}
+
+void draw_line(Image *image, int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0);
+    int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, e = dx + dy;
+    for (;;) {
+        put_pixel(image, x0, y0, rgb);
+        if (x0 == x1 && y0 == y1) break;
+        int e2 = 2 * e;
+        if (e2 >= dy) { e += dy; x0 += sx; }
+        if (e2 <= dx) { e += dx; y0 += sy; }
+    }
+}
+
+void draw_text_rgb(Image *image, const char *text, int x, int y, int scale, const uint8_t rgb[3]) {
+    uint8_t rows[FONT_H];
+    for (const char *c = text; *c; c++, x += FONT_ADVANCE * scale) {
+        if (*c == ' ') continue;
+        font_label_glyph((unsigned char)*c, rows);
+        for (int gy = 0; gy < FONT_H; gy++)
+            for (int gx = 0; gx < FONT_W; gx++)
+                if (rows[gy] & (1u << (FONT_W - 1 - gx)))
+                    fill_rect(image, x + gx * scale, y + gy * scale, scale, scale, rgb);
+    }
+}
+
+void draw_text(Image *image, const char *text, int x, int y, int scale) {
+    draw_text_rgb(image, text, x, y, scale, INK);
+}
+
+void draw_label_glyph(Image *image, const LabelGlyph *glyph, int x, int y, int scale,
+                      const uint8_t rgb[3]) {
+    for (int gy = 0; gy < glyph->h; gy++)
+        for (int gx = 0; gx < glyph->w; gx++)
+            if (glyph->rows[gy] & (1u << (15 - gx)))
+                fill_rect(image, x + gx * scale, y + gy * scale, scale, scale, rgb);
+}

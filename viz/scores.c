@@ -1,0 +1,183 @@
+// scores.c: head scores from attention matrices, the induction probe, and
+// the scores as a table and a CSV file.
+#include "scores.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/files.h"
+#include "../base/util.h"
+
+static const char *const names[NUM_SCORES] = {
+    "previous_token", "current_token", "first_position", "duplicate_token", "induction",
+    "entropy", "distance"};
+static const char *const tags[NUM_SCORES] = {"prev", "self", "first", "dup", "induct",
+                                             "entropy", "dist"};
+
+const char *score_name(int score) { return score >= 0 && score < NUM_SCORES ? names[score] : "?"; }
+const char *score_tag(int score) { return score >= 0 && score < NUM_SCORES ? tags[score] : "?"; }
+
+// Running means of a score and of its uniform value.
+typedef struct {
+    double sum, uniform_sum;
+    long rows;
+} Mean;
+
+static void mean_add(Mean *m, double value, double uniform) {
+    m->sum += value;
+    m->uniform_sum += uniform;
+    m->rows++;
+}
+
+static void mean_store(const Mean *m, double *value, double *uniform) {
+    *value = m->rows ? m->sum / m->rows : NAN;
+    *uniform = m->rows ? m->uniform_sum / m->rows : NAN;
+}
+
+void head_scores(const float *probs, const int *ids, int T, HeadScores *s) {
+    Mean m[NUM_SCORES];
+    memset(m, 0, sizeof m);
+    for (int i = 1; i < T; i++) {
+        const float *row = probs + (size_t)i * T;
+        double u = 1.0 / (i + 1);
+        mean_add(&m[SCORE_PREVIOUS], row[i - 1], u);
+        mean_add(&m[SCORE_CURRENT], row[i], u);
+        mean_add(&m[SCORE_FIRST], row[0], u);
+        double same = 0, entropy = 0, distance = 0;
+        int matches = 0;
+        for (int j = 0; j <= i; j++) {
+            if (j < i && ids[j] == ids[i]) {
+                same += row[j];
+                matches++;
+            }
+            if (row[j] > 0) entropy -= row[j] * log(row[j]);
+            distance += row[j] * (double)(i - j);
+        }
+        if (matches) mean_add(&m[SCORE_DUPLICATE], same, matches * u);
+        mean_add(&m[SCORE_ENTROPY], entropy / log(i + 1.0), 1.0);
+        mean_add(&m[SCORE_DISTANCE], distance, i / 2.0);
+    }
+    for (int k = 0; k < NUM_SCORES; k++) mean_store(&m[k], &s->value[k], &s->uniform[k]);
+}
+
+void head_induction(const float *probs, const int *ids, int T, double *value, double *uniform) {
+    Mean m = {0};
+    char *after = xcalloc((size_t)T + 1, 1); // after[j]: j follows an occurrence of ids[i]
+    for (int i = 1; i < T; i++) {
+        memset(after, 0, (size_t)T + 1);
+        int count = 0;
+        for (int k = 0; k < i; k++)
+            if (ids[k] == ids[i] && !after[k + 1]) {
+                after[k + 1] = 1;
+                count++;
+            }
+        if (!count) continue;
+        double sum = 0;
+        for (int j = 1; j <= i; j++)
+            if (after[j]) sum += probs[(size_t)i * T + j];
+        mean_add(&m, sum, (double)count / (i + 1));
+    }
+    free(after);
+    mean_store(&m, value, uniform);
+}
+
+int induction_probe(int vocab_size, int max_len, int *ids) {
+    int n = vocab_size < max_len / 2 ? vocab_size : max_len / 2;
+    int *pool = xmalloc((size_t)vocab_size * sizeof(int));
+    for (int v = 0; v < vocab_size; v++) pool[v] = v;
+    Rng rng;
+    rng_seed(&rng, 0x1d0c7105ull);
+    for (int i = 0; i < n; i++) { // the first n of a Fisher-Yates shuffle
+        int k = i + (int)rng_below(&rng, (uint64_t)(vocab_size - i));
+        int t = pool[i];
+        pool[i] = pool[k];
+        pool[k] = t;
+        ids[i] = ids[n + i] = pool[i];
+    }
+    free(pool);
+    return 2 * n;
+}
+
+void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores) {
+    int L = model->config.layers, NH = model->config.heads;
+    int *probe = xmalloc((size_t)model->seq_len * sizeof(int));
+    int P = induction_probe(model->config.vocab_size, model->seq_len, probe);
+    double *ind = xmalloc(2 * sizeof(double) * L * NH); // value, uniform
+    if (P >= 2) gpt_forward(model, probe, NULL, 1, P);
+    for (int h = 0; h < L * NH; h++) {
+        ind[2 * h] = ind[2 * h + 1] = NAN;
+        if (P >= 2)
+            head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), probe, P, &ind[2 * h],
+                           &ind[2 * h + 1]);
+    }
+    gpt_forward(model, ids, NULL, 1, T);
+    for (int h = 0; h < L * NH; h++) {
+        head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
+        scores[h].value[SCORE_INDUCTION] = ind[2 * h];
+        scores[h].uniform[SCORE_INDUCTION] = ind[2 * h + 1];
+    }
+    free(ind);
+    free(probe);
+}
+
+int head_dominant_type(const HeadScores *s) {
+    int best = -1;
+    double best_excess = HEAD_TYPE_MIN_EXCESS;
+    for (int k = 0; k < NUM_HEAD_TYPES; k++) {
+        double v = s->value[k], u = s->uniform[k];
+        if (isnan(v) || isnan(u) || u >= 1.0) continue;
+        double excess = (v - u) / (1.0 - u);
+        if (excess >= best_excess) {
+            best_excess = excess;
+            best = k;
+        }
+    }
+    return best;
+}
+
+void scores_print_table(FILE *out, const HeadScores *scores, int layers, int heads) {
+    fprintf(out, "head scores, each with its value for uniform attention in brackets:\n");
+    fprintf(out, "layer head");
+    for (int k = 0; k < NUM_SCORES; k++) fprintf(out, " %15s", score_tag(k));
+    fprintf(out, "  type\n");
+    for (int h = 0; h < layers * heads; h++) {
+        fprintf(out, "%5d %4d", h / heads, h % heads);
+        for (int k = 0; k < NUM_SCORES; k++) {
+            const char *fmt = k == SCORE_DISTANCE ? " %6.2f (%6.2f)" : " %6.3f (%6.3f)";
+            if (isnan(scores[h].value[k])) fprintf(out, " %15s", "-");
+            else fprintf(out, fmt, scores[h].value[k], scores[h].uniform[k]);
+        }
+        int type = head_dominant_type(&scores[h]);
+        fprintf(out, "  %s\n", type >= 0 ? score_tag(type) : "-");
+    }
+}
+
+void scores_write_csv_header(FILE *out, const char *prefix) {
+    fprintf(out, "%slayer,head", prefix);
+    for (int k = 0; k < NUM_SCORES; k++) fprintf(out, ",%s,%s_uniform", names[k], names[k]);
+    fprintf(out, ",dominant\n");
+}
+
+void scores_write_csv_rows(FILE *out, const char *prefix, const HeadScores *scores, int layers,
+                           int heads) {
+    for (int h = 0; h < layers * heads; h++) {
+        fprintf(out, "%s%d,%d", prefix, h / heads, h % heads);
+        for (int k = 0; k < NUM_SCORES; k++) {
+            if (isnan(scores[h].value[k])) fprintf(out, ",,");
+            else fprintf(out, ",%.6f,%.6f", scores[h].value[k], scores[h].uniform[k]);
+        }
+        int type = head_dominant_type(&scores[h]);
+        fprintf(out, ",%s\n", type >= 0 ? score_tag(type) : "");
+    }
+}
+
+int scores_write_csv(const char *path, const HeadScores *scores, int layers, int heads,
+                     char *err, size_t err_len) {
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    scores_write_csv_header(af.file, "");
+    scores_write_csv_rows(af.file, "", scores, layers, heads);
+    if (ferror(af.file)) atomic_file_write_failed(&af);
+    return atomic_file_commit(&af, err, err_len);
+}

@@ -1,0 +1,77 @@
+// scores.h: what kind of head each attention head is, in numbers. For a
+// head's probabilities A (T,T) over a text (row i = query, column j = key,
+// rows summing to 1 over j <= i), each score is a mean over the rows
+// i = 1..T-1 (row 0 can only attend to itself):
+//
+//   previous  A[i][i-1]                  current  A[i][i]
+//   first     A[i][0] (the "sink")
+//   duplicate sum of A[i][j] over j < i holding the same character as i,
+//             over the rows that have such a j
+//   induction sum of A[i][k+1] over k < i holding the same character as i
+//             (the position just after an earlier occurrence), over the rows
+//             that have such a k; measured on the induction probe: n random
+//             distinct characters repeated twice, where it is A[i][i-n+1]
+//   entropy   -sum_j A[i][j] log A[i][j] / log(i+1) (0: one key, 1: uniform)
+//   distance  sum_j A[i][j] (i - j), in positions
+//
+// Beside each value stands the same score for uniform attention over the
+// same rows (A[i][j] = 1/(i+1)): with ~65 characters, matches are
+// everywhere in natural text, so a value means something only against it.
+#ifndef ATTN_SCORES_H
+#define ATTN_SCORES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../model/gpt.h"
+
+enum {
+    SCORE_PREVIOUS, SCORE_CURRENT, SCORE_FIRST, SCORE_DUPLICATE, SCORE_INDUCTION,
+    SCORE_ENTROPY, SCORE_DISTANCE, NUM_SCORES
+};
+#define NUM_HEAD_TYPES 5 // the scores before SCORE_ENTROPY name a kind of head
+
+// "previous_token", ... (CSV columns, file names) and "prev", ... (tags).
+const char *score_name(int score);
+const char *score_tag(int score);
+
+typedef struct {
+    double value[NUM_SCORES];   // NAN when no row qualifies
+    double uniform[NUM_SCORES]; // the same score for uniform attention
+} HeadScores;
+
+// Every score but induction of one head, over token ids (T).
+void head_scores(const float *probs, const int *ids, int T, HeadScores *scores);
+// The induction score (value and uniform) of one head over ids (T).
+void head_induction(const float *probs, const int *ids, int T, double *value, double *uniform);
+
+// The induction probe: n = min(vocab_size, max_len / 2) distinct random ids
+// (a fixed seed), then the same n again. Writes 2n ids; returns 2n.
+int induction_probe(int vocab_size, int max_len, int *ids);
+
+// The scores of every head (L*NH, layer-major): a forward over the
+// induction probe for the induction score, then one over the text's ids
+// (T), whose attention the model holds afterwards. Needs activations for
+// at least max(T, 2) positions of batch row 0.
+void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores);
+
+// The head type whose score stands clearly above uniform -- the largest
+// excess (value - uniform) / (1 - uniform) among the first NUM_HEAD_TYPES
+// scores, when it is at least HEAD_TYPE_MIN_EXCESS -- or -1.
+#define HEAD_TYPE_MIN_EXCESS 0.3
+int head_dominant_type(const HeadScores *scores);
+
+// A table, one row per head: each score with its uniform value in brackets,
+// and the dominant type.
+void scores_print_table(FILE *out, const HeadScores *scores, int layers, int heads);
+// CSV: layer,head,<score>,<score>_uniform,...,dominant (the tag or empty),
+// written atomically. Returns 0 with a message on a write error.
+int scores_write_csv(const char *path, const HeadScores *scores, int layers, int heads,
+                     char *err, size_t err_len);
+// The same header and rows on an open stream, each line starting with
+// prefix (e.g. "step,loss," and "500,1.9321,"; "" for none).
+void scores_write_csv_header(FILE *out, const char *prefix);
+void scores_write_csv_rows(FILE *out, const char *prefix, const HeadScores *scores, int layers,
+                           int heads);
+
+#endif
