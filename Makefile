@@ -61,10 +61,10 @@ bin-mpi/train: $(BUILD)/train/train.o $(filter-out $(BUILD)/train/distributed.o,
 # The cost of summing gradients across processes, in rank order against
 # MPI_Allreduce, and steps of R processes x 1 thread against 1 process x R
 # threads (both shapes): `make bench MPI=1`.
-bin-mpi/bench_reduce: scripts/bench_reduce.c train/distributed.c train/distributed.h base/util.c
+bin-mpi/bench_reduce: scripts/bench_reduce.c train/distributed.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin-mpi
 	OMPI_CC=$(CC) $(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DUSE_MPI scripts/bench_reduce.c \
-	    train/distributed.c base/util.c -o $@ -lm
+	    train/distributed.c $(LIB_SRC) -o $@ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

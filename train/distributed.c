@@ -178,26 +178,44 @@ void distributed_broadcast(void *data, size_t bytes) {
     }
 }
 
-void distributed_sum_in_rank_order(float *data, size_t n, float *chunk) {
+size_t distributed_scratch_floats(size_t n) {
+    size_t part = (n + world_size - 1) / world_size;
+    return part * world_size;
+}
+
+void distributed_sum_in_rank_order(float *data, size_t n, float *scratch) {
     if (world_size == 1) return;
-    // Chunk by chunk down the chain 0 -> 1 -> ... -> R-1: while rank r adds
-    // chunk c, rank r-1 is already on chunk c+1, so the chain is as fast as
-    // one link once it is full. Rank r computes (data_0 + ... + data_{r-1})
-    // + data_r, the left-to-right sum, whatever MPI would have chosen.
-    for (size_t begin = 0; begin < n; begin += DISTRIBUTED_CHUNK) {
-        int count = (int)(n - begin < DISTRIBUTED_CHUNK ? n - begin : DISTRIBUTED_CHUNK);
-        float *part = data + begin;
-        if (my_rank > 0) {
-            MPI_Recv(chunk, count, MPI_FLOAT, my_rank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            for (int i = 0; i < count; i++) part[i] = chunk[i] + part[i];
-        }
-        if (my_rank < world_size - 1)
-            MPI_Send(part, count, MPI_FLOAT, my_rank + 1, 0, MPI_COMM_WORLD);
+    // Rank k owns part k of the buffer: every rank sends it its part k
+    // (MPI_Alltoallv), the owner adds the R copies in rank order, and every
+    // rank gathers every part back (MPI_Allgatherv). Each rank sends and
+    // receives 2(R-1)/R of the buffer, as a ring all-reduce does.
+    size_t part = (n + world_size - 1) / world_size;
+    int *counts = xcalloc((size_t)world_size * 4, sizeof(int));
+    int *displs = counts + world_size, *recv_counts = displs + world_size,
+        *recv_displs = recv_counts + world_size;
+    for (int k = 0; k < world_size; k++) {
+        size_t begin = (size_t)k * part < n ? (size_t)k * part : n;
+        size_t end = begin + part < n ? begin + part : n;
+        counts[k] = (int)(end - begin);
+        displs[k] = (int)begin;
     }
-    for (size_t begin = 0; begin < n; begin += (1u << 28)) {
-        size_t count = n - begin < (1u << 28) ? n - begin : (1u << 28);
-        MPI_Bcast(data + begin, (int)count, MPI_FLOAT, world_size - 1, MPI_COMM_WORLD);
+    int mine = counts[my_rank];
+    for (int k = 0; k < world_size; k++) {
+        recv_counts[k] = mine;
+        recv_displs[k] = k * mine;
     }
+    MPI_Alltoallv(data, counts, displs, MPI_FLOAT, scratch, recv_counts, recv_displs, MPI_FLOAT,
+                  MPI_COMM_WORLD);
+    float *own = data + displs[my_rank];
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < mine; i++) {
+        float sum = scratch[i];
+        for (int k = 1; k < world_size; k++) sum = sum + scratch[(size_t)k * mine + i];
+        own[i] = sum;
+    }
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, displs, MPI_FLOAT,
+                   MPI_COMM_WORLD);
+    free(counts);
 }
 
 void distributed_sum_allreduce(float *data, size_t n) {
@@ -229,8 +247,9 @@ int distributed_size(void) { return 1; }
 void distributed_agree(const char *what, uint64_t fingerprint) { (void)what, (void)fingerprint; }
 void distributed_started(void) {}
 void distributed_broadcast(void *data, size_t bytes) { (void)data, (void)bytes; }
-void distributed_sum_in_rank_order(float *data, size_t n, float *chunk) {
-    (void)data, (void)n, (void)chunk;
+size_t distributed_scratch_floats(size_t n) { return n; }
+void distributed_sum_in_rank_order(float *data, size_t n, float *scratch) {
+    (void)data, (void)n, (void)scratch;
 }
 void distributed_sum_allreduce(float *data, size_t n) { (void)data, (void)n; }
 void distributed_sum_disjoint(double *data, size_t n) { (void)data, (void)n; }

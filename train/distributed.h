@@ -33,11 +33,12 @@ void distributed_started(void);
 void distributed_broadcast(void *data, size_t bytes);
 
 // data[i] = data_0[i] + data_1[i] + ... + data_{R-1}[i], added left to right
-// in rank order, the same bits on every process: a pipelined chain (rank r
-// adds its own to the partial sum of ranks < r and passes it on), then a
-// broadcast from the last rank. `chunk` is scratch of DISTRIBUTED_CHUNK floats.
-#define DISTRIBUTED_CHUNK 65536
-void distributed_sum_in_rank_order(float *data, size_t n, float *chunk);
+// in rank order, the same bits on every process whatever MPI's algorithms:
+// each rank gathers one R-th of the buffer from all (an all-to-all), adds
+// the R copies itself in rank order, and all gather the sums back.
+// `scratch` holds distributed_scratch_floats(n) floats.
+void distributed_sum_in_rank_order(float *data, size_t n, float *scratch);
+size_t distributed_scratch_floats(size_t n);
 // The same sum by MPI_Allreduce (its order is MPI's choice), to compare costs.
 void distributed_sum_allreduce(float *data, size_t n);
 // Sum of values each held by one process (zero on the others): exact in any

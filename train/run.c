@@ -145,7 +145,8 @@ void run_start(Run *run, int argc, char **argv) {
     }
     gpt_alloc_training(&run->model, run->micro_rows, run->T);
     if (run->accum > 1) run->grad_micro = xcalloc(run->model.num_params, sizeof(float));
-    if (run->procs > 1) run->reduce_chunk = xcalloc(DISTRIBUTED_CHUNK, sizeof(float));
+    if (run->procs > 1)
+        run->reduce_scratch = xcalloc(distributed_scratch_floats(run->model.num_params), sizeof(float));
     run->options_json = train_options_to_json(run->table);
 
     if (run->rank == 0) {
@@ -236,9 +237,9 @@ float train_step(Run *run, float lr, int stop_signal) {
         // Continue the sum across processes, in rank order: rank r's
         // micro-batches follow rank r-1's.
         double t0 = now_seconds();
-        distributed_sum_in_rank_order(grad_sum, model->num_params, run->reduce_chunk);
+        distributed_sum_in_rank_order(grad_sum, model->num_params, run->reduce_scratch);
         float shared[2] = {loss, stop_signal ? 1.0f : 0.0f};
-        distributed_sum_in_rank_order(shared, 2, run->reduce_chunk);
+        distributed_sum_in_rank_order(shared, 2, run->reduce_scratch);
         run->reduce_seconds += now_seconds() - t0;
         loss = shared[0];
         run->stop_agreed = shared[1] > 0;
@@ -271,7 +272,7 @@ void run_save(Run *run) {
 
 void run_free(Run *run) {
     free(run->grad_micro);
-    free(run->reduce_chunk);
+    free(run->reduce_scratch);
     if (run->log) fclose(run->log);
     free(run->options_json);
     kv_cache_free(&run->sample_cache);

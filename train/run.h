@@ -38,7 +38,7 @@ typedef struct {
     // rows of the global batch, whose gradients are summed in a fixed order.
     int rank, procs, accum, micro_rows;
     float *grad_micro;      // (num_params) a micro-batch's gradient, when accum > 1
-    float *reduce_chunk;    // (DISTRIBUTED_CHUNK) scratch of the sum across processes
+    float *reduce_scratch;  // scratch of the sum across processes (distributed.h)
     int stop_agreed;        // some process was asked to stop (summed with the gradients)
     double reduce_seconds;  // time spent summing gradients across processes
 } Run;
