@@ -251,6 +251,49 @@ static void test_killed_rank_stops_the_job(void) {
     free(text);
 }
 
+// SIGTERM to mpirun: all processes stop after the same step, rank 0 saves
+// as a single process does, and the run resumes.
+static void test_sigterm_saves(void) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[3000], run[512], out[512], rc_path[512], pid_path[512], log[1024];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    snprintf(rc_path, sizeof rc_path, "%s/rc", dir);
+    snprintf(pid_path, sizeof pid_path, "%s/pid", dir);
+    snprintf(log, sizeof log, "%s/log.csv", run);
+    snprintf(cmd, sizeof cmd,
+             "(" MPIRUN " -np 2 bin-mpi/train " TINY " --batch 8 --iters 1000000 --eval-every 1000000 "
+             "--out %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s) </dev/null >/dev/null 2>&1 &",
+             run, out, pid_path, rc_path);
+    CHECK(system(cmd) == 0);
+    int waited = 0;
+    char *text = NULL;
+    while (waited++ < 1200) { // up to 120 s for a few log rows
+        free(text);
+        text = read_text_file(log);
+        if (text && count_occurrences(text, "\n") > 3) break;
+        usleep(100000);
+    }
+    free(text);
+    char *pid_text = read_text_file(pid_path);
+    CHECK(pid_text);
+    if (pid_text) kill((pid_t)atol(pid_text), SIGTERM);
+    free(pid_text);
+    waited = 0;
+    while (!file_exists(rc_path) && waited++ < 1200) usleep(100000);
+    CHECK_MSG(file_exists(rc_path), "the job did not end within 120 s of SIGTERM");
+    text = read_text_file(out);
+    CHECK_MSG(text && count_occurrences(text, "interrupted at step") == 1, "%s", text ? text : "");
+    free(text);
+    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters 1000 --accum 2", run);
+    int status = run_command(cmd, out);
+    text = read_text_file(out);
+    CHECK_MSG(status == 0 && text && strstr(text, "done: 1000 iterations"), "resume: exit %d:\n%s",
+              status, text ? text : "");
+    free(text);
+}
+
 // Different flags on the two ranks (mpirun's MPMD form) are refused, with
 // one message.
 static void test_mismatched_flags_refused(void) {
@@ -298,6 +341,7 @@ void suite_mpi(void) {
     run_test("mpi: 2 processes = --accum 2, bit for bit (TCP)", test_two_processes_match_accum_two);
     run_test("mpi: 3 processes = --accum 3, bit for bit", test_three_processes_match_accum_three);
     run_test("mpi: a killed rank ends the job; one process resumes", test_killed_rank_stops_the_job);
+    run_test("mpi: SIGTERM to mpirun: rank 0 saves, the run resumes", test_sigterm_saves);
     run_test("mpi: ranks with different flags are refused", test_mismatched_flags_refused);
     run_test("mpi: errors end every process, printed once", test_errors_printed_once);
 }

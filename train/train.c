@@ -91,7 +91,8 @@ int main(int argc, char **argv) {
             log_eval_row(run.log, step, train_loss, last_val, lr, ms_per_iter, tokens_per_s);
             printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "",
                    step, train_loss, last_val, run.paths.model_path);
-            print_sample(&run.sample_cache, &run.sampler, &run.corpus.vocab, o->sample_chars);
+            if (run.rank == 0) // the others' output goes nowhere
+                print_sample(&run.sample_cache, &run.sampler, &run.corpus.vocab, o->sample_chars);
         }
         if (is_log || is_eval) {
             fflush(run.log);
