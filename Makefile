@@ -25,7 +25,7 @@ SHARED_SRC = lib/checkpoint.c lib/sampler.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c \
           viz/circuits.c viz/atlas.c viz/explorer.c
 TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
-                train/progress.c train/run.c
+                train/progress.c train/run.c train/distributed.c
 LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 
@@ -37,7 +37,35 @@ ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
 PROGRAMS = bin/train bin/sample bin/attn
 
+# ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
+# -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in
+# build-mpi/. bin/ stays the plain build, which needs no MPI. `make test`
+# runs the MPI tests with bin-mpi/train when it exists (they are skipped
+# otherwise); `make test MPI=1` builds it first.
+MPICC ?= mpicc
+MPI_BUILD = build-mpi
+ifdef MPI
+PROGRAMS += bin-mpi/train
+endif
+
 all: $(PROGRAMS)
+
+$(MPI_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DUSE_MPI -c $< -o $@
+
+bin-mpi/train: $(BUILD)/train/train.o $(filter-out $(BUILD)/train/distributed.o,$(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o)) \
+               $(MPI_BUILD)/train/distributed.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p bin-mpi
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The cost of summing gradients across processes, in rank order against
+# MPI_Allreduce, and steps of R processes x 1 thread against 1 process x R
+# threads (both shapes): `make bench MPI=1`.
+bin-mpi/bench_reduce: scripts/bench_reduce.c train/distributed.c $(LIB_SRC) $(wildcard */*.h)
+	@mkdir -p bin-mpi
+	OMPI_CC=$(CC) $(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DUSE_MPI scripts/bench_reduce.c \
+	    train/distributed.c $(LIB_SRC) -o $@ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -65,8 +93,14 @@ bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c $(wildcard */*.h)
 	@mkdir -p bin
 	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c -o $@ $(LDLIBS)
 
+ifdef MPI
+bench: bin/bench bin-mpi/train bin-mpi/bench_reduce
+	./bin/bench
+	scripts/bench_mpi.sh
+else
 bench: bin/bench
 	./bin/bench
+endif
 
 # Passive waiting: on a busy machine (CI), threads that spin at OpenMP
 # barriers steal the cores the working threads need.
@@ -153,9 +187,9 @@ clean-robust:
 .PHONY: sanitize fuzz clean-robust
 
 clean:
-	rm -rf $(BUILD) bin
+	rm -rf $(BUILD) bin $(MPI_BUILD) bin-mpi
 
 .PHONY: all test clean bench
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)

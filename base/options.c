@@ -56,14 +56,14 @@ bad:
 static const char *program_name = "the program";
 
 void usage_error(const char *fmt, ...) {
+    char message[4096];
     va_list args;
     va_start(args, fmt);
-    fflush(stdout);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fprintf(stderr, " (run %s --help for usage)\n", program_name);
+    int len = vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    exit(2);
+    if (len >= 0 && (size_t)len < sizeof message)
+        snprintf(message + len, sizeof message - len, " (run %s --help for usage)", program_name);
+    fatal_exit(2, message);
 }
 
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,

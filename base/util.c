@@ -10,15 +10,24 @@
 #include <string.h>
 #include <time.h>
 
+static void (*fatal_hook)(int exit_code, const char *message);
+
+void set_fatal_hook(void (*hook)(int exit_code, const char *message)) { fatal_hook = hook; }
+
+void fatal_exit(int exit_code, const char *message) {
+    fflush(stdout);
+    if (fatal_hook) fatal_hook(exit_code, message); // may not return
+    fprintf(stderr, "error: %s\n", message);
+    exit(exit_code);
+}
+
 void die(const char *fmt, ...) {
+    char message[4096];
     va_list args;
     va_start(args, fmt);
-    fflush(stdout);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fputc('\n', stderr);
+    vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    exit(1);
+    fatal_exit(1, message);
 }
 
 // Every buffer starts on a cache line: the matrix kernels load rows of 64

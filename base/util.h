@@ -8,6 +8,11 @@
 
 // Print "error: <message>" on one line to stderr and exit(1).
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+// What die and usage_error end in: "error: <message>" and exit(exit_code),
+// unless a hook was set, which is called first and may end the program its
+// own way (bin/train under MPI: the processes agree on one message).
+void fatal_exit(int exit_code, const char *message) __attribute__((noreturn));
+void set_fatal_hook(void (*hook)(int exit_code, const char *message));
 
 // malloc/calloc that die with the requested size when memory runs out, and
 // return memory aligned to a 64-byte cache line (release it with free).

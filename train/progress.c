@@ -9,13 +9,27 @@
 #include "../base/util.h"
 #include "../viz/atlas.h"
 #include "../viz/heatmap.h"
+#include "distributed.h"
 
-float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch) {
-    double total = 0.0;
-    for (int i = 0; i < batches; i++) {
+float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch, int rows) {
+    int rank = distributed_rank(), procs = distributed_size();
+    double *batch_loss = xcalloc((size_t)batches, sizeof(double));
+    for (int i = rank; i < batches; i += procs) {
         batch_eval(split, B, T, i, batches, batch->inputs, batch->targets);
-        total += gpt_forward(model, batch->inputs, batch->targets, B, T);
+        // gpt_forward's mean loss over the whole batch, a part at a time:
+        // the same double sum over positions, in the same order.
+        double sum = 0.0;
+        for (int row = 0; row < B; row += rows) {
+            size_t offset = (size_t)row * T;
+            gpt_forward(model, batch->inputs + offset, batch->targets + offset, rows, T);
+            for (int n = 0; n < rows * T; n++) sum += model->acts.losses[n];
+        }
+        batch_loss[i] = (float)(sum / ((double)B * T));
     }
+    distributed_sum_disjoint(batch_loss, (size_t)batches);
+    double total = 0.0;
+    for (int i = 0; i < batches; i++) total += batch_loss[i];
+    free(batch_loss);
     return (float)(total / batches);
 }
 

@@ -17,8 +17,11 @@ typedef struct {
 } Batch;
 
 // Mean loss over `batches` fixed batches of a split (the same ones at every
-// evaluation, so the figures compare across steps).
-float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch);
+// evaluation, so the figures compare across steps). Each batch of B rows
+// is run `rows` at a time (the model's capacity) and its loss summed in the
+// order of its positions, so the figure does not depend on `rows`; with
+// several processes each takes every R-th batch, and all get the same figure.
+float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch, int rows);
 
 // Steps since the last log row: their time and losses.
 typedef struct {

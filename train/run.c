@@ -10,6 +10,7 @@
 #include "../base/files.h"
 #include "../lib/checkpoint.h"
 #include "../viz/heatmap.h"
+#include "distributed.h"
 
 // A resumed run: the model and optimizer state from the folder, and the
 // saved flags merged with the given ones.
@@ -29,6 +30,54 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     free(saved_json);
 }
 
+// ---- several processes (distributed.h)
+
+// What every process must agree on before any work: its flags and binary.
+static uint64_t flags_fingerprint(int argc, char **argv) {
+    uint64_t h = distributed_build_id();
+    for (int i = 1; i < argc; i++) h = distributed_hash(h, argv[i], strlen(argv[i]) + 1);
+    return h;
+}
+
+// ... and once set up: the run's flags (a resumed run's merged with the
+// saved ones) and the corpus.
+static uint64_t run_fingerprint(const Run *run) {
+    const Corpus *c = &run->corpus;
+    uint64_t h = distributed_hash(DISTRIBUTED_HASH_START, run->options_json,
+                                  strlen(run->options_json));
+    h = distributed_hash(h, c->tokens, c->num_tokens * sizeof c->tokens[0]);
+    return distributed_hash(h, c->vocab.code_points, c->vocab.size * sizeof c->vocab.code_points[0]);
+}
+
+// A resumed run, on the processes other than rank 0 (which alone reads the
+// run's folder, so the other machines need not see it): rank 0's merged
+// flags and the model's shape; the weights follow in share_state.
+static void share_resumed_run(Run *run, int argc, char **argv) {
+    GPTConfig shape = run->model.config;
+    char *json = run->rank == 0 ? train_options_to_json(run->table) : NULL;
+    long len = json ? (long)strlen(json) + 1 : 0;
+    distributed_broadcast(&shape, sizeof shape);
+    distributed_broadcast(&len, sizeof len);
+    if (run->rank != 0) json = xcalloc((size_t)len, 1);
+    distributed_broadcast(json, (size_t)len);
+    if (run->rank != 0) {
+        train_merge_saved_options(&run->o, run->table, argc, argv, json, "rank 0's checkpoint",
+                                  &shape, &run->saved_argv, &run->saved_argc);
+        gpt_build(&run->model, &shape);
+        adamw_init(&run->opt, run->model.num_params);
+    }
+    free(json);
+}
+
+// Rank 0's weights, optimizer state and batch stream to every process.
+static void share_state(Run *run) {
+    distributed_broadcast(run->model.params_memory, run->model.num_params * sizeof(float));
+    distributed_broadcast(run->opt.m, run->opt.num_params * sizeof(float));
+    distributed_broadcast(run->opt.v, run->opt.num_params * sizeof(float));
+    distributed_broadcast(&run->opt.step, sizeof run->opt.step);
+    distributed_broadcast(&run->rng, sizeof run->rng);
+}
+
 // The model, batch and optimizer need about this much memory: the model's
 // own layout (gpt_memory_bytes) plus the two AdamW moments.
 static double bytes_needed(const GPTConfig *cfg, int B, int T) {
@@ -39,23 +88,40 @@ void run_start(Run *run, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     char err[2048];
     TrainOptions *o = &run->o;
+    distributed_init();
+    run->rank = distributed_rank();
+    run->procs = distributed_size();
     train_parse_options(o, run->table, argc, argv);
+    distributed_agree("the flags or the binary", flags_fingerprint(argc, argv));
     run_paths(&run->paths, o->out);
 
     Vocab ckpt_vocab = {0};
-    if (o->resume)
-        resume_run(run, argc, argv, &ckpt_vocab);
-    else if ((file_exists(run->paths.model_path) || file_exists(run->paths.state_path)) && !o->force)
+    if (o->resume) {
+        if (run->rank == 0) resume_run(run, argc, argv, &ckpt_vocab);
+        distributed_agree("resuming", 0);
+        if (run->procs > 1) share_resumed_run(run, argc, argv);
+    } else if (run->rank == 0 && (file_exists(run->paths.model_path) ||
+                                  file_exists(run->paths.state_path)) && !o->force) {
         die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
             o->out);
+    }
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
+    run->accum = o->accum;
+    if (o->batch % (run->procs * run->accum) != 0) {
+        if (run->procs > 1)
+            usage_error("--batch %d does not split evenly into %d processes x --accum %d "
+                        "micro-batches", o->batch, run->procs, run->accum);
+        usage_error("--batch %d does not split evenly into --accum %d micro-batches", o->batch,
+                    run->accum);
+    }
+    run->micro_rows = o->batch / (run->procs * run->accum);
     omp_set_num_threads(o->threads);
 
     Corpus *corpus = &run->corpus;
     if (!corpus_load(corpus, o->data, o->val_fraction, err, sizeof err)) die("%s", err);
     if (!corpus_check_splits(corpus, o->data, o->context, err, sizeof err)) die("%s", err);
-    if (o->resume && !vocab_equal(&corpus->vocab, &ckpt_vocab))
+    if (o->resume && run->rank == 0 && !vocab_equal(&corpus->vocab, &ckpt_vocab))
         die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
             "with the corpus the run was started on",
             o->data, corpus->vocab.size, ckpt_vocab.size);
@@ -65,7 +131,7 @@ void run_start(Run *run, int argc, char **argv) {
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
-    double need = bytes_needed(&cfg, run->B, run->T);
+    double need = bytes_needed(&cfg, run->micro_rows, run->T);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
@@ -77,11 +143,19 @@ void run_start(Run *run, int argc, char **argv) {
         // batches draw from their own stream, so init changes never shift them
         rng_seed(&run->rng, o->seed ^ 0x6a09e667f3bcc909ull);
     }
-    gpt_alloc_training(&run->model, run->B, run->T);
+    gpt_alloc_training(&run->model, run->micro_rows, run->T);
+    if (run->accum > 1) run->grad_micro = xcalloc(run->model.num_params, sizeof(float));
+    if (run->procs > 1)
+        run->reduce_scratch = xcalloc(distributed_scratch_floats(run->model.num_params), sizeof(float));
     run->options_json = train_options_to_json(run->table);
 
-    ensure_dir(o->out);
-    run->log = open_log(&run->paths, o->resume, run->opt.step);
+    if (run->rank == 0) {
+        ensure_dir(o->out);
+        run->log = open_log(&run->paths, o->resume, run->opt.step);
+    } else {
+        run->log = fopen("/dev/null", "w"); // rank 0 alone writes the folder
+        if (!run->log) die("/dev/null: cannot open");
+    }
     run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
                                o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
     size_t tokens = (size_t)run->B * run->T;
@@ -92,6 +166,10 @@ void run_start(Run *run, int argc, char **argv) {
            corpus->num_tokens, cfg.vocab_size, run->train.len, run->val.len);
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg.layers, cfg.heads, cfg.dim, cfg.context, run->model.num_params, run->B, o->threads);
+    if (run->procs > 1 || run->accum > 1)
+        printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
+               run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
+               run->accum > 1 ? "es" : "", run->micro_rows);
     if (o->resume) printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
     fflush(stdout);
 
@@ -103,6 +181,9 @@ void run_start(Run *run, int argc, char **argv) {
     }
     kv_cache_init(&run->sample_cache, &run->model);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
+    distributed_agree("the corpus or the flags", run_fingerprint(run));
+    distributed_started();
+    share_state(run);
 }
 
 // Dies when the loss or the gradient norm is not finite, naming the first
@@ -120,21 +201,78 @@ static void stop_if_not_finite(const Run *run, float loss, float norm) {
         loss, norm, run->opt.step + 1, bad, run->o.out);
 }
 
-float train_step(Run *run, float lr) {
+// Point the model's gradient views at `memory` (num_params floats).
+static void use_grad_buffer(GPT *model, float *memory) {
+    model->grads_memory = memory;
+    param_views(&model->grads, memory, &model->config);
+}
+
+float train_step(Run *run, float lr, int stop_signal) {
     GPT *model = &run->model;
-    batch_random(run->train, run->B, run->T, &run->rng, run->batch.inputs, run->batch.targets);
-    float loss = gpt_forward(model, run->batch.inputs, run->batch.targets, run->B, run->T);
-    gpt_zero_grad(model);
-    gpt_backward(model, run->batch.inputs);
+    int T = run->T, rows = run->micro_rows, micro_batches = run->procs * run->accum;
+    // Every process draws the whole global batch, so the stream advances the
+    // same everywhere, and takes its micro-batches' rows from it.
+    batch_random(run->train, run->B, T, &run->rng, run->batch.inputs, run->batch.targets);
+    float loss = 0.0f, *grad_sum = model->grads_memory;
+    for (int m = 0; m < run->accum; m++) {
+        // The micro-batch's first row in the global batch (what a mask keyed
+        // by global position, e.g. dropout's, would need to know).
+        size_t first_row = (size_t)(run->rank * run->accum + m) * rows;
+        const int *inputs = run->batch.inputs + first_row * T;
+        float micro_loss = gpt_forward(model, inputs, run->batch.targets + first_row * T, rows, T);
+        // Each micro-batch's gradient from zero (the backward adds into its
+        // buffer), then added to the sum in micro-batch order.
+        if (m > 0) use_grad_buffer(model, run->grad_micro);
+        gpt_zero_grad(model);
+        gpt_backward(model, inputs);
+        if (m > 0) {
+            use_grad_buffer(model, grad_sum);
+            const float *micro = run->grad_micro;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < model->num_params; i++) grad_sum[i] = grad_sum[i] + micro[i];
+        }
+        loss = m == 0 ? micro_loss : loss + micro_loss;
+    }
+    if (run->procs > 1) {
+        // Continue the sum across processes, in rank order: rank r's
+        // micro-batches follow rank r-1's.
+        double t0 = now_seconds();
+        distributed_sum_in_rank_order(grad_sum, model->num_params, run->reduce_scratch);
+        float shared[2] = {loss, stop_signal ? 1.0f : 0.0f};
+        distributed_sum_in_rank_order(shared, 2, run->reduce_scratch);
+        run->reduce_seconds += now_seconds() - t0;
+        loss = shared[0];
+        run->stop_agreed = shared[1] > 0;
+    }
+    if (micro_batches > 1) { // the mean over micro-batches
+        float inv = 1.0f / (float)micro_batches;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < model->num_params; i++) grad_sum[i] *= inv;
+        loss /= (float)micro_batches;
+    }
     float norm = grad_global_norm(model->grads_memory, model->num_params);
-    stop_if_not_finite(run, loss, norm);
+    // Every process holds the same sums: rank 0 speaks for all (and its
+    // exit ends the job).
+    if (run->rank == 0) stop_if_not_finite(run, loss, norm);
     float clip = run->o.grad_clip;
     float clip_scale = (clip > 0 && norm > clip) ? clip / norm : 1.0f;
     adamw_update(&run->opt, model, &run->adamw, lr, clip_scale);
     return loss;
 }
 
+int run_should_stop(const Run *run, int stop_signal) {
+    return run->procs > 1 ? run->stop_agreed : stop_signal;
+}
+
+void run_save(Run *run) {
+    if (run->rank == 0)
+        save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt, &run->rng,
+                        run->options_json);
+}
+
 void run_free(Run *run) {
+    free(run->grad_micro);
+    free(run->reduce_scratch);
     if (run->log) fclose(run->log);
     free(run->options_json);
     kv_cache_free(&run->sample_cache);

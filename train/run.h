@@ -33,6 +33,14 @@ typedef struct {
     Probe probe;        // for --heatmaps-every
     KVCache sample_cache;
     Sampler sampler;
+    // Data parallelism (distributed.h): this process is `rank` of `procs`;
+    // each computes `accum` micro-batches of micro_rows = B/(procs*accum)
+    // rows of the global batch, whose gradients are summed in a fixed order.
+    int rank, procs, accum, micro_rows;
+    float *grad_micro;      // (num_params) a micro-batch's gradient, when accum > 1
+    float *reduce_scratch;  // scratch of the sum across processes (distributed.h)
+    int stop_agreed;        // some process was asked to stop (summed with the gradients)
+    double reduce_seconds;  // time spent summing gradients across processes
 } Run;
 
 // Parse the flags and set the run up: a fresh run (refusing to overwrite a
@@ -45,8 +53,19 @@ void run_start(Run *run, int argc, char **argv);
 // One training step on a random batch: forward, backward, a check that the
 // loss and gradients are finite (dies naming the first bad tensor
 // otherwise), clipping, and the AdamW update at learning rate lr. Returns
-// the batch's loss.
-float train_step(Run *run, float lr);
+// the batch's loss. With micro-batches (--accum, or several processes) the
+// gradient is the mean of theirs, summed in micro-batch order, and the loss
+// the mean of theirs. stop_signal says this process was asked to stop; it
+// is shared with the others (see run_should_stop).
+float train_step(Run *run, float lr, int stop_signal);
+
+// Whether to stop before the next step: the signal this process got, or,
+// with several processes, whether any of them got one by the last step (so
+// all stop after the same step).
+int run_should_stop(const Run *run, int stop_signal);
+
+// Save the checkpoint (rank 0 only: the other processes hold the same).
+void run_save(Run *run);
 
 void run_free(Run *run);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../base/util.h"
+#include "distributed.h"
 
 TrainOptions train_default_options(void) {
     return (TrainOptions){.layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12,
@@ -17,7 +18,7 @@ TrainOptions train_default_options(void) {
                           .grad_clip = 1.0f, .val_fraction = 0.1f,
                           .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
                           .threads = omp_get_num_procs(), .eval_every = 250,
-                          .eval_batches = 50, .log_every = 10, .sample_chars = 200};
+                          .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1};
 }
 
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
@@ -61,6 +62,9 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--resume", OPT_FLAG, &o->resume, "continue the run saved in --out", 0, -1, 0},
         {"--force", OPT_FLAG, &o->force, "start afresh even if --out holds a checkpoint", 0, -1,
          0},
+        {"--accum", OPT_INT, &o->accum,
+         "split each batch into N micro-batches, gradients summed before one step (under mpirun: "
+         "per process)", 1, 65536, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -74,7 +78,12 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
         TrainOptions defaults = train_default_options();
         Option help_table[NUM_TRAIN_OPTIONS];
         train_option_table(&defaults, help_table);
-        options_usage(stdout, "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
+        options_usage(stdout,
+                      distributed_built_with_mpi
+                          ? "usage: [mpirun -np R] bin-mpi/train [options]\n\nTrains a "
+                            "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
+                            "processes share each batch (see docs/distributed.md)."
+                          : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
                       help_table, NUM_TRAIN_OPTIONS);
         exit(0);
     }

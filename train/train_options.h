@@ -17,9 +17,10 @@ typedef struct {
     int stop_at, sample_chars, heatmaps_every;
     const char *probe;
     int resume, force;
+    int accum;
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 27
+#define NUM_TRAIN_OPTIONS 28
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.

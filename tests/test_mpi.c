@@ -1,0 +1,347 @@
+// test_mpi.c: data parallelism. Without MPI: --accum against one batch, and
+// evaluation by parts. With bin-mpi/train (make MPI=1) and mpirun: R
+// processes against one process with --accum R, bit for bit (losses, model
+// and optimizer bytes), a rank killed mid-run, ranks that disagree, errors
+// printed once. The MPI tests are skipped when either is missing.
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../train/progress.h"
+#include "check.h"
+
+#define TINY                                                                                  \
+    "--layers 2 --heads 2 --dim 32 --context 16 --eval-batches 4 --log-every 2 --sample-chars " \
+    "0 --threads 1"
+// Over TCP (so the network path is the one tested), any number of ranks on
+// this machine, as root in CI containers.
+#define MPIRUN "timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl tcp,self"
+
+// ---- helpers
+
+// step,train_loss,val_loss,lr of each log.csv row (timings differ).
+static char *loss_columns(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/log.csv", dir);
+    char *text = read_text_file(path);
+    if (!text) return NULL;
+    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int commas = 0;
+        size_t n = 0;
+        while (line[n] && commas < 4) commas += line[n++] == ',';
+        strncat(out, line, n);
+        strcat(out, "\n");
+    }
+    free(text);
+    return out;
+}
+
+// The bytes after a safetensors file's header (its tensors): the header
+// holds the run's flags, which name the folder.
+static unsigned char *tensor_bytes(const char *path, size_t *len) {
+    size_t n;
+    unsigned char *bytes = read_file_bytes(path, &n);
+    if (!bytes || n < 8) {
+        free(bytes);
+        return NULL;
+    }
+    unsigned long long header = 0;
+    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
+    if (8 + header > n) {
+        free(bytes);
+        return NULL;
+    }
+    *len = n - 8 - header;
+    memmove(bytes, bytes + 8 + header, *len);
+    return bytes;
+}
+
+static int same_tensors(const char *dir_a, const char *dir_b, const char *file) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/%s", dir_a, file);
+    snprintf(pb, sizeof pb, "%s/%s", dir_b, file);
+    size_t la = 0, lb = 0;
+    unsigned char *a = tensor_bytes(pa, &la), *b = tensor_bytes(pb, &lb);
+    int same = a && b && la == lb && la > 0 && !memcmp(a, b, la);
+    free(a);
+    free(b);
+    return same;
+}
+
+static int count_occurrences(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+// bin-mpi/train and mpirun are both here (else the test is skipped).
+static int have_mpi(void) {
+    if (!file_exists("bin-mpi/train")) {
+        skip_test("bin-mpi/train not built (make MPI=1)");
+        return 0;
+    }
+    if (run_command("mpirun --version", NULL) != 0) {
+        skip_test("mpirun not installed (apt-get install openmpi-bin)");
+        return 0;
+    }
+    return 1;
+}
+
+// ---- without MPI
+
+// evaluate() runs each batch in parts of `rows` rows: the figure must not
+// depend on the part size, and must be the mean of whole-batch forwards.
+static void test_evaluate_by_parts(void) {
+    enum { B = 8, T = 8, BATCHES = 3, TOKENS = 500 };
+    GPTConfig cfg = {11, T, 2, 2, 16};
+    GPT model;
+    gpt_build(&model, &cfg);
+    gpt_init_params(&model, 7);
+    gpt_alloc_training(&model, B, T);
+    uint16_t tokens[TOKENS];
+    Rng rng;
+    rng_seed(&rng, 3);
+    for (int i = 0; i < TOKENS; i++) tokens[i] = (uint16_t)rng_below(&rng, 11);
+    Split split = {tokens, TOKENS};
+    int inputs[B * T], targets[B * T];
+    Batch batch = {inputs, targets};
+    double whole = 0.0;
+    for (int i = 0; i < BATCHES; i++) {
+        batch_eval(split, B, T, i, BATCHES, inputs, targets);
+        whole += gpt_forward(&model, inputs, targets, B, T);
+    }
+    float expected = (float)(whole / BATCHES);
+    for (int rows = B; rows >= 1; rows /= 2) {
+        float got = evaluate(&model, split, B, T, BATCHES, &batch, rows);
+        CHECK_MSG(got == expected, "rows %d: %.9g, whole batches %.9g", rows, got, expected);
+    }
+    gpt_free(&model);
+}
+
+// --accum 2 against one batch of the same size: the same up to float
+// rounding (the micro-batches' mean losses are averaged in float, their
+// gradients summed then halved).
+static void test_accum_close_to_one_batch(void) {
+    const char *dir = make_temp_dir();
+    char cmd[1024], da[512], db[512];
+    snprintf(da, sizeof da, "%s/one", dir);
+    snprintf(db, sizeof db, "%s/accum", dir);
+    snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch 8 --iters 20 --eval-every 10 --out %s", da);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch 8 --accum 2 --iters 20 --eval-every 10 --out %s", db);
+    CHECK(run_command(cmd, NULL) == 0);
+    char *la = loss_columns(da), *lb = loss_columns(db);
+    CHECK(la && lb);
+    if (la && lb) {
+        int rows = 0;
+        char *sa = NULL, *sb = NULL;
+        char *ra = strtok_r(la, "\n", &sa), *rb = strtok_r(lb, "\n", &sb);
+        while ((ra = strtok_r(NULL, "\n", &sa)) && (rb = strtok_r(NULL, "\n", &sb))) {
+            long step_a, step_b;
+            double loss_a, loss_b;
+            CHECK(sscanf(ra, "%ld,%lf", &step_a, &loss_a) == 2 && sscanf(rb, "%ld,%lf", &step_b, &loss_b) == 2);
+            CHECK(step_a == step_b);
+            CHECK_NEAR(loss_a, loss_b, 1e-4);
+            rows++;
+        }
+        CHECK(rows == 10);
+    }
+    free(la);
+    free(lb);
+}
+
+static void test_accum_must_divide_batch(void) {
+    const char *dir = make_temp_dir();
+    char cmd[1024], out[512];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch 6 --accum 4 --iters 2 --out %s/run", dir);
+    CHECK(run_command(cmd, out) == 2);
+    char *text = read_text_file(out);
+    CHECK(text && strstr(text, "--batch 6 does not split evenly into --accum 4"));
+    free(text);
+    snprintf(cmd, sizeof cmd, "%s/run/log.csv", dir);
+    CHECK(!file_exists(cmd)); // refused before anything started
+}
+
+// ---- with MPI
+
+// R processes with --batch B, against one with --batch B --accum R.
+static void check_processes_match_accum(int procs, int batch) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[2048], one[512], many[512], out[512];
+    snprintf(one, sizeof one, "%s/one", dir);
+    snprintf(many, sizeof many, "%s/many", dir);
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    // 12 steps: evaluations and saves at 6 and 12
+    snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch %d --accum %d --iters 12 --eval-every 6 --out %s",
+             batch, procs, one);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d bin-mpi/train " TINY " --batch %d --iters 12 --eval-every 6 --out %s",
+             procs, batch, many);
+    int status = run_command(cmd, out);
+    char *text = read_text_file(out);
+    CHECK_MSG(status == 0, "mpirun exited %d:\n%s", status, text ? text : "");
+    char expect[128];
+    snprintf(expect, sizeof expect, "as %d processes x 1 micro-batch of %d rows", procs, batch / procs);
+    CHECK_MSG(text && strstr(text, expect), "no '%s' in:\n%s", expect, text ? text : "");
+    // one process prints: the summary once
+    CHECK(count_occurrences(text, "model: 2 layers") == 1);
+    free(text);
+    char *la = loss_columns(one), *lb = loss_columns(many);
+    CHECK(la && lb);
+    if (la && lb) {
+        CHECK_MSG(!strcmp(la, lb), "log.csv differs:\n%s\nagainst\n%s", la, lb);
+        CHECK(count_occurrences(la, "\n") == 7); // header + 6 rows, 2 with evaluations
+    }
+    free(la);
+    free(lb);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/model.safetensors %s/model.safetensors", one, many);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "model.safetensors differ");
+    CHECK_MSG(same_tensors(one, many, "optimizer.safetensors"), "optimizer moments differ");
+}
+
+static void test_two_processes_match_accum_two(void) { check_processes_match_accum(2, 8); }
+static void test_three_processes_match_accum_three(void) { check_processes_match_accum(3, 9); }
+
+// Rank 1 SIGKILLed mid-run: mpirun ends the job naming it, the last
+// checkpoint loads, and one process resumes it to the end.
+static void test_killed_rank_stops_the_job(void) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[3000], run[512], out[512], rc_path[512], pid_path[512], model[1024];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    snprintf(rc_path, sizeof rc_path, "%s/rc", dir);
+    snprintf(pid_path, sizeof pid_path, "%s/pid.1", dir);
+    snprintf(model, sizeof model, "%s/model.safetensors", run);
+    // Each rank writes its pid (exec keeps it) so the test can kill rank 1.
+    snprintf(cmd, sizeof cmd,
+             "(" MPIRUN " -np 2 sh -c 'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec bin-mpi/train "
+             TINY " --batch 8 --iters 1000000 --eval-every 20 --out %s' >%s 2>&1; echo $? >%s) "
+             "</dev/null >/dev/null 2>&1 &",
+             dir, run, out, rc_path);
+    CHECK(system(cmd) == 0);
+    int waited = 0;
+    while (!file_exists(model) && waited++ < 1200) usleep(100000); // up to 120 s
+    CHECK_MSG(file_exists(model), "no checkpoint after 120 s");
+    usleep(300000);
+    char *pid_text = read_text_file(pid_path);
+    CHECK(pid_text);
+    if (pid_text) kill((pid_t)atol(pid_text), SIGKILL);
+    free(pid_text);
+    waited = 0;
+    while (!file_exists(rc_path) && waited++ < 1200) usleep(100000);
+    CHECK_MSG(file_exists(rc_path), "the job did not end within 120 s of the kill");
+    char *rc = read_text_file(rc_path), *text = read_text_file(out);
+    CHECK(rc && atoi(rc) != 0);
+    CHECK_MSG(text && strstr(text, "rank 1") && strstr(text, "signal 9"),
+              "no message naming rank 1:\n%s", text ? text : "");
+    free(rc);
+    free(text);
+    // The checkpoint is intact: one process continues it to the end.
+    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters 2000 --accum 2", run);
+    int status = run_command(cmd, out);
+    text = read_text_file(out);
+    CHECK_MSG(status == 0 && text && strstr(text, "done: 2000 iterations"), "resume: exit %d:\n%s",
+              status, text ? text : "");
+    free(text);
+}
+
+// SIGTERM to mpirun: all processes stop after the same step, rank 0 saves
+// as a single process does, and the run resumes.
+static void test_sigterm_saves(void) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[3000], run[512], out[512], rc_path[512], pid_path[512], log[1024];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    snprintf(rc_path, sizeof rc_path, "%s/rc", dir);
+    snprintf(pid_path, sizeof pid_path, "%s/pid", dir);
+    snprintf(log, sizeof log, "%s/log.csv", run);
+    snprintf(cmd, sizeof cmd,
+             "(" MPIRUN " -np 2 bin-mpi/train " TINY " --batch 8 --iters 1000000 --eval-every 1000000 "
+             "--out %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s) </dev/null >/dev/null 2>&1 &",
+             run, out, pid_path, rc_path);
+    CHECK(system(cmd) == 0);
+    int waited = 0;
+    char *text = NULL;
+    while (waited++ < 1200) { // up to 120 s for a few log rows
+        free(text);
+        text = read_text_file(log);
+        if (text && count_occurrences(text, "\n") > 3) break;
+        usleep(100000);
+    }
+    free(text);
+    char *pid_text = read_text_file(pid_path);
+    CHECK(pid_text);
+    if (pid_text) kill((pid_t)atol(pid_text), SIGTERM);
+    free(pid_text);
+    waited = 0;
+    while (!file_exists(rc_path) && waited++ < 1200) usleep(100000);
+    CHECK_MSG(file_exists(rc_path), "the job did not end within 120 s of SIGTERM");
+    text = read_text_file(out);
+    CHECK_MSG(text && count_occurrences(text, "interrupted at step") == 1, "%s", text ? text : "");
+    free(text);
+    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters 1000 --accum 2", run);
+    int status = run_command(cmd, out);
+    text = read_text_file(out);
+    CHECK_MSG(status == 0 && text && strstr(text, "done: 1000 iterations"), "resume: exit %d:\n%s",
+              status, text ? text : "");
+    free(text);
+}
+
+// Different flags on the two ranks (mpirun's MPMD form) are refused, with
+// one message.
+static void test_mismatched_flags_refused(void) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[2048], out[512], log[512];
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    snprintf(cmd, sizeof cmd,
+             MPIRUN " -np 1 bin-mpi/train " TINY " --batch 8 --iters 4 --out %s/run : "
+             "-np 1 bin-mpi/train " TINY " --batch 8 --iters 4 --lr 0.002 --out %s/run",
+             dir, dir);
+    CHECK(run_command(cmd, out) != 0);
+    char *text = read_text_file(out);
+    CHECK_MSG(text && count_occurrences(text, "disagrees with rank 0") == 1, "%s", text ? text : "");
+    free(text);
+    snprintf(log, sizeof log, "%s/run/log.csv", dir);
+    CHECK(!file_exists(log));
+}
+
+// A bad flag or a batch that the processes do not divide: every process
+// exits non-zero, the one-line error printed once.
+static void test_errors_printed_once(void) {
+    if (!have_mpi()) return;
+    const char *dir = make_temp_dir();
+    char cmd[2048], out[512];
+    snprintf(out, sizeof out, "%s/mpirun.txt", dir);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 bin-mpi/train " TINY " --bogus --out %s/run", dir);
+    CHECK(run_command(cmd, out) != 0);
+    char *text = read_text_file(out);
+    CHECK_MSG(text && count_occurrences(text, "'--bogus'") == 1, "%s", text ? text : "");
+    free(text);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 3 bin-mpi/train " TINY " --batch 8 --out %s/run", dir);
+    CHECK(run_command(cmd, out) != 0);
+    text = read_text_file(out);
+    CHECK_MSG(text && count_occurrences(text, "--batch 8 does not split evenly into 3 processes") == 1,
+              "%s", text ? text : "");
+    free(text);
+}
+
+void suite_mpi(void) {
+    run_test("mpi: evaluation by parts of a batch gives the whole batch's figure",
+             test_evaluate_by_parts);
+    run_test("mpi: --accum 2 is one batch up to float rounding", test_accum_close_to_one_batch);
+    run_test("mpi: --accum must divide --batch", test_accum_must_divide_batch);
+    run_test("mpi: 2 processes = --accum 2, bit for bit (TCP)", test_two_processes_match_accum_two);
+    run_test("mpi: 3 processes = --accum 3, bit for bit", test_three_processes_match_accum_three);
+    run_test("mpi: a killed rank ends the job; one process resumes", test_killed_rank_stops_the_job);
+    run_test("mpi: SIGTERM to mpirun: rank 0 saves, the run resumes", test_sigterm_saves);
+    run_test("mpi: ranks with different flags are refused", test_mismatched_flags_refused);
+    run_test("mpi: errors end every process, printed once", test_errors_printed_once);
+}
