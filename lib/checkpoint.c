@@ -248,7 +248,7 @@ static int parse_vocab(const char *path, const char *text, int vocab_size, Vocab
     }
     cJSON_Delete(array);
     char reason[256];
-    int ok = vocab_from_code_points(vocab, code_points, n, reason, sizeof reason);
+    int ok = vocab_from_ids(vocab, code_points, n, reason, sizeof reason);
     free(code_points);
     if (!ok) set_error(err, err_len, "%s: vocab: %s", path, reason);
     return ok;
