@@ -63,7 +63,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          0},
         {"--dropout", OPT_FLOAT, &o->dropout,
          "dropout probability in training, in [0, 1) (embedding, attention, both projections)",
-         0, 0.999, 0},
+         0, 1, 0},
         {"--minutes", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all, choosing --iters (and, without shape "
          "flags, a recipe for the budget); 0: off", 0, 100000, 0},
