@@ -62,7 +62,7 @@ static int add_folder(PathList *list, const char *dir, char *err, size_t err_len
     }
     closedir(d);
     if (list->count == first) {
-        set_error(err, err_len, "%s: a folder with no files in it", dir);
+        set_error(err, err_len, "%s: is a directory with no files in it", dir);
         return 0;
     }
     qsort(list->paths + first, (size_t)(list->count - first), sizeof(char *), compare_paths);
