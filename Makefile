@@ -18,14 +18,15 @@ BUILD = build
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> model/, data/ -> lib/, viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c
-MODEL_SRC = model/matmul.c model/ops.c model/attention.c model/gpt.c \
+MODEL_SRC = model/matmul.c model/ops.c model/dropout.c model/attention.c model/gpt.c \
             model/safetensors.c model/kv_cache.c
-DATA_SRC = data/vocab.c data/dataset.c
+DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 SHARED_SRC = lib/checkpoint.c lib/sampler.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c \
-          viz/circuits.c viz/atlas.c viz/explorer.c
+          viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
-                train/progress.c train/run.c train/distributed.c
+                train/progress.c train/run.c train/distributed.c \
+                train/recipes.c train/loss_plot.c
 LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 

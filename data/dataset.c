@@ -112,11 +112,17 @@ int corpus_load(Corpus *corpus, const char *path, double val_fraction, char *err
     size_t len = 0;
     const unsigned char *text = map_file(path, &len, err, err_len);
     if (!text) return 0;
+    int ok = corpus_from_text(corpus, text, len, path, val_fraction, err, err_len);
+    munmap((void *)text, len);
+    return ok;
+}
 
+int corpus_from_text(Corpus *corpus, const unsigned char *text, size_t len, const char *path,
+                     double val_fraction, char *err, size_t err_len) {
+    memset(corpus, 0, sizeof *corpus);
     char reason[256];
     if (!vocab_build(&corpus->vocab, text, len, reason, sizeof reason)) {
         set_error(err, err_len, "%s: %s", path, reason);
-        munmap((void *)text, len);
         return 0;
     }
     if (corpus->vocab.code_points[0] == 0) {
@@ -126,13 +132,11 @@ int corpus_load(Corpus *corpus, const char *path, double val_fraction, char *err
         set_error(err, err_len, "%s: NUL byte at offset %zu (a binary file, not text?)", path,
                   (size_t)(nul - text));
         vocab_free(&corpus->vocab);
-        munmap((void *)text, len);
         return 0;
     }
     corpus->num_tokens = count_code_points(text, len);
     corpus->tokens = xmalloc(sizeof(uint16_t) * corpus->num_tokens);
     int encoded = encode_text(&corpus->vocab, text, len, corpus->tokens, corpus->num_tokens);
-    munmap((void *)text, len);
     if (!encoded) {
         set_error(err, err_len, "%s: the file changed while it was being read", path);
         corpus_free(corpus);
@@ -148,6 +152,37 @@ void corpus_free(Corpus *corpus) {
     vocab_free(&corpus->vocab);
     free(corpus->tokens);
     memset(corpus, 0, sizeof *corpus);
+}
+
+int corpus_adopt_vocab(Corpus *corpus, const Vocab *base) {
+    // merged: base's ids, then the corpus's other characters in code point order
+    Vocab *own = &corpus->vocab;
+    int missing = 0;
+    for (int id = 0; id < own->size; id++) missing += vocab_id(base, own->code_points[id]) < 0;
+    if ((long)base->size + missing > VOCAB_MAX_SIZE) return -1;
+    int size = base->size + missing;
+    uint32_t *merged = xmalloc(sizeof(uint32_t) * (size_t)size);
+    memcpy(merged, base->code_points, sizeof(uint32_t) * (size_t)base->size);
+    uint16_t *new_id = xmalloc(sizeof(uint16_t) * (size_t)own->size);
+    int next = base->size;
+    for (int id = 0; id < own->size; id++) {
+        int found = vocab_id(base, own->code_points[id]);
+        if (found < 0) {
+            found = next;
+            merged[next++] = own->code_points[id];
+        }
+        new_id[id] = (uint16_t)found;
+    }
+    for (size_t i = 0; i < corpus->num_tokens; i++) corpus->tokens[i] = new_id[corpus->tokens[i]];
+    Vocab combined;
+    char err[256];
+    if (!vocab_from_ids(&combined, merged, size, err, sizeof err))
+        die("corpus_adopt_vocab: %s", err); // cannot happen: distinct scalar values
+    vocab_free(own);
+    *own = combined;
+    free(new_id);
+    free(merged);
+    return missing;
 }
 
 // ---- splits

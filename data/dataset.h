@@ -24,6 +24,21 @@ typedef struct {
 int corpus_load(Corpus *corpus, const char *path, double val_fraction, char *err,
                 size_t err_len);
 void corpus_free(Corpus *corpus);
+// The same from text in memory; `path` names it in errors.
+int corpus_from_text(Corpus *corpus, const unsigned char *text, size_t len, const char *path,
+                     double val_fraction, char *err, size_t err_len);
+// Load --data: one file as corpus_load; a folder (its regular files, not
+// hidden ones, in sorted name order); or a comma-separated list of files
+// and folders when `spec` itself is not a path. Several files are joined
+// with a newline between each; each is checked on its own, so an error
+// names the file. *num_files is how many were read.
+int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, int *num_files,
+                      char *err, size_t err_len);
+// Fine-tuning: re-number the corpus in `base`'s ids, the corpus's characters
+// that base lacks appended after them (in code point order). Returns how many
+// were appended, or -1 (nothing changed) if the result would exceed
+// VOCAB_MAX_SIZE.
+int corpus_adopt_vocab(Corpus *corpus, const Vocab *base);
 
 // A split: a view of the corpus tokens.
 typedef struct {

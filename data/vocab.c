@@ -126,6 +126,7 @@ int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, 
         return 0;
     }
     vocab->size = (int)distinct;
+    vocab->sorted = 1;
     vocab->code_points = xmalloc(sizeof(uint32_t) * (size_t)distinct);
     int id = 0;
     for (uint32_t code_point = 0; code_point < CODE_POINT_LIMIT; code_point++)
@@ -158,12 +159,51 @@ int vocab_from_code_points(Vocab *vocab, const uint32_t *code_points, int n, cha
         }
     }
     vocab->size = n;
+    vocab->sorted = 1;
+    vocab->code_points = xmalloc(sizeof(uint32_t) * (size_t)n);
+    memcpy(vocab->code_points, code_points, sizeof(uint32_t) * (size_t)n);
+    return 1;
+}
+
+static int compare_code_points(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int vocab_from_ids(Vocab *vocab, const uint32_t *code_points, int n, char *err, size_t err_len) {
+    memset(vocab, 0, sizeof *vocab);
+    int sorted = 1;
+    for (int i = 1; i < n && sorted; i++) sorted = code_points[i] > code_points[i - 1];
+    if (sorted || n < 1 || n > VOCAB_MAX_SIZE)
+        return vocab_from_code_points(vocab, code_points, n, err, err_len);
+    uint32_t *order = xmalloc(sizeof(uint32_t) * (size_t)n);
+    memcpy(order, code_points, sizeof(uint32_t) * (size_t)n);
+    qsort(order, (size_t)n, sizeof(uint32_t), compare_code_points);
+    // the sorted copy passes the strict checks exactly when the ids hold
+    // valid scalar values, none twice
+    Vocab check;
+    int ok = vocab_from_code_points(&check, order, n, err, err_len);
+    if (!ok && strstr(err, "strictly increasing")) {
+        uint32_t twice = 0;
+        for (int i = 1; i < n; i++)
+            if (order[i] == order[i - 1]) twice = order[i];
+        set_error(err, err_len, "U+%04X appears twice in the vocabulary", (unsigned)twice);
+    }
+    free(order);
+    if (!ok) return 0;
+    vocab_free(&check);
+    vocab->size = n;
     vocab->code_points = xmalloc(sizeof(uint32_t) * (size_t)n);
     memcpy(vocab->code_points, code_points, sizeof(uint32_t) * (size_t)n);
     return 1;
 }
 
 int vocab_id(const Vocab *vocab, uint32_t code_point) {
+    if (!vocab->sorted) { // appended characters: look at every id
+        for (int id = 0; id < vocab->size; id++)
+            if (vocab->code_points[id] == code_point) return id;
+        return -1;
+    }
     // Binary search: code_points is sorted.
     int lo = 0, hi = vocab->size - 1;
     while (lo <= hi) {

@@ -12,7 +12,9 @@
 
 typedef struct {
     int size;
-    uint32_t *code_points; // (size) id -> code point, strictly increasing
+    uint32_t *code_points; // (size) id -> code point; strictly increasing, except
+                           // after fine-tuning appended characters (vocab_from_ids)
+    int sorted;            // code_points strictly increasing (vocab_id binary-searches)
 } Vocab;
 
 // Decode one code point from s[*pos..len). On success stores it, advances
@@ -31,6 +33,10 @@ int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, 
 // strictly increasing and valid scalar values, else returns 0 with a message.
 int vocab_from_code_points(Vocab *vocab, const uint32_t *code_points, int n, char *err,
                            size_t err_len);
+// Build from code points in id order, as a checkpoint lists them: any order
+// (a fine-tuned model's appended characters come after the sorted ones),
+// but each a valid scalar value and none twice, else returns 0 with a message.
+int vocab_from_ids(Vocab *vocab, const uint32_t *code_points, int n, char *err, size_t err_len);
 // Id of a code point, or -1 if it is not in the vocabulary.
 int vocab_id(const Vocab *vocab, uint32_t code_point);
 // 1 when the two vocabularies hold the same code points.

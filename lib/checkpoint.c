@@ -157,8 +157,14 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
     } else {
         StMeta meta[] = {{"format_version", CHECKPOINT_FORMAT_VERSION},
                          {"config", config_text},
-                         {"vocab", vocab_text}};
-        ok = safetensors_write(path, tensors, (int)count, meta, 3, err, err_len);
+                         {"vocab", vocab_text},
+                         {"vocab_order", "appended"}};
+        // "vocab_order" only for a fine-tuned model's vocabulary, whose
+        // appended characters follow the sorted ones
+        int sorted = 1;
+        for (int id = 1; id < vocab->size && sorted; id++)
+            sorted = vocab->code_points[id] > vocab->code_points[id - 1];
+        ok = safetensors_write(path, tensors, (int)count, meta, sorted ? 3 : 4, err, err_len);
     }
     free(tensors);
     free(views);
@@ -210,9 +216,10 @@ static int parse_config(const char *path, const char *text, GPTConfig *cfg, char
     return 1;
 }
 
-// The vocab metadata: vocab_size one-character strings, code points in id order.
-static int parse_vocab(const char *path, const char *text, int vocab_size, Vocab *vocab,
-                       char *err, size_t err_len) {
+// The vocab metadata: vocab_size one-character strings, code points in id order,
+// strictly increasing unless "vocab_order" is "appended" (then only distinct).
+static int parse_vocab(const char *path, const char *text, int vocab_size, int appended,
+                       Vocab *vocab, char *err, size_t err_len) {
     if (!text) {
         set_error(err, err_len, "%s: no 'vocab' in the metadata", path);
         return 0;
@@ -248,10 +255,15 @@ static int parse_vocab(const char *path, const char *text, int vocab_size, Vocab
     }
     cJSON_Delete(array);
     char reason[256];
-    int ok = vocab_from_code_points(vocab, code_points, n, reason, sizeof reason);
+    int ok = appended ? vocab_from_ids(vocab, code_points, n, reason, sizeof reason)
+                      : vocab_from_code_points(vocab, code_points, n, reason, sizeof reason);
     free(code_points);
     if (!ok) set_error(err, err_len, "%s: vocab: %s", path, reason);
     return ok;
+}
+
+static int appended_vocab(const char *vocab_order) {
+    return vocab_order && !strcmp(vocab_order, "appended");
 }
 
 static int load_checkpoint(const char *path, GPT *model, Vocab *vocab, char *err,
@@ -275,7 +287,8 @@ static int load_checkpoint(const char *path, GPT *model, Vocab *vocab, char *err
     GPTConfig cfg;
     Vocab loaded_vocab = {0};
     if (!parse_config(path, safetensors_meta(file, "config"), &cfg, err, err_len) ||
-        !parse_vocab(path, safetensors_meta(file, "vocab"), cfg.vocab_size, &loaded_vocab, err,
+        !parse_vocab(path, safetensors_meta(file, "vocab"), cfg.vocab_size,
+                     appended_vocab(safetensors_meta(file, "vocab_order")), &loaded_vocab, err,
                      err_len)) {
         safetensors_close(file);
         return 0;

@@ -5,7 +5,10 @@
 // h.{i}.mlp.fc.weight [4C,C], ..., ln_f.bias [C].
 // Metadata: format_version "1", config {"layers","heads","dim","context",
 // "vocab_size"} as JSON, vocab: the code points in id order as a JSON array
-// of one-character strings.
+// of one-character strings, strictly increasing, except in a fine-tuned
+// model's checkpoint (bin/train --init-from), whose new characters follow
+// the sorted ones, marked by vocab_order "appended" (then the code points
+// need only be distinct).
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 

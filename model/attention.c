@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "dropout.h"
 #include "fastmath.h"
 #include "matmul.h"
 #include "parallel.h"
@@ -69,8 +70,11 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
 // (batch row, head) per thread:
 //   scores = q_h . k_h^T      (Tq,hs) x (hs,Tk), keys transposed once
 //   out_h  = probs . v_h      (Tq,Tk) x (Tk,hs)
-void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
+// Dropout on the probabilities (drop != NULL): probs keeps the softmax
+// itself, and out = dropout(probs) . v_h with the dropped copy in scratch.
+static void attention_forward_masked(float *out, float *probs, const float *q, const float *k,
+                                     const float *v, int B, int Tq, int Tk, int C, int NH,
+                                     int causal, const DropoutMask *drop) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
@@ -80,7 +84,8 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
         const float *v_bh = v + (long)b * Tk * C + h * hs;
         float *out_bh = out + (long)b * Tq * C + h * hs;
         float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-        float *k_t = thread_scratch((size_t)hs * Tk); // (hs, Tk)
+        // (hs, Tk) keys transposed, then with dropout the dropped probs (Tq, Tk)
+        float *k_t = thread_scratch((size_t)hs * Tk + (drop ? (size_t)Tq * Tk : 0));
         transpose_head(k_t, k_bh, Tk, C, hs);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
@@ -90,13 +95,30 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
         }
         for (int i = 0; i < Tq; i++)
             softmax_row(probs_bh + (long)i * Tk, last_visible_key(i, Tq, Tk, causal), Tk, scale);
+        const float *weights = probs_bh;
+        if (drop) {
+            float *dropped = k_t + (long)hs * Tk;
+            dropout_forward(dropped, probs_bh, (long)Tq * Tk, bh * Tq * Tk, drop);
+            weights = dropped;
+        }
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
             int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-            matmul_strided(out_bh + (long)i0 * C, C, probs_bh + (long)i0 * Tk, Tk, 1, v_bh, C,
+            matmul_strided(out_bh + (long)i0 * C, C, weights + (long)i0 * Tk, Tk, 1, v_bh, C,
                            rows, keys, hs, 0);
         }
     });
+}
+
+void attention_forward(float *out, float *probs, const float *q, const float *k,
+                       const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL);
+}
+
+void attention_forward_dropout(float *out, float *probs, const float *q, const float *k,
+                               const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
+                               const DropoutMask *drop) {
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop);
 }
 
 void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,
@@ -123,9 +145,12 @@ void attention_forward_one(float *out, float *probs, const float *q, const float
 //   d_q_h += dS . k_h       (Tq,Tk) x (Tk,hs)
 //   d_k_h += dS^T . q_h     (Tk,Tq) x (Tq,hs)
 //   d_v_h += P^T . dO       (Tk,Tq) x (Tq,hs)
-void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
-                        const float *probs, const float *q, const float *k, const float *v,
-                        int B, int Tq, int Tk, int C, int NH, int causal) {
+// With dropout, D = dropout(P): dD = dO . v_h^T, dP = dD * keep / (1 - p),
+// d_v_h += D^T . dO, the mask regenerated from its key.
+static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const float *d_out,
+                                      const float *probs, const float *q, const float *k,
+                                      const float *v, int B, int Tq, int Tk, int C, int NH,
+                                      int causal, const DropoutMask *drop) {
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
@@ -135,7 +160,8 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
         const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
         const float *d_o = d_out + q_off;
         // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
-        float *v_t = thread_scratch((size_t)hs * Tk + (size_t)Tq * Tk);
+        long tt = (long)Tq * Tk;
+        float *v_t = thread_scratch((size_t)hs * Tk + (size_t)tt * (drop ? 3 : 1));
         float *d_scores = v_t + (long)hs * Tk;
         transpose_head(v_t, v + k_off, Tk, C, hs);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
@@ -143,6 +169,15 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
             int keys = keys_for_block(i0, rows, Tq, Tk, causal);
             matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
                            rows, hs, keys, 0);
+        }
+        const float *weights = probs_bh; // what multiplied v_h in the forward
+        if (drop) {
+            float *dropped = d_scores + tt, *d_dropped = dropped + tt;
+            dropout_forward(dropped, probs_bh, tt, bh * tt, drop);
+            for (long e = 0; e < tt; e++) d_dropped[e] = d_scores[e];
+            for (long e = 0; e < tt; e++) d_scores[e] = 0.0f;
+            dropout_backward(d_scores, d_dropped, tt, bh * tt, drop);
+            weights = dropped;
         }
         for (int i = 0; i < Tq; i++) {
             const float *p = probs_bh + (long)i * Tk;
@@ -171,8 +206,23 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
                            d_scores + (long)first_query * Tk + j0, 1, Tk,
                            q + q_off + (long)first_query * C, C, rows, queries, hs, 1);
             matmul_strided(d_v + k_off + (long)j0 * C, C,
-                           probs_bh + (long)first_query * Tk + j0, 1, Tk,
+                           weights + (long)first_query * Tk + j0, 1, Tk,
                            d_o + (long)first_query * C, C, rows, queries, hs, 1);
         }
     });
+}
+
+void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
+                        const float *probs, const float *q, const float *k, const float *v,
+                        int B, int Tq, int Tk, int C, int NH, int causal) {
+    attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
+                              NULL);
+}
+
+void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float *d_out,
+                                const float *probs, const float *q, const float *k,
+                                const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
+                                const DropoutMask *drop) {
+    attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
+                              drop);
 }

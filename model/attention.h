@@ -32,4 +32,17 @@ void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
                         const float *probs, const float *q, const float *k, const float *v,
                         int B, int Tq, int Tk, int C, int NH, int causal);
 
+// The same with dropout on the probabilities (nanoGPT's attn_dropout): out =
+// dropout(probs) . v, while probs keeps the undropped softmax (what the
+// backward and the heatmaps need). drop NULL: exactly the functions above.
+// Element (b, h, i, j) of probs is dropout index ((b*NH + h)*Tq + i)*Tk + j.
+typedef struct DropoutMask DropoutMask;
+void attention_forward_dropout(float *out, float *probs, const float *q, const float *k,
+                               const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
+                               const DropoutMask *drop);
+void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float *d_out,
+                                const float *probs, const float *q, const float *k,
+                                const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
+                                const DropoutMask *drop);
+
 #endif

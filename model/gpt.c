@@ -294,7 +294,16 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     int BT = B * T;
     long btc = (long)BT * C;
 
+    // With dropout (nanoGPT's four places): the embedding sum, the attention
+    // probabilities, and the outputs of W_O and of the MLP projection, each
+    // before it joins the residual stream.
+    const Dropout *drop = model->dropout.p > 0 ? &model->dropout : NULL;
+    long row_tc = (long)T * C;
     TIMED(OP_EMBED_RESIDUAL, embedding_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C));
+    if (drop) {
+        DropoutMask m = dropout_mask(drop, DROPOUT_EMBEDDING, 0, row_tc);
+        dropout_forward(a->encoded, a->encoded, btc, 0, &m);
+    }
     const float *x = a->encoded; // (B,T,C) the residual stream
     for (int l = 0; l < L; l++) {
         long cc = (long)C * C;
@@ -311,9 +320,17 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
         TIMED(OP_MATMUL_FWD, linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C));
         TIMED(OP_MATMUL_FWD, linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C));
         TIMED(OP_MATMUL_FWD, linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C));
-        TIMED(OP_ATTN_FWD, attention_forward(att_out, att_probs, q, k, v, B, T, T, C, NH, 1));
+        DropoutMask att_drop, proj_drop, mlp_drop;
+        if (drop) {
+            att_drop = dropout_mask(drop, DROPOUT_ATT_PROBS, l, (long)NH * T * T);
+            proj_drop = dropout_mask(drop, DROPOUT_ATT_PROJ, l, row_tc);
+            mlp_drop = dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc);
+        }
+        TIMED(OP_ATTN_FWD, attention_forward_dropout(att_out, att_probs, q, k, v, B, T, T, C, NH,
+                                                     1, drop ? &att_drop : NULL));
         TIMED(OP_MATMUL_FWD,
               linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C));
+        if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &proj_drop);
         TIMED(OP_EMBED_RESIDUAL, residual_forward(residual2, x, s->proj_out, btc));
         // x += MLP(LN2(x))
         TIMED(OP_LAYERNORM,
@@ -324,6 +341,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
         TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
         TIMED(OP_MATMUL_FWD, linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc,
                                             p->proj_b + l * C, BT, 4 * C, C));
+        if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &mlp_drop);
         TIMED(OP_EMBED_RESIDUAL, residual_forward(residual3, residual2, s->proj_out, btc));
         x = residual3;
     }
@@ -360,6 +378,8 @@ void gpt_backward(GPT *model, const int *tokens) {
     ParameterTensors *p = &model->params, *g = &model->grads;
     Activations *a = &model->acts;
     Scratch *s = &model->scratch;
+    const Dropout *drop = model->dropout.p > 0 ? &model->dropout : NULL;
+    long row_tc = (long)T * C;
 
     // loss = mean over B*T of the cross-entropies
     memset(s->d_logits, 0, (size_t)BT * V * sizeof(float));
@@ -388,10 +408,22 @@ void gpt_backward(GPT *model, const int *tokens) {
         TIMED(OP_LAYERNORM, layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT,
                                               residual2, p->ln2_w + l * C, p->ln2_b + l * C, BT,
                                               C));
+        DropoutMask att_drop, proj_drop, mlp_drop;
+        // d_proj: the gradient reaching a projection's output, d_residual
+        // itself, or without dropout's mask d_ln (free until LN2's backward)
+        const float *d_proj = s->d_residual;
+        if (drop) {
+            att_drop = dropout_mask(drop, DROPOUT_ATT_PROBS, l, (long)NH * T * T);
+            proj_drop = dropout_mask(drop, DROPOUT_ATT_PROJ, l, row_tc);
+            mlp_drop = dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc);
+            memset(s->d_ln, 0, btc_bytes);
+            dropout_backward(s->d_ln, s->d_residual, btc, 0, &mlp_drop);
+            d_proj = s->d_ln;
+        }
         memset(s->d_fc_gelu, 0, 4 * btc_bytes);
         TIMED(OP_MATMUL_BWD,
               linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
-                              s->d_residual, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
+                              d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
         memset(s->d_fc, 0, 4 * btc_bytes);
         TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
         memset(s->d_ln, 0, btc_bytes);
@@ -403,14 +435,19 @@ void gpt_backward(GPT *model, const int *tokens) {
                                                a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C));
 
         // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
+        if (drop) {
+            memset(s->d_ln, 0, btc_bytes);
+            dropout_backward(s->d_ln, s->d_residual, btc, 0, &proj_drop);
+        }
         memset(s->d_att_out, 0, btc_bytes);
         TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
-                                             s->d_residual, att_out, p->w_o + l * cc, BT, C, C));
+                                             d_proj, att_out, p->w_o + l * cc, BT, C, C));
         memset(s->d_q, 0, btc_bytes);
         memset(s->d_k, 0, btc_bytes);
         memset(s->d_v, 0, btc_bytes);
-        TIMED(OP_ATTN_BWD, attention_backward(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k,
-                                              v, B, T, T, C, NH, 1));
+        TIMED(OP_ATTN_BWD,
+              attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v,
+                                         B, T, T, C, NH, 1, drop ? &att_drop : NULL));
         memset(s->d_ln, 0, btc_bytes);
         // LN1's output, recomputed (s->ln held LN2's until here)
         TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
@@ -426,7 +463,14 @@ void gpt_backward(GPT *model, const int *tokens) {
                                                a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));
         // d_residual now holds dL/d(x_in)
     }
-    TIMED(OP_EMBED_RESIDUAL, embedding_backward(g->wte, g->wpe, s->d_residual, tokens, B, T, C));
+    const float *d_encoded = s->d_residual;
+    if (drop) {
+        DropoutMask m = dropout_mask(drop, DROPOUT_EMBEDDING, 0, row_tc);
+        memset(s->d_ln, 0, btc_bytes);
+        dropout_backward(s->d_ln, s->d_residual, btc, 0, &m);
+        d_encoded = s->d_ln;
+    }
+    TIMED(OP_EMBED_RESIDUAL, embedding_backward(g->wte, g->wpe, d_encoded, tokens, B, T, C));
 }
 
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {

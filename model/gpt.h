@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "dropout.h"
+
 typedef struct {
     int vocab_size; // V
     int context;    // maximum T, the number of learned positions
@@ -150,6 +152,10 @@ typedef struct {
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
     float mean_loss;           // of the last forward with targets, else -1
+    // Training sets dropout.p > 0 around one forward and backward (the
+    // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
+    // off: evaluation, sampling and heatmaps never drop anything.
+    Dropout dropout;
 } GPT;
 
 // Allocate parameters for cfg (zeroed); the caller then inits or loads them.

@@ -11,6 +11,7 @@
 #include "../lib/checkpoint.h"
 #include "../viz/heatmap.h"
 #include "distributed.h"
+#include "recipes.h"
 
 // A resumed run: the model and optimizer state from the folder, and the
 // saved flags merged with the given ones.
@@ -78,6 +79,62 @@ static void share_state(Run *run) {
     distributed_broadcast(&run->rng, sizeof run->rng);
 }
 
+static Option *option_named(Option table[NUM_TRAIN_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+// Flags that make no sense together or out of range, before anything is
+// read or written.
+static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
+    if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
+        usage_error("--dropout %g: must be in [0, 1)", (double)o->dropout);
+    if (option_named(table, "--minutes")->given) {
+        if (!(o->minutes > 0.0f))
+            usage_error("--minutes %g: must be above 0", (double)o->minutes);
+        if (o->resume)
+            usage_error("--minutes starts a run; --resume continues it with the --iters it chose");
+        if (option_named(table, "--iters")->given)
+            usage_error("--minutes and --iters contradict each other (--minutes chooses --iters)");
+    }
+    if (o->resume && option_named(table, "--init-from")->given)
+        usage_error("--init-from starts a run; --resume continues one");
+}
+
+// --init-from: the checkpoint's model and vocabulary; its shape becomes the
+// run's (a contradicting shape flag dies). Nothing is written.
+static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT *init,
+                           Vocab *init_vocab) {
+    char err[2048];
+    if (!file_exists(o->init_from)) die("--init-from %s: no such file", o->init_from);
+    if (!gpt_load(o->init_from, init, init_vocab, err, sizeof err)) die("--init-from %s", err);
+    const GPTConfig *shape = &init->config;
+    const struct {
+        const char *flag;
+        int *value, saved;
+    } fixed[] = {{"--layers", &o->layers, shape->layers},
+                 {"--heads", &o->heads, shape->heads},
+                 {"--dim", &o->dim, shape->dim},
+                 {"--context", &o->context, shape->context}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        if (option_named(table, fixed[i].flag)->given && *fixed[i].value != fixed[i].saved)
+            die("%s %d contradicts %s's %d: a model fine-tuned from a checkpoint keeps its shape",
+                fixed[i].flag, *fixed[i].value, o->init_from, fixed[i].saved);
+        *fixed[i].value = fixed[i].saved;
+    }
+}
+
+// The fresh model's weights from init, tensor by tensor; wte's rows past
+// init's vocabulary (appended characters) keep their fresh initialisation.
+static void copy_init_weights(GPT *model, const GPT *init) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t n = init->param_sizes[i] < model->param_sizes[i] ? init->param_sizes[i]
+                                                               : model->param_sizes[i];
+        memcpy(param_tensor(&model->params, i), param_tensor(&init->params, i), n * sizeof(float));
+    }
+}
+
 // The model, batch and optimizer need about this much memory: the model's
 // own layout (gpt_memory_bytes) plus the two AdamW moments.
 static double bytes_needed(const GPTConfig *cfg, int B, int T) {
@@ -92,6 +149,7 @@ void run_start(Run *run, int argc, char **argv) {
     run->rank = distributed_rank();
     run->procs = distributed_size();
     train_parse_options(o, run->table, argc, argv);
+    check_new_flags(o, run->table);
     distributed_agree("the flags or the binary", flags_fingerprint(argc, argv));
     run_paths(&run->paths, o->out);
 
@@ -105,6 +163,10 @@ void run_start(Run *run, int argc, char **argv) {
         die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
             o->out);
     }
+    const Recipe *recipe = o->resume ? NULL : recipe_apply(o, run->table);
+    GPT init = {0};
+    Vocab init_vocab = {0};
+    if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
     run->accum = o->accum;
@@ -119,7 +181,15 @@ void run_start(Run *run, int argc, char **argv) {
     omp_set_num_threads(o->threads);
 
     Corpus *corpus = &run->corpus;
-    if (!corpus_load(corpus, o->data, o->val_fraction, err, sizeof err)) die("%s", err);
+    int num_files = 0, appended = 0;
+    if (!corpus_load_files(corpus, o->data, o->val_fraction, &num_files, err, sizeof err))
+        die("%s", err);
+    size_t corpus_chars = corpus->num_tokens;
+    // a fine-tuned run numbers its characters as its checkpoint does
+    const Vocab *base_vocab = !o->init_from ? NULL : o->resume ? &ckpt_vocab : &init_vocab;
+    if (base_vocab && (appended = corpus_adopt_vocab(corpus, base_vocab)) < 0)
+        die("%s: its characters and %s's make more than %d", o->data, o->init_from,
+            VOCAB_MAX_SIZE);
     if (!corpus_check_splits(corpus, o->data, o->context, err, sizeof err)) die("%s", err);
     if (o->resume && run->rank == 0 && !vocab_equal(&corpus->vocab, &ckpt_vocab))
         die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
@@ -139,10 +209,13 @@ void run_start(Run *run, int argc, char **argv) {
     if (!o->resume) {
         gpt_build(&run->model, &cfg);
         gpt_init_params(&run->model, o->seed);
+        if (o->init_from) copy_init_weights(&run->model, &init);
         adamw_init(&run->opt, run->model.num_params);
         // batches draw from their own stream, so init changes never shift them
         rng_seed(&run->rng, o->seed ^ 0x6a09e667f3bcc909ull);
     }
+    gpt_free(&init);
+    vocab_free(&init_vocab);
     gpt_alloc_training(&run->model, run->micro_rows, run->T);
     if (run->accum > 1) run->grad_micro = xcalloc(run->model.num_params, sizeof(float));
     if (run->procs > 1)
@@ -162,8 +235,20 @@ void run_start(Run *run, int argc, char **argv) {
     run->batch = (Batch){xmalloc(tokens * sizeof(int)), xmalloc(tokens * sizeof(int))};
     run->train = corpus_train(corpus);
     run->val = corpus_val(corpus);
-    printf("corpus %s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
-           corpus->num_tokens, cfg.vocab_size, run->train.len, run->val.len);
+    char files[32] = "";
+    if (num_files > 1) snprintf(files, sizeof files, " (%d files)", num_files);
+    printf("corpus %s%s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
+           files, corpus_chars, cfg.vocab_size, run->train.len, run->val.len);
+    if (o->init_from && !o->resume)
+        printf("fine-tuning %s: %d new character%s appended to its vocabulary of %d\n",
+               o->init_from, appended, appended == 1 ? "" : "s", cfg.vocab_size - appended);
+    if (recipe)
+        printf("recipe for %g minutes (flags given win): --layers %d --heads %d --dim %d "
+               "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
+               "--weight-decay %g\n",
+               (double)recipe->minutes, o->layers, o->heads, o->dim, o->context, o->batch,
+               (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
+               (double)o->weight_decay);
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg.layers, cfg.heads, cfg.dim, cfg.context, run->model.num_params, run->B, o->threads);
     if (run->procs > 1 || run->accum > 1)
@@ -215,9 +300,12 @@ float train_step(Run *run, float lr, int stop_signal) {
     batch_random(run->train, run->B, T, &run->rng, run->batch.inputs, run->batch.targets);
     float loss = 0.0f, *grad_sum = model->grads_memory;
     for (int m = 0; m < run->accum; m++) {
-        // The micro-batch's first row in the global batch (what a mask keyed
-        // by global position, e.g. dropout's, would need to know).
+        // The micro-batch's first row in the global batch: dropout's masks
+        // are keyed by global position, so they do not depend on the split.
         size_t first_row = (size_t)(run->rank * run->accum + m) * rows;
+        // the masks: a function of (seed, step, tensor, element), so a resumed
+        // run, another thread count or process count draws the same ones
+        model->dropout = (Dropout){run->o.dropout, run->o.seed, run->opt.step, (long)first_row};
         const int *inputs = run->batch.inputs + first_row * T;
         float micro_loss = gpt_forward(model, inputs, run->batch.targets + first_row * T, rows, T);
         // Each micro-batch's gradient from zero (the backward adds into its
@@ -250,6 +338,7 @@ float train_step(Run *run, float lr, int stop_signal) {
         for (size_t i = 0; i < model->num_params; i++) grad_sum[i] *= inv;
         loss /= (float)micro_batches;
     }
+    model->dropout.p = 0.0f; // evaluation and sampling never drop
     float norm = grad_global_norm(model->grads_memory, model->num_params);
     // Every process holds the same sums: rank 0 speaks for all (and its
     // exit ends the job).

@@ -2,11 +2,15 @@
 // evaluate and save until done. See README.md for the flags.
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../base/util.h"
+#include "distributed.h"
 #include "progress.h"
+#include "loss_plot.h"
+#include "recipes.h"
 #include "run.h"
 
 // ---- Ctrl-C / SIGTERM: the first finishes the step and saves, a second
@@ -54,13 +58,70 @@ static int finish(Run *run, int interrupted, float last_val, double run_seconds,
     return 0;
 }
 
+// Evaluate both splits, save, log, redraw OUT/loss.png and print a sample.
+// Returns the validation loss.
+static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
+                               float tokens_per_s, int live) {
+    const TrainOptions *o = &run->o;
+    float train_loss = evaluate(&run->model, run->train, run->B, run->T, o->eval_batches,
+                                &run->batch, run->micro_rows);
+    float val_loss = evaluate(&run->model, run->val, run->B, run->T, o->eval_batches, &run->batch,
+                              run->micro_rows);
+    run_save(run);
+    log_eval_row(run->log, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
+    fflush(run->log);
+    printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
+           train_loss, val_loss, run->paths.model_path);
+    if (run->rank == 0) { // the others' output goes nowhere
+        write_loss_plot(&run->paths, run->B * run->T);
+        print_sample(&run->sample_cache, &run->sampler, &run->corpus.vocab, o->sample_chars);
+    }
+    return val_loss;
+}
+
+// --minutes: until the plan, --iters is unknown (the warmup does not need
+// it) and evaluations wait; then one evaluation is timed and the plan fixes
+// --iters and --eval-every, saved with the run's flags.
+// Returns the evaluation's validation loss.
+static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_per_iter,
+                              float tokens_per_s, int live) {
+    TrainOptions *o = &run->o;
+    long step = run->opt.step;
+    double t0 = now_seconds();
+    float val_loss = evaluate_and_save(run, step, lr, ms_per_iter, tokens_per_s, live);
+    double now = now_seconds();
+    int eval_every_given = train_option_given(run->table, "--eval-every") ? o->eval_every : 0;
+    time_budget_plan(budget, step, now, now - t0, eval_every_given, &o->iters, &o->eval_every);
+    // Processes time themselves differently: rank 0's plan is every one's.
+    int plan[2] = {o->iters, o->eval_every};
+    distributed_broadcast(plan, sizeof plan);
+    o->iters = plan[0];
+    o->eval_every = plan[1];
+    budget->planned = 1;
+    run->adamw.iters = o->iters;
+    free(run->options_json);
+    run->options_json = train_options_to_json(run->table);
+    printf("time budget %.3g minutes: %.1f ms per step over the first %ld, an evaluation and "
+           "save %.2f s; so --iters %d --eval-every %d (add --iters %d to repeat this run "
+           "exactly)\n",
+           budget->budget_seconds / 60.0,
+           1e3 * (budget->timed_steps ? budget->timed_seconds / budget->timed_steps
+                                      : budget->first_step_seconds),
+           step, now - t0, o->iters, o->eval_every, o->iters);
+    fflush(stdout);
+    return val_loss;
+}
+
 int main(int argc, char **argv) {
+    double run_start_time = now_seconds(), train_seconds = 0.0;
     Run run;
     run_start(&run, argc, argv);
     catch_stop_signals();
-    const TrainOptions *o = &run.o;
+    TrainOptions *o = &run.o;
+    TimeBudget budget;
+    time_budget_init(&budget, o->resume ? 0.0f : o->minutes, run_start_time);
+    if (budget.budget_seconds > 0) o->iters = run.adamw.iters = 1000000000; // until the plan
     int tokens_per_step = run.B * run.T, live = isatty(STDOUT_FILENO);
-    double run_start_time = now_seconds(), train_seconds = 0.0;
     ProgressWindow window = {0};
     float last_val = 0.0f / 0.0f, ms_per_iter = 0.0f, tokens_per_s = 0.0f;
     long steps_run = 0;
@@ -79,21 +140,19 @@ int main(int argc, char **argv) {
         if (o->heatmaps_every > 0 && step % o->heatmaps_every == 0 && run.rank == 0)
             write_heatmaps(&run.model, &run.probe, o->out, step);
         int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
-        if (is_log || is_eval)
-            ms_per_iter = log_window(&window, run.log, step, o->iters, lr, tokens_per_step,
-                                     !live && is_log, !is_eval, &tokens_per_s);
-        if (is_eval) {
-            float train_loss = evaluate(&run.model, run.train, run.B, run.T, o->eval_batches,
-                                        &run.batch, run.micro_rows);
-            last_val = evaluate(&run.model, run.val, run.B, run.T, o->eval_batches, &run.batch,
-                                run.micro_rows);
-            run_save(&run);
-            log_eval_row(run.log, step, train_loss, last_val, lr, ms_per_iter, tokens_per_s);
-            printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "",
-                   step, train_loss, last_val, run.paths.model_path);
-            if (run.rank == 0) // the others' output goes nowhere
-                print_sample(&run.sample_cache, &run.sampler, &run.corpus.vocab, o->sample_chars);
+        int plan_now = 0;
+        if (budget.budget_seconds > 0 && !budget.planned) {
+            is_eval = 0; // evaluations wait for the plan
+            plan_now = time_budget_step(&budget, step, dt, o->warmup);
+            if (run.procs > 1) distributed_broadcast(&plan_now, sizeof plan_now); // rank 0 decides
         }
+        if (is_log || is_eval || plan_now)
+            ms_per_iter = log_window(&window, run.log, step, o->iters, lr, tokens_per_step,
+                                     !live && is_log, !is_eval && !plan_now, &tokens_per_s);
+        if (plan_now) // with a budget too small for more steps, the run ends here
+            last_val = plan_time_budget(&run, &budget, lr, ms_per_iter, tokens_per_s, live);
+        else if (is_eval)
+            last_val = evaluate_and_save(&run, step, lr, ms_per_iter, tokens_per_s, live);
         if (is_log || is_eval) {
             fflush(run.log);
             fflush(stdout);

@@ -65,8 +65,23 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--accum", OPT_INT, &o->accum,
          "split each batch into N micro-batches, gradients summed before one step (under mpirun: "
          "per process)", 1, 65536, 0},
+        {"--dropout", OPT_FLOAT, &o->dropout,
+         "dropout probability in training, in [0, 1) (embedding, attention, both projections)",
+         0, 1, 0},
+        {"--minutes", OPT_FLOAT, &o->minutes,
+         "train for about this many minutes in all, choosing --iters (and, without shape "
+         "flags, a recipe for the budget); 0: off", 0, 100000, 0},
+        {"--init-from", OPT_STRING, &o->init_from,
+         "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
+         -1, 0},
     };
     memcpy(t, table, sizeof table);
+}
+
+int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return table[i].given;
+    return 0;
 }
 
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv) {
@@ -93,7 +108,9 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     cJSON *array = cJSON_CreateArray();
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
-        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at")) continue;
+        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") ||
+            !strcmp(t[i].name, "--minutes") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
+            continue;
         char value[1024];
         options_format_value(&t[i], value, sizeof value);
         if (t[i].type == OPT_FLOAT) snprintf(value, sizeof value, "%.9g", (double)*(float *)t[i].value);

@@ -18,21 +18,26 @@ typedef struct {
     const char *probe;
     int resume, force;
     int accum;
+    float dropout, minutes;
+    const char *init_from;
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 28
+#define NUM_TRAIN_OPTIONS 31
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
 void train_option_table(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
+
+// 1 when the flag `name` was given (on the command line, or saved).
+int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name);
 
 // Parse argv into *o (and its table); prints --help and exits 0, or exits 2
 // on a usage error.
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv);
 
 // The run's flags as a JSON array of strings (what --resume restores);
-// --resume, --force and --stop-at describe a call, not the run, and are left
-// out. The caller frees it.
+// --resume, --force, --stop-at and --minutes describe a call, not the run,
+// and are left out (a --minutes run saves the --iters it chose). The caller frees it.
 char *train_options_to_json(const Option table[NUM_TRAIN_OPTIONS]);
 
 // A resumed run: the saved flags (JSON from train_options_to_json) are the

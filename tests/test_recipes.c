@@ -1,0 +1,571 @@
+// test_recipes.c: issue 12. Dropout's gradients against central differences
+// with a fixed mask, its masks' independence of threads, micro-batches and
+// resume; the --minutes plan; fine-tuning with new characters; several
+// --data files; the loss plot read back from its PNG.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stb/stb_image.h> // the implementation is compiled in test_heatmap.c
+
+#include "../base/util.h"
+#include "../data/dataset.h"
+#include "../lib/checkpoint.h"
+#include "../model/dropout.h"
+#include "../model/gpt.h"
+#include "../viz/plot.h"
+#include "check.h"
+
+#define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --sample-chars 0"
+// Big enough that the matrix products and dropout use both threads.
+#define SMALL "--layers 2 --heads 2 --dim 32 --context 32 --batch 4 --eval-batches 2 --sample-chars 0"
+
+// ---- dropout in the model
+
+static const GPTConfig tiny_config = {.vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
+
+// Parameters at a scale where every gradient is well above the rounding
+// noise of a finite difference (as test_model.c does, for the same reason).
+static void rescale_params(GPT *model, Rng *rng) {
+    float *t = model->params_memory;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        ParamInit init = param_specs[i].init;
+        for (size_t j = 0; j < model->param_sizes[i]; j++) {
+            float z = rng_normal(rng);
+            t[j] = init == INIT_ONE ? 1.0f + 0.2f * z : param_is_decayed(i) ? 0.3f * z : 0.1f * z;
+        }
+        t += model->param_sizes[i];
+    }
+}
+
+static double mean_loss(GPT *model, const int *tokens, const int *targets, int B, int T) {
+    gpt_forward(model, tokens, targets, B, T);
+    double sum = 0;
+    for (int i = 0; i < B * T; i++) sum += model->acts.losses[i];
+    return sum / (B * T);
+}
+
+// With p = 0.3 and a fixed (seed, step), the mask is fixed, so the loss is
+// a smooth function of the parameters and gpt_backward must match its
+// central differences: every element of every tensor (the model is tiny),
+// tolerance 2e-4 + 1e-2 |g| (test_model.c's, for the same model size).
+static void test_dropout_gradients(void) {
+    enum { B = 2, T = 5 };
+    GPT model;
+    gpt_build(&model, &tiny_config);
+    gpt_alloc_training(&model, B, tiny_config.context);
+    Rng rng;
+    rng_seed(&rng, 5);
+    rescale_params(&model, &rng);
+    int tokens[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (int)rng_below(&rng, 7);
+        targets[i] = (int)rng_below(&rng, 7);
+    }
+    double without = mean_loss(&model, tokens, targets, B, T);
+    model.dropout = (Dropout){0.3f, 77, 4, 0};
+    double with = mean_loss(&model, tokens, targets, B, T);
+    CHECK_MSG(fabs(with - without) > 1e-3, "dropout changed nothing: %g vs %g", with, without);
+    CHECK_NEAR(mean_loss(&model, tokens, targets, B, T), with, 0); // the same mask again
+    gpt_zero_grad(&model);
+    gpt_backward(&model, tokens);
+    float *params = model.params_memory;
+    const float *grads = model.grads_memory;
+    int checked = 0, zero_grads = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        for (size_t j = 0; j < model.param_sizes[i]; j++) {
+            float saved = params[j], plus = saved + 2e-3f, minus = saved - 2e-3f;
+            params[j] = plus;
+            double lp = mean_loss(&model, tokens, targets, B, T);
+            params[j] = minus;
+            double lm = mean_loss(&model, tokens, targets, B, T);
+            params[j] = saved;
+            double numeric = (lp - lm) / ((double)plus - (double)minus);
+            double tol = 2e-4 + 1e-2 * fmax(fabs(grads[j]), fabs(numeric));
+            CHECK_MSG(fabs(grads[j] - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g",
+                      param_specs[i].name, j, grads[j], numeric);
+            checked++;
+            zero_grads += grads[j] == 0.0f;
+        }
+        params += model.param_sizes[i];
+        grads += model.param_sizes[i];
+    }
+    CHECK(checked == (int)model.num_params);
+    // Switched off, the forward is the plain one again, to the last bit.
+    model.dropout.p = 0.0f;
+    CHECK(mean_loss(&model, tokens, targets, B, T) == without);
+    gpt_free(&model);
+}
+
+// The mask: the kept fraction is 1 - p, kept values are scaled by 1/(1-p),
+// and it is a function of (seed, step, tensor, global element) only.
+static void test_dropout_mask(void) {
+    enum { N = 200000 };
+    float *x = xmalloc(N * sizeof(float)), *y = xmalloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) x[i] = 1.0f + (float)(i % 7);
+    Dropout d = {0.25f, 3, 10, 0};
+    DropoutMask m = dropout_mask(&d, DROPOUT_MLP_PROJ, 1, 1000);
+    dropout_forward(y, x, N, 0, &m);
+    long kept = 0;
+    for (int i = 0; i < N; i++) {
+        if (y[i] != 0.0f) {
+            kept++;
+            CHECK_NEAR(y[i], x[i] / 0.75, 1e-6 * x[i]);
+        }
+    }
+    // binomial: sd = sqrt(N p (1-p)) ~ 194; 5 sd
+    CHECK_MSG(labs(kept - (long)(0.75 * N)) < 1000, "kept %ld of %d", kept, N);
+    // the second half computed on its own, from its global offset
+    float *half = xmalloc(N / 2 * sizeof(float));
+    dropout_forward(half, x + N / 2, N / 2, N / 2, &m);
+    CHECK(!memcmp(half, y + N / 2, N / 2 * sizeof(float)));
+    // a micro-batch starting at global row 100 of rows of 1000 elements
+    Dropout later = d;
+    later.first_row = 100;
+    DropoutMask ml = dropout_mask(&later, DROPOUT_MLP_PROJ, 1, 1000);
+    dropout_forward(half, x + 100000, N / 2, 0, &ml);
+    CHECK(!memcmp(half, y + 100000, N / 2 * sizeof(float)));
+    // another step, tensor or layer: another mask
+    const Dropout other_step = {0.25f, 3, 11, 0};
+    DropoutMask others[3] = {dropout_mask(&other_step, DROPOUT_MLP_PROJ, 1, 1000),
+                             dropout_mask(&d, DROPOUT_ATT_PROJ, 1, 1000),
+                             dropout_mask(&d, DROPOUT_MLP_PROJ, 0, 1000)};
+    for (int k = 0; k < 3; k++) {
+        dropout_forward(half, x, N / 2, 0, &others[k]);
+        int same = 0;
+        for (int i = 0; i < N / 2; i++) same += (half[i] == 0.0f) == (y[i] == 0.0f);
+        CHECK_MSG(same < 0.7 * N / 2, "mask %d agrees on %d of %d", k, same, N / 2);
+    }
+    free(x), free(y), free(half);
+}
+
+// A batch of 4 rows gives the same per-position losses as its two halves
+// run as micro-batches from global rows 0 and 2 (what gradient accumulation
+// and data parallelism will do).
+static void test_dropout_micro_batches(void) {
+    enum { B = 4, T = 6 };
+    GPT model;
+    gpt_build(&model, &tiny_config);
+    gpt_alloc_training(&model, B, T);
+    Rng rng;
+    rng_seed(&rng, 9);
+    rescale_params(&model, &rng);
+    int tokens[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        tokens[i] = (int)rng_below(&rng, 7);
+        targets[i] = (int)rng_below(&rng, 7);
+    }
+    model.dropout = (Dropout){0.4f, 1, 2, 0};
+    gpt_forward(&model, tokens, targets, B, T);
+    float whole[B * T];
+    memcpy(whole, model.acts.losses, sizeof whole);
+    for (int half = 0; half < 2; half++) {
+        model.dropout.first_row = 2 * half;
+        gpt_forward(&model, tokens + 2 * half * T, targets + 2 * half * T, 2, T);
+        for (int i = 0; i < 2 * T; i++)
+            CHECK_NEAR(model.acts.losses[i], whole[2 * half * T + i], 1e-5);
+    }
+    model.dropout.first_row = 1; // a wrong offset gives other masks
+    gpt_forward(&model, tokens + 2 * T, targets + 2 * T, 2, T);
+    double diff = 0;
+    for (int i = 0; i < 2 * T; i++) diff += fabs(model.acts.losses[i] - whole[2 * T + i]);
+    CHECK(diff > 1e-3);
+    gpt_free(&model);
+}
+
+// ---- the trainer
+
+// The step,train_loss,val_loss,lr columns of OUT/log.csv.
+static char *loss_columns(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/log.csv", dir);
+    char *text = read_text_file(path);
+    if (!text) return NULL;
+    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int commas = 0;
+        size_t n = 0;
+        while (line[n] && commas < 4) commas += line[n++] == ',';
+        strncat(out, line, n);
+        strcat(out, "\n");
+    }
+    free(text);
+    return out;
+}
+
+static int run_train(const char *args, const char *dir, const char *capture) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "bin/train %s --out %s", args, dir);
+    return run_command(cmd, capture);
+}
+
+// Dropout runs: the same losses with 1 and 2 threads, stopped and resumed,
+// and not the losses of a run without dropout.
+static void test_dropout_runs_deterministic(void) {
+    const char *tmp = make_temp_dir();
+    char one[512], two[512], resumed[512], plain[512];
+    snprintf(one, sizeof one, "%s/one", tmp);
+    snprintf(two, sizeof two, "%s/two", tmp);
+    snprintf(resumed, sizeof resumed, "%s/resumed", tmp);
+    snprintf(plain, sizeof plain, "%s/plain", tmp);
+    const char *args = SMALL " --iters 12 --eval-every 6 --log-every 1 --dropout 0.2";
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s --threads 1", args);
+    CHECK(run_train(flags, one, NULL) == 0);
+    snprintf(flags, sizeof flags, "%s --threads 2", args);
+    CHECK(run_train(flags, two, NULL) == 0);
+    snprintf(flags, sizeof flags, "%s --threads 2 --stop-at 5", args);
+    CHECK(run_train(flags, resumed, NULL) == 0);
+    CHECK(run_train("--resume --threads 1", resumed, NULL) == 0);
+    CHECK(run_train(SMALL " --iters 12 --eval-every 6 --log-every 1", plain, NULL) == 0);
+    char *l1 = loss_columns(one), *l2 = loss_columns(two), *lr = loss_columns(resumed),
+         *lp = loss_columns(plain);
+    CHECK(l1 && l2 && lr && lp);
+    if (l1 && l2 && lr && lp) {
+        CHECK_MSG(!strcmp(l1, l2), "1 thread:\n%s\n2 threads:\n%s", l1, l2);
+        CHECK_MSG(!strcmp(l1, lr), "straight:\n%s\nresumed:\n%s", l1, lr);
+        CHECK(strcmp(l1, lp) != 0);
+    }
+    free(l1), free(l2), free(lr), free(lp);
+}
+
+static long number_after(const char *text, const char *marker) {
+    const char *at = text ? strstr(text, marker) : NULL;
+    return at ? strtol(at + strlen(marker), NULL, 10) : -1;
+}
+
+// --minutes: the run prints the --iters it chose, its log ends at that step
+// with an evaluation and the learning rate of the schedule's last step, and
+// --iters N (with the same --eval-every) trains the same steps: the losses
+// of every step logged by both are equal. Nothing is asserted about time.
+static void test_time_budget(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], again[512], capture[512];
+    snprintf(dir, sizeof dir, "%s/budget", tmp);
+    snprintf(again, sizeof again, "%s/again", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    const char *args = TINY " --log-every 1 --warmup 5 --threads 1";
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s --minutes 0.03", args);
+    CHECK(run_train(flags, dir, capture) == 0);
+    char *console = read_text_file(capture);
+    long iters = number_after(console, "add --iters ");
+    long every = number_after(console, "--eval-every ");
+    CHECK_MSG(iters >= 5 && every >= 1, "no plan in:\n%s", console ? console : "");
+    char *log = loss_columns(dir);
+    CHECK(log != NULL);
+    if (iters >= 5 && every >= 1 && log) {
+        // the last row: step N, with a validation loss, at lr_at(N - 1)
+        char *last = log + strlen(log) - 1;
+        while (last > log && last[-1] != '\n') last--;
+        long step;
+        float train, val, lr;
+        CHECK_MSG(sscanf(last, "%ld,%f,%f,%f", &step, &train, &val, &lr) == 4, "last row '%s'", last);
+        CHECK(step == iters);
+        double ratio = (double)(iters - 1 - 5) / (double)(iters - 5);
+        double expected = 1e-4 + 0.5 * (1 + cos(M_PI * ratio)) * (1e-3 - 1e-4);
+        CHECK_NEAR(lr, expected, 1e-3 * expected);
+        CHECK(lr < 1.1e-4 || iters < 40); // at the minimum when the run is long enough
+        // the saved flags hold the plan, so --resume continues it
+        char path[600];
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        CHECK(file_exists(path));
+        // the same run with --iters N
+        snprintf(flags, sizeof flags, "%s --iters %ld --eval-every %ld", args, iters, every);
+        CHECK(run_train(flags, again, NULL) == 0);
+        char *log2 = loss_columns(again);
+        CHECK(log2 != NULL);
+        int compared = 0;
+        for (char *row = strchr(log, '\n'); log2 && row && row[1]; row = strchr(row + 1, '\n')) {
+            long s;
+            char val_text[64] = "";
+            float loss;
+            if (sscanf(row + 1, "%ld,%f,%63[^,]", &s, &loss, val_text) < 2 || val_text[0]) continue;
+            char key[64];
+            snprintf(key, sizeof key, "\n%ld,", s);
+            const char *other = strstr(log2, key);
+            if (!other) continue;
+            CHECK_MSG(!strncmp(other, row, strcspn(row + 1, "\n") + 1), "step %ld differs", s);
+            compared++;
+        }
+        CHECK(compared >= iters / 2);
+        free(log2);
+    }
+    free(log);
+    free(console);
+}
+
+static void test_bad_new_flags(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], capture[512], ckpt[512];
+    snprintf(dir, sizeof dir, "%s/never", tmp);
+    snprintf(capture, sizeof capture, "%s/err.txt", tmp);
+    snprintf(ckpt, sizeof ckpt, "%s/damaged.safetensors", tmp);
+    write_file_bytes(ckpt, "\x10\0\0\0\0\0\0\0{\"a\":1}", 15);
+    char missing[1024], damaged[1024];
+    snprintf(missing, sizeof missing, TINY " --init-from %s/none.safetensors", tmp);
+    snprintf(damaged, sizeof damaged, TINY " --init-from %s", ckpt);
+    const struct {
+        const char *args;
+        int status;
+        const char *message;
+    } cases[] = {
+        {TINY " --dropout 1", 2, "--dropout"},         {TINY " --dropout -0.1", 2, "--dropout"},
+        {TINY " --minutes 0", 2, "--minutes"},         {TINY " --minutes -3", 2, "--minutes"},
+        {TINY " --minutes 1e9", 2, "--minutes"},       {TINY " --minutes 1 --iters 9", 2, "--iters"},
+        {missing, 1, "none.safetensors"},              {damaged, 1, "damaged.safetensors"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = run_train(cases[i].args, dir, capture);
+        char *err = read_text_file(capture);
+        CHECK_MSG(status == cases[i].status, "%s: exit %d", cases[i].args, status);
+        CHECK_MSG(err && strstr(err, cases[i].message) && strchr(err, '\n') == err + strlen(err) - 1,
+                  "%s: '%s'", cases[i].args, err ? err : "");
+        CHECK_MSG(!file_exists(dir), "%s: created %s", cases[i].args, dir);
+        free(err);
+    }
+}
+
+// ---- fine-tuning
+
+static void test_fine_tune_new_characters(void) {
+    const char *tmp = make_temp_dir();
+    char base[512], tuned[512], text_path[512], args[2048], capture[512], path[600];
+    snprintf(base, sizeof base, "%s/base", tmp);
+    snprintf(tuned, sizeof tuned, "%s/tuned", tmp);
+    snprintf(text_path, sizeof text_path, "%s/new.txt", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    CHECK(run_train(TINY " --iters 4 --eval-every 4", base, NULL) == 0);
+    // Shakespeare's characters plus two it lacks: 'é' (U+E9) and 'Ω' (U+3A9)
+    char text[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(text, "Ωmega and café, said he.\n");
+    write_file_bytes(text_path, text, strlen(text));
+    // lr 0: the one step changes nothing, so the weights are the initial ones
+    snprintf(args, sizeof args,
+             "--batch 2 --eval-batches 1 --sample-chars 0 --iters 1 --lr 0 --min-lr 0 "
+             "--init-from %s/model.safetensors --data %s", base, text_path);
+    CHECK(run_train(args, tuned, capture) == 0);
+    char *console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "2 new characters appended to its vocabulary of 65"), "%s",
+              console ? console : "");
+    free(console);
+
+    GPT before, after;
+    Vocab vb, va;
+    char err[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", base);
+    CHECK_MSG(gpt_load(path, &before, &vb, err, sizeof err), "%s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", tuned);
+    int loaded = gpt_load(path, &after, &va, err, sizeof err);
+    CHECK_MSG(loaded, "%s", err);
+    if (loaded) {
+        CHECK(va.size == vb.size + 2 && after.config.vocab_size == va.size);
+        CHECK(!memcmp(va.code_points, vb.code_points, sizeof(uint32_t) * vb.size));
+        CHECK(va.code_points[vb.size] == 0xE9 && va.code_points[vb.size + 1] == 0x3A9);
+        CHECK(vocab_id(&va, 0x3A9) == vb.size + 1 && vocab_id(&va, 'a') == vocab_id(&vb, 'a'));
+        CHECK(after.config.layers == 1 && after.config.dim == 16 && after.config.context == 16);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            const float *a = param_tensor(&after.params, i), *b = param_tensor(&before.params, i);
+            CHECK_MSG(!memcmp(a, b, before.param_sizes[i] * sizeof(float)), "%s differs",
+                      param_specs[i].name);
+        }
+        // the new rows: fresh N(0, 0.02) values, not zeros or copies
+        const float *rows = after.params.wte + (size_t)vb.size * 16;
+        double sq = 0;
+        for (int j = 0; j < 32; j++) sq += rows[j] * rows[j];
+        double sd = sqrt(sq / 32);
+        CHECK_MSG(sd > 0.01 && sd < 0.04, "new rows' sd %g", sd);
+        gpt_free(&after);
+        vocab_free(&va);
+    }
+    gpt_free(&before);
+    vocab_free(&vb);
+    // the fine-tuned run resumes (its characters numbered as its checkpoint)
+    CHECK(run_train("--resume --iters 2", tuned, NULL) == 0);
+    // a contradicting shape: exit 1, nothing written
+    char never[512];
+    snprintf(never, sizeof never, "%s/never", tmp);
+    snprintf(args, sizeof args, "--dim 32 --init-from %s/model.safetensors --data %s", base,
+             text_path);
+    CHECK(run_train(args, never, capture) == 1);
+    char *err_text = read_text_file(capture);
+    CHECK(err_text && strstr(err_text, "--dim 32"));
+    free(err_text);
+    CHECK(!file_exists(never));
+}
+
+// A checkpoint's vocabulary in id order: appended characters load, a
+// character listed twice does not.
+static void test_vocab_in_id_order(void) {
+    Vocab v;
+    char err[256] = "";
+    const uint32_t appended[] = {'a', 'c', 'z', 'b', 0x3A9};
+    CHECK_MSG(vocab_from_ids(&v, appended, 5, err, sizeof err), "%s", err);
+    for (int id = 0; id < 5; id++) CHECK(vocab_id(&v, appended[id]) == id);
+    CHECK(vocab_id(&v, 'd') == -1);
+    vocab_free(&v);
+    const uint32_t twice[] = {'a', 'c', 'b', 'c'};
+    CHECK(!vocab_from_ids(&v, twice, 4, err, sizeof err));
+    CHECK_MSG(strstr(err, "U+0063") && strstr(err, "twice"), "%s", err);
+    const uint32_t surrogate[] = {'b', 'a', 0xD800};
+    CHECK(!vocab_from_ids(&v, surrogate, 3, err, sizeof err));
+    CHECK(strstr(err, "U+D800"));
+}
+
+// ---- several files
+
+static void test_several_files(void) {
+    const char *tmp = make_temp_dir();
+    char folder[512], path[600], err[1024];
+    snprintf(folder, sizeof folder, "%s/books", tmp);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", folder);
+    CHECK(run_command(cmd, NULL) == 0);
+    char b_text[2000] = "", a_text[2000] = "";
+    for (int i = 0; i < 30; i++) strcat(b_text, "bbb bb b\n"), strcat(a_text, "aaaa a\n");
+    snprintf(path, sizeof path, "%s/b.txt", folder);
+    write_file_bytes(path, b_text, strlen(b_text));
+    snprintf(path, sizeof path, "%s/a.txt", folder);
+    write_file_bytes(path, a_text, strlen(a_text));
+    snprintf(path, sizeof path, "%s/.hidden", folder);
+    write_file_bytes(path, "\xff\xfe", 2); // ignored: hidden
+    Corpus corpus;
+    int files = 0;
+    CHECK_MSG(corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK(files == 2);
+    size_t la = strlen(a_text), lb = strlen(b_text);
+    CHECK(corpus.num_tokens == la + 1 + lb);
+    // a.txt first (sorted), then the joining newline, then b.txt
+    int ok = corpus.num_tokens == la + 1 + lb;
+    for (size_t i = 0; ok && i < corpus.num_tokens; i++) {
+        char c = i < la ? a_text[i] : i == la ? '\n' : b_text[i - la - 1];
+        ok = corpus.vocab.code_points[corpus.tokens[i]] == (uint32_t)c;
+    }
+    CHECK(ok);
+    corpus_free(&corpus);
+    // a comma-separated list, in the order given
+    char list[1300];
+    snprintf(list, sizeof list, "%s/b.txt,%s/a.txt", folder, folder);
+    CHECK_MSG(corpus_load_files(&corpus, list, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK(files == 2 && corpus.vocab.code_points[corpus.tokens[0]] == 'b');
+    corpus_free(&corpus);
+    // the first line of bin/train's output counts files and characters
+    char out[512], capture[512], args[1200];
+    snprintf(out, sizeof out, "%s/run", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    snprintf(args, sizeof args, "--layers 1 --heads 1 --dim 8 --context 8 --batch 2 "
+             "--eval-batches 1 --sample-chars 0 --iters 1 --data %s", folder);
+    CHECK(run_train(args, out, capture) == 0);
+    char *console = read_text_file(capture), expected[128];
+    snprintf(expected, sizeof expected, "(2 files): %zu characters", la + 1 + lb);
+    CHECK_MSG(console && strstr(console, expected) && strchr(console, '\n') > strstr(console, expected),
+              "%s", console ? console : "");
+    free(console);
+    // a binary file is named
+    snprintf(path, sizeof path, "%s/c.bin", folder);
+    write_file_bytes(path, "ab\0cd", 5);
+    CHECK(!corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err));
+    CHECK_MSG(strstr(err, "c.bin") && strstr(err, "NUL"), "%s", err);
+    snprintf(args, sizeof args, "--data %s", folder);
+    snprintf(out, sizeof out, "%s/never", tmp);
+    CHECK(run_train(args, out, capture) == 1);
+    console = read_text_file(capture);
+    CHECK(console && strstr(console, "c.bin"));
+    free(console);
+    CHECK(!file_exists(out));
+}
+
+// ---- the loss plot
+
+static int pixel_is(const unsigned char *img, int w, int x, int y, const uint8_t rgb[3]) {
+    return !memcmp(img + ((size_t)y * w + x) * 3, rgb, 3);
+}
+
+// Count pixels of a colour in a window around (x, y).
+static int near_colour(const unsigned char *img, int w, int h, int x, int y, int r,
+                       const uint8_t rgb[3]) {
+    int n = 0;
+    for (int yy = y - r; yy <= y + r; yy++)
+        for (int xx = x - r; xx <= x + r; xx++)
+            if (xx >= 0 && yy >= 0 && xx < w && yy < h) n += pixel_is(img, w, xx, yy, rgb);
+    return n;
+}
+
+// A made-up history drawn and read back: the points land where the axes
+// say, the best evaluation is ringed, the learning rate is drawn.
+static void test_loss_plot_pixels(void) {
+    enum { N = 50, NV = 5 };
+    long steps[N], val_steps[NV];
+    float train[N], lr[N], val[NV] = {3.0f, 2.2f, 1.9f, 1.7f, 1.8f};
+    for (int i = 0; i < N; i++) {
+        steps[i] = 10 * (i + 1);
+        train[i] = 3.5f - 2.0f * i / N;
+        lr[i] = 1e-3f * (1.0f - 0.9f * i / N);
+    }
+    for (int i = 0; i < NV; i++) val_steps[i] = 100 * (i + 1);
+    LossHistory h = {steps, train, lr, N, val_steps, val, NV, 768, "test"};
+    const char *tmp = make_temp_dir();
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/loss.png", tmp);
+    CHECK_MSG(loss_plot_write(path, &h, err, sizeof err), "%s", err);
+    int w, hgt, channels;
+    unsigned char *img = stbi_load(path, &w, &hgt, &channels, 3);
+    CHECK(img && w == PLOT_W && hgt == PLOT_H);
+    if (!img) return;
+    PlotAxes a;
+    plot_axes(&h, &a);
+    CHECK(a.best == 3);
+    for (int i = 0; i < NV; i++) {
+        int x = plot_x(&a, val_steps[i]), y = plot_y_loss(&a, val[i]);
+        CHECK_MSG(near_colour(img, w, hgt, x, y, 1, plot_val_rgb) >= 3, "val point %d", i);
+    }
+    int bx = plot_x(&a, 400), by = plot_y_loss(&a, 1.7);
+    CHECK(near_colour(img, w, hgt, bx, by, 8, plot_best_rgb) >= 20);
+    CHECK(near_colour(img, w, hgt, plot_x(&a, 250), plot_y_loss(&a, train[24]), 2, plot_train_rgb) > 0);
+    CHECK(near_colour(img, w, hgt, plot_x(&a, 250), plot_y_lr(&a, lr[24]), 2, plot_lr_rgb) > 0);
+    // the legend's swatches, top left
+    CHECK(near_colour(img, w, hgt, PLOT_X0 + 9, 44, 3, plot_train_rgb) > 0);
+    CHECK(near_colour(img, w, hgt, PLOT_X0, 30, 30, plot_val_rgb) == 0); // none in the title
+    stbi_image_free(img);
+}
+
+// A run writes OUT/loss.png at its evaluations, with a point per evaluation.
+static void test_loss_plot_from_run(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/run", tmp);
+    CHECK(run_train(TINY " --iters 30 --eval-every 10 --threads 1", dir, NULL) == 0);
+    snprintf(path, sizeof path, "%s/loss.png", dir);
+    int w, h, channels;
+    unsigned char *img = stbi_load(path, &w, &h, &channels, 3);
+    CHECK_MSG(img && w == PLOT_W && h == PLOT_H, "%s not a %dx%d PNG", path, PLOT_W, PLOT_H);
+    if (!img) return;
+    int val_pixels = 0, train_pixels = 0, best = 0;
+    for (int i = 0; i < w * h; i++) {
+        val_pixels += !memcmp(img + 3 * i, plot_val_rgb, 3);
+        train_pixels += !memcmp(img + 3 * i, plot_train_rgb, 3);
+        best += !memcmp(img + 3 * i, plot_best_rgb, 3);
+    }
+    CHECK(val_pixels > 3 * 25 && train_pixels > 100 && best > 20);
+    stbi_image_free(img);
+}
+
+void suite_recipes(void) {
+    run_test("recipes: dropout gradients against central differences, fixed mask",
+             test_dropout_gradients);
+    run_test("recipes: dropout masks keep 1-p, scale, follow (seed, step, tensor, element)",
+             test_dropout_mask);
+    run_test("recipes: dropout masks do not depend on the micro-batch split",
+             test_dropout_micro_batches);
+    run_test("recipes: dropout runs equal across threads and resume", test_dropout_runs_deterministic);
+    run_test("recipes: --minutes prints its --iters and ends the schedule there", test_time_budget);
+    run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
+             test_bad_new_flags);
+    run_test("recipes: --init-from appends new characters, keeps the weights",
+             test_fine_tune_new_characters);
+    run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);
+    run_test("recipes: --data with a folder or several files", test_several_files);
+    run_test("recipes: the loss plot's points read back from the PNG", test_loss_plot_pixels);
+    run_test("recipes: a run writes OUT/loss.png", test_loss_plot_from_run);
+}

@@ -1,0 +1,105 @@
+// recipes.c: recipes per time budget and the --minutes plan (recipes.h).
+#include "recipes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// Chosen by scripts/sweep_recipes.sh on Shakespeare, 2 cores (docs/training.md).
+static const Recipe recipes[] = {
+    /* minutes layers heads dim context batch warmup   lr     min_lr  dropout decay */
+    {1,       4,     4,    128, 64,     16,   50,      2e-3f, 2e-4f,  0.0f,   0.1f},
+    {5,       6,     6,    192, 128,    16,   100,     1.5e-3f, 1.5e-4f, 0.1f, 0.1f},
+    {15,      6,     6,    256, 128,    24,   100,     1.2e-3f, 1.2e-4f, 0.15f, 0.1f},
+    {60,      6,     6,    384, 256,    32,   200,     1e-3f, 1e-4f,  0.2f,   0.1f},
+};
+#define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
+
+const Recipe *recipe_for(float minutes) {
+    const Recipe *best = &recipes[0];
+    for (int i = 0; i < NUM_RECIPES; i++)
+        if (recipes[i].minutes <= minutes) best = &recipes[i];
+    return best;
+}
+
+static Option *find_option(Option table[NUM_TRAIN_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
+    if (o->minutes <= 0) return NULL;
+    const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
+    for (int i = 0; i < 4; i++)
+        if (find_option(table, shape[i])->given) return NULL;
+    const Recipe *r = recipe_for(o->minutes);
+    const struct {
+        const char *flag;
+        int *target;
+        int value;
+    } ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
+                {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
+                {"--batch", &o->batch, r->batch},      {"--warmup", &o->warmup, r->warmup}};
+    const struct {
+        const char *flag;
+        float *target;
+        float value;
+    } floats[] = {{"--lr", &o->lr, r->lr},
+                  {"--min-lr", &o->min_lr, r->min_lr},
+                  {"--dropout", &o->dropout, r->dropout},
+                  {"--weight-decay", &o->weight_decay, r->weight_decay}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!find_option(table, ints[i].flag)->given) *ints[i].target = ints[i].value;
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (!find_option(table, floats[i].flag)->given) *floats[i].target = floats[i].value;
+    return r;
+}
+
+// ---- the time budget
+
+// The plan aims a little short of the budget: the machine's speed drifts.
+#define BUDGET_AIM 0.97
+#define EVALS_PER_BUDGET 8
+
+void time_budget_init(TimeBudget *budget, float minutes, double start) {
+    memset(budget, 0, sizeof *budget);
+    budget->budget_seconds = minutes > 0 ? 60.0 * minutes : 0.0;
+    budget->start = start;
+}
+
+int time_budget_step(TimeBudget *budget, long step, double seconds, int warmup) {
+    if (budget->budget_seconds <= 0 || budget->planned) return 0;
+    if (step == 1) budget->first_step_seconds = seconds; // page faults, cold caches
+    else {
+        budget->timed_seconds += seconds;
+        budget->timed_steps++;
+    }
+    int enough = budget->timed_steps >= 3 && budget->timed_seconds >= 0.03 * budget->budget_seconds;
+    // lr_at does not depend on --iters before the warmup ends
+    return enough || step >= (warmup > 1 ? warmup : 1);
+}
+
+void time_budget_plan(const TimeBudget *budget, long step, double now, double eval_seconds,
+                      int eval_every_given, int *iters, int *eval_every) {
+    double per_step = budget->timed_steps > 0 ? budget->timed_seconds / budget->timed_steps
+                                              : budget->first_step_seconds;
+    double left = BUDGET_AIM * budget->budget_seconds - (now - budget->start);
+    double steps = 0;
+    if (eval_every_given > 0) {
+        // (N - step) s + ((N - step) / E + 1) e = left
+        steps = (left - eval_seconds) / (per_step + eval_seconds / eval_every_given);
+        *eval_every = eval_every_given;
+    } else {
+        // about EVALS_PER_BUDGET evaluations, fewer when they would take
+        // over a quarter of the time left
+        int evals = EVALS_PER_BUDGET;
+        while (evals > 1 && evals * eval_seconds > 0.25 * left) evals--;
+        steps = (left - evals * eval_seconds) / (per_step > 0 ? per_step : 1e-9);
+        long n = step + (steps > 0 ? (long)steps : 0);
+        *eval_every = (int)fmax(1.0, ceil((double)n / evals));
+    }
+    if (!(steps > 0)) steps = 0;
+    if (steps > 1e9 - step) steps = 1e9 - step;
+    *iters = (int)(step + (long)steps);
+}
