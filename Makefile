@@ -19,14 +19,14 @@ BUILD = build
 #   base/ -> model/, data/ -> lib/, viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c
 MODEL_SRC = model/matmul.c model/ops.c model/dropout.c model/attention.c model/gpt.c \
-            model/safetensors.c model/kv_cache.c
+            model/safetensors.c model/kv_cache.c model/cpu_features.c model/matmul_bf16.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 SHARED_SRC = lib/checkpoint.c lib/sampler.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
                 train/progress.c train/run.c train/distributed.c \
-                train/recipes.c train/loss_plot.c
+                train/recipes.c train/loss_plot.c train/thread_tuner.c
 LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 
@@ -90,17 +90,24 @@ bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_O
 
 # The benchmark has per-op timers compiled in (-DPROFILE_OPS), so it is
 # built from source on its own rather than from the normal objects.
-bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c $(wildcard */*.h)
+bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c train/thread_tuner.c $(wildcard */*.h)
 	@mkdir -p bin
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c -o $@ $(LDLIBS)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c train/thread_tuner.c -o $@ $(LDLIBS)
+
+# Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
+bin/bench_sample: scripts/bench_sample.c $(LIB_SRC) $(wildcard */*.h)
+	@mkdir -p bin
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench_sample.c $(LIB_SRC) -o $@ $(LDLIBS)
 
 ifdef MPI
-bench: bin/bench bin-mpi/train bin-mpi/bench_reduce
+bench: bin/bench bin/bench_sample bin-mpi/train bin-mpi/bench_reduce
 	./bin/bench
+	./bin/bench_sample
 	scripts/bench_mpi.sh
 else
-bench: bin/bench
+bench: bin/bench bin/bench_sample
 	./bin/bench
+	./bin/bench_sample
 endif
 
 # Passive waiting: on a busy machine (CI), threads that spin at OpenMP

@@ -15,6 +15,7 @@
 
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
+#include "../model/matmul.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
@@ -29,9 +30,10 @@
 typedef struct {
     const char *ckpt, *text, *text_file, *out, *colormap, *font, *snapshots;
     int layer, head, cell, raw, html;
+    const char *precision;
 } AttnOptions;
 
-#define NUM_OPTIONS 12
+#define NUM_OPTIONS 13
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
@@ -56,6 +58,7 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
         {"--snapshots", OPT_STRING, &o->snapshots,
          "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
          "when it exists", 0, -1, 0},
+        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -63,7 +66,8 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
 static AttnOptions default_options(void) {
     return (AttnOptions){.ckpt = "out/model.safetensors", .out = "attn_out",
                          .colormap = "viridis", .layer = -1, .head = -1,
-                         .cell = HEATMAP_DEFAULT_CELL};
+                         .cell = HEATMAP_DEFAULT_CELL,
+                         .precision = "fp32"};
 }
 
 // The text's code points, every one in the vocabulary (else a one-line
@@ -195,7 +199,9 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
     free(steps);
 }
 
-int main(int argc, char **argv) {
+// The flags, parsed and checked (--help prints the usage and exits 0);
+// --precision takes effect here.
+static AttnOptions parse_options(int argc, char **argv) {
     AttnOptions o = default_options();
     Option table[NUM_OPTIONS];
     option_table(&o, table);
@@ -220,79 +226,133 @@ int main(int argc, char **argv) {
                       "OUT/index.html. A text longer than the model's context is cut to its last\n"
                       "context characters.",
                       help_table, NUM_OPTIONS);
-        return 0;
+        exit(0);
     }
     if (!parsed) usage_error("%s", err);
+    precision_apply_option(o.precision);
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
+    return o;
+}
+
+// The pictures' settings from the flags (each head's tag comes with the scores).
+static HeatmapOptions heatmap_options(const AttnOptions *o) {
     HeatmapOptions heatmap = heatmap_default_options();
-    heatmap.cell = o.cell;
-    heatmap.raw = o.raw;
-    heatmap.colormap = colormap_from_name(o.colormap);
+    heatmap.cell = o->cell;
+    heatmap.raw = o->raw;
+    heatmap.colormap = colormap_from_name(o->colormap);
     if (heatmap.colormap < 0)
-        usage_error("--colormap: unknown colour map '%s' (viridis, magma or gray)", o.colormap);
+        usage_error("--colormap: unknown colour map '%s' (viridis, magma or gray)", o->colormap);
+    heatmap.layer = o->layer;
+    heatmap.head = o->head;
+    return heatmap;
+}
 
-    if (!label_font_select(o.font, err, sizeof err)) die("--font: %s", err);
-    GPT model;
-    Vocab vocab;
-    if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
-    int L = model.config.layers, NH = model.config.heads, context = model.config.context;
-    if (o.layer >= L)
+// The label font, then the checkpoint's model and vocabulary; --layer and
+// --head must name one of its layers and heads.
+static void load_model(const AttnOptions *o, GPT *model, Vocab *vocab) {
+    char err[2048];
+    if (!label_font_select(o->font, err, sizeof err)) die("--font: %s", err);
+    if (!gpt_load(o->ckpt, model, vocab, err, sizeof err)) die("%s", err);
+    int L = model->config.layers, NH = model->config.heads;
+    if (o->layer >= L)
         usage_error("--layer %d is out of range: the model has %d layer%s (0..%d, or -1 for all)",
-                    o.layer, L, L == 1 ? "" : "s", L - 1);
-    if (o.head >= NH)
+                    o->layer, L, L == 1 ? "" : "s", L - 1);
+    if (o->head >= NH)
         usage_error("--head %d is out of range: the model has %d head%s (0..%d, or -1 for all)",
-                    o.head, NH, NH == 1 ? "" : "s", NH - 1);
-    heatmap.layer = o.layer;
-    heatmap.head = o.head;
+                    o->head, NH, NH == 1 ? "" : "s", NH - 1);
+}
 
+// The text to look at, and the window of it the model sees.
+typedef struct {
+    uint32_t *chars;  // (num_chars) the whole text's code points
+    int num_chars;
+    uint32_t *window; // (T) its last T <= context characters
+    int T;
+} AttnText;
+
+// --text or --text-file as code points, cut to the model's context (with a
+// note); its pictures at --cell must fit.
+static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
+    char err[2048];
+    int L = model->config.layers, NH = model->config.heads, context = model->config.context;
     size_t len;
     char *file_text = NULL;
-    const char *text = o.text, *source = "--text";
-    if (o.text_file) {
-        file_text = read_whole_file(o.text_file, &len);
+    const char *text = o->text, *source = "--text";
+    if (o->text_file) {
+        file_text = read_whole_file(o->text_file, &len);
         text = file_text;
-        source = o.text_file;
+        source = o->text_file;
     } else {
-        len = strlen(o.text);
+        len = strlen(o->text);
     }
-    int T;
-    uint32_t *chars = decode_text(source, text, len, &vocab, &T);
-    int num_chars = T;
-    uint32_t *window = chars;
-    if (T > context) {
+    AttnText t;
+    t.chars = decode_text(source, text, len, vocab, &t.T);
+    free(file_text);
+    t.num_chars = t.T;
+    t.window = t.chars;
+    if (t.T > context) {
         fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
-                "using the last %d\n", T, context, context);
-        window = chars + (T - context);
-        T = context;
+                "using the last %d\n", t.T, context, context);
+        t.window = t.chars + (t.T - context);
+        t.T = context;
     }
-    if (!heatmaps_check_size(L, NH, T, o.cell, err, sizeof err)) usage_error("--cell: %s", err);
+    if (!heatmaps_check_size(L, NH, t.T, o->cell, err, sizeof err)) usage_error("--cell: %s", err);
+    return t;
+}
 
+// Every head's scores (L*NH of them, the caller frees them); leaves the
+// text's attention in the model.
+static HeadScores *score_heads(GPT *model, const Vocab *vocab, const AttnText *text) {
+    int L = model->config.layers, NH = model->config.heads, context = model->config.context;
+    int T = text->T;
     int *tokens = xmalloc((size_t)T * sizeof(int));
-    for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, window[i]);
+    for (int i = 0; i < T; i++) tokens[i] = vocab_id(vocab, text->window[i]);
     // room for the induction probe too (scores.h)
-    gpt_alloc_inference(&model, 1, T > context ? T : context);
+    gpt_alloc_inference(model, 1, T > context ? T : context);
     HeadScores *scores = xmalloc(sizeof(HeadScores) * L * NH);
-    model_head_scores(&model, tokens, T, scores); // leaves the text's attention in the model
+    model_head_scores(model, tokens, T, scores);
+    free(tokens);
+    return scores;
+}
+
+// The pictures: a heatmap per head and the overview, each head tagged with
+// its type, then the scores and the circuits.
+static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *vocab,
+                           const AttnText *text, const HeatmapOptions *heatmap,
+                           const HeadScores *scores) {
+    char err[2048];
+    int L = model->config.layers, NH = model->config.heads;
     const char **tags = xcalloc((size_t)L * NH, sizeof(char *));
     for (int h = 0; h < L * NH; h++) {
         int type = head_dominant_type(&scores[h]);
         tags[h] = type >= 0 ? score_tag(type) : NULL;
     }
-    heatmap.tags = tags;
-    if (!heatmaps_write(o.out, &model, window, T, &heatmap, err, sizeof err)) die("%s", err);
-
-    int images = (o.layer >= 0 ? 1 : L) * (o.head >= 0 ? 1 : NH);
-    printf("%d characters: wrote %s/overview.png and %d head image%s%s\n", T, o.out, images,
-           images == 1 ? "" : "s", o.raw ? " and attention.safetensors" : "");
-    write_scores_and_circuits(&o, &model, &vocab, chars, num_chars, scores);
-    if (o.html) write_explorer(&o, &model, window, T, scores);
-
+    HeatmapOptions tagged = *heatmap;
+    tagged.tags = tags;
+    if (!heatmaps_write(o->out, model, text->window, text->T, &tagged, err, sizeof err))
+        die("%s", err);
+    int images = (o->layer >= 0 ? 1 : L) * (o->head >= 0 ? 1 : NH);
+    printf("%d characters: wrote %s/overview.png and %d head image%s%s\n", text->T, o->out, images,
+           images == 1 ? "" : "s", o->raw ? " and attention.safetensors" : "");
+    write_scores_and_circuits(o, model, vocab, text->chars, text->num_chars, scores);
     free(tags);
+}
+
+int main(int argc, char **argv) {
+    AttnOptions o = parse_options(argc, argv);
+    HeatmapOptions heatmap = heatmap_options(&o);
+    GPT model;
+    Vocab vocab;
+    load_model(&o, &model, &vocab);
+    AttnText text = read_text(&o, &model, &vocab);
+
+    HeadScores *scores = score_heads(&model, &vocab, &text);
+    write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
+    if (o.html) write_explorer(&o, &model, text.window, text.T, scores);
+
     free(scores);
-    free(tokens);
-    free(chars);
-    free(file_text);
+    free(text.chars);
     gpt_free(&model);
     vocab_free(&vocab);
     return 0;

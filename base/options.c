@@ -53,6 +53,7 @@ bad:
     return 0;
 }
 
+// argv[0] of the last options_parse: usage_error tells the user to run it.
 static const char *program_name = "the program";
 
 void usage_error(const char *fmt, ...) {
@@ -68,9 +69,15 @@ void usage_error(const char *fmt, ...) {
 
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
                   size_t err_len) {
-    if (argc > 0 && argv[0] && strcmp(argv[0], "saved")) program_name = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
+    if (argc < 1) return 1;
+    if (argv[0]) program_name = argv[0];
+    return options_parse_flags(options, num_options, argc - 1, argv + 1, err, err_len);
+}
+
+int options_parse_flags(Option *options, int num_options, int num_flags, char **flags, char *err,
+                        size_t err_len) {
+    for (int i = 0; i < num_flags; i++) {
+        const char *arg = flags[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return OPTIONS_HELP;
         if (arg[0] != '-') {
             set_error(err, err_len, "unexpected argument '%s' (flags start with --)", arg);
@@ -99,11 +106,11 @@ int options_parse(Option *options, int num_options, int argc, char **argv, char 
         if (eq) {
             text = eq + 1;
         } else {
-            if (i + 1 >= argc) {
+            if (i + 1 >= num_flags) {
                 set_error(err, err_len, "%s needs a value", opt->name);
                 return 0;
             }
-            text = argv[++i];
+            text = flags[++i];
         }
         if (opt->type == OPT_STRING) {
             if (!*text) {

@@ -27,6 +27,12 @@ typedef struct {
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
                   size_t err_len);
 
+// The same for flags that come from somewhere other than the command line
+// (a resumed run's saved ones): flags[0..num_flags), no program name before
+// them, so usage_error keeps naming the program of the last options_parse.
+int options_parse_flags(Option *options, int num_options, int num_flags, char **flags, char *err,
+                        size_t err_len);
+
 // Print "usage: program [options]", the summary, then every flag with its
 // help and its default (the value in the table when called, so call it
 // before parsing, or with a copy of the defaults).

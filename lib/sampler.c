@@ -14,6 +14,12 @@ void sampler_init(Sampler *sampler, int vocab_size, float temperature, int top_k
     sampler->candidates = xcalloc(vocab_size, sizeof(ProbIndex));
 }
 
+void sampler_init_samples(Sampler *samplers, int count, int vocab_size, float temperature,
+                          int top_k, float top_p, uint64_t seed) {
+    for (int k = 0; k < count; k++)
+        sampler_init(&samplers[k], vocab_size, temperature, top_k, top_p, seed + (uint64_t)k);
+}
+
 void sampler_free(Sampler *sampler) {
     free(sampler->candidates);
     sampler->candidates = NULL;

@@ -28,6 +28,13 @@ void sampler_init(Sampler *sampler, int vocab_size, float temperature, int top_k
                   uint64_t seed);
 void sampler_free(Sampler *sampler);
 
+// One sampler per sample for K samples generated together: sample k's
+// generator (k from 0) is seeded with seed + k, so sample k draws the same
+// numbers whatever K is, and is the text a single sample with seed + k
+// would be. sampler_free each of them.
+void sampler_init_samples(Sampler *samplers, int count, int vocab_size, float temperature,
+                          int top_k, float top_p, uint64_t seed);
+
 // The next token id for logits (V).
 int sampler_sample(Sampler *sampler, const float *logits);
 

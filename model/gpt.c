@@ -278,9 +278,64 @@ void gpt_free(GPT *model) {
 
 // ---- forward and backward
 
+// A block's three dropout masks (nanoGPT's places inside a block): the
+// attention probabilities, and the outputs of W_O and of the MLP projection.
+typedef struct {
+    DropoutMask att_probs, att_proj, mlp_proj;
+} BlockMasks;
+
+static BlockMasks block_masks(const Dropout *drop, int l, int NH, int T, int C) {
+    long row_tc = (long)T * C;
+    return (BlockMasks){dropout_mask(drop, DROPOUT_ATT_PROBS, l, (long)NH * T * T),
+                        dropout_mask(drop, DROPOUT_ATT_PROJ, l, row_tc),
+                        dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc)};
+}
+
+// Block l over the forward's B x T: x (B,T,C) is the residual stream into
+// it; writes its activations, residual3 (B,T,C) the stream out of it.
+static void block_forward(GPT *model, int l, const float *x, const Dropout *drop) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
+    long btc = (long)BT * C, cc = (long)C * C;
+    ParameterTensors *p = &model->params;
+    Activations *a = &model->acts;
+    Scratch *s = &model->scratch;
+    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
+          *v = a->v + l * btc;
+    float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
+    float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
+    float *residual3 = a->residual3 + l * btc;
+    float *att_probs = a->att_probs + (long)l * B * NH * T * T;
+    BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
+
+    // x += Attn(LN1(x))
+    TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
+                                          p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+    TIMED(OP_MATMUL_FWD, linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C));
+    TIMED(OP_MATMUL_FWD, linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C));
+    TIMED(OP_MATMUL_FWD, linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C));
+    TIMED(OP_ATTN_FWD, attention_forward_dropout(att_out, att_probs, q, k, v, B, T, T, C, NH,
+                                                 1, drop ? &masks.att_probs : NULL));
+    TIMED(OP_MATMUL_FWD,
+          linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C));
+    if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &masks.att_proj);
+    TIMED(OP_EMBED_RESIDUAL, residual_forward(residual2, x, s->proj_out, btc));
+    // x += MLP(LN2(x))
+    TIMED(OP_LAYERNORM,
+          layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2,
+                            p->ln2_w + l * C, p->ln2_b + l * C, BT, C));
+    TIMED(OP_MATMUL_FWD,
+          linear_forward(fc, ln2, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, BT, C, 4 * C));
+    TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
+    TIMED(OP_MATMUL_FWD, linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc,
+                                        p->proj_b + l * C, BT, 4 * C, C));
+    if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &masks.mlp_proj);
+    TIMED(OP_EMBED_RESIDUAL, residual_forward(residual3, residual2, s->proj_out, btc));
+}
+
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
     const GPTConfig *cfg = &model->config;
-    int L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
+    int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size;
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
@@ -306,44 +361,8 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     }
     const float *x = a->encoded; // (B,T,C) the residual stream
     for (int l = 0; l < L; l++) {
-        long cc = (long)C * C;
-        float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
-              *v = a->v + l * btc;
-        float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-        float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-        float *residual3 = a->residual3 + l * btc;
-        float *att_probs = a->att_probs + (long)l * B * NH * T * T;
-
-        // x += Attn(LN1(x))
-        TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
-                                              p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
-        TIMED(OP_MATMUL_FWD, linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C));
-        TIMED(OP_MATMUL_FWD, linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C));
-        TIMED(OP_MATMUL_FWD, linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C));
-        DropoutMask att_drop, proj_drop, mlp_drop;
-        if (drop) {
-            att_drop = dropout_mask(drop, DROPOUT_ATT_PROBS, l, (long)NH * T * T);
-            proj_drop = dropout_mask(drop, DROPOUT_ATT_PROJ, l, row_tc);
-            mlp_drop = dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc);
-        }
-        TIMED(OP_ATTN_FWD, attention_forward_dropout(att_out, att_probs, q, k, v, B, T, T, C, NH,
-                                                     1, drop ? &att_drop : NULL));
-        TIMED(OP_MATMUL_FWD,
-              linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C));
-        if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &proj_drop);
-        TIMED(OP_EMBED_RESIDUAL, residual_forward(residual2, x, s->proj_out, btc));
-        // x += MLP(LN2(x))
-        TIMED(OP_LAYERNORM,
-              layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2,
-                                p->ln2_w + l * C, p->ln2_b + l * C, BT, C));
-        TIMED(OP_MATMUL_FWD,
-              linear_forward(fc, ln2, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, BT, C, 4 * C));
-        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
-        TIMED(OP_MATMUL_FWD, linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc,
-                                            p->proj_b + l * C, BT, 4 * C, C));
-        if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &mlp_drop);
-        TIMED(OP_EMBED_RESIDUAL, residual_forward(residual3, residual2, s->proj_out, btc));
-        x = residual3;
+        block_forward(model, l, x, drop);
+        x = a->residual3 + l * btc;
     }
     TIMED(OP_LAYERNORM,
           layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnf_w, p->lnf_b, BT, C));
@@ -365,13 +384,90 @@ void gpt_zero_grad(GPT *model) {
         memset(model->grads_memory, 0, model->num_params * sizeof(float));
 }
 
+// Block l's backward, over the last forward's B x T. d_residual (B,T,C)
+// holds dL/d(residual3) on entry and dL/d(x_in) on exit, x_in being the
+// stream into the block; the block's gradients accumulate into grads.
+static void block_backward(GPT *model, int l, const Dropout *drop) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
+    long btc = (long)BT * C, cc = (long)C * C;
+    size_t btc_bytes = (size_t)btc * sizeof(float);
+    ParameterTensors *p = &model->params, *g = &model->grads;
+    Activations *a = &model->acts;
+    Scratch *s = &model->scratch;
+    const float *x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
+    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
+          *v = a->v + l * btc;
+    float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
+    float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
+    float *att_probs = a->att_probs + (long)l * B * NH * T * T;
+
+    // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
+    // GELU(fc) and LN2's output are recomputed rather than stored
+    TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
+    TIMED(OP_LAYERNORM, layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT,
+                                          residual2, p->ln2_w + l * C, p->ln2_b + l * C, BT,
+                                          C));
+    BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
+    // d_proj: the gradient reaching a projection's output, d_residual
+    // itself, or without dropout's mask d_ln (free until LN2's backward)
+    const float *d_proj = s->d_residual;
+    if (drop) {
+        memset(s->d_ln, 0, btc_bytes);
+        dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.mlp_proj);
+        d_proj = s->d_ln;
+    }
+    memset(s->d_fc_gelu, 0, 4 * btc_bytes);
+    TIMED(OP_MATMUL_BWD,
+          linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
+                          d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
+    memset(s->d_fc, 0, 4 * btc_bytes);
+    TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
+    memset(s->d_ln, 0, btc_bytes);
+    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C,
+                                         s->d_fc, ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C));
+    // the residual path passes d_residual through; LN2's path adds to it
+    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C,
+                                           s->d_ln, residual2, p->ln2_w + l * C,
+                                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C));
+
+    // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
+    if (drop) {
+        memset(s->d_ln, 0, btc_bytes);
+        dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.att_proj);
+    }
+    memset(s->d_att_out, 0, btc_bytes);
+    TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
+                                         d_proj, att_out, p->w_o + l * cc, BT, C, C));
+    memset(s->d_q, 0, btc_bytes);
+    memset(s->d_k, 0, btc_bytes);
+    memset(s->d_v, 0, btc_bytes);
+    TIMED(OP_ATTN_BWD,
+          attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v,
+                                     B, T, T, C, NH, 1, drop ? &masks.att_probs : NULL));
+    memset(s->d_ln, 0, btc_bytes);
+    // LN1's output, recomputed (s->ln held LN2's until here)
+    TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
+                                          x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1,
+                                         p->w_q + l * cc, BT, C, C));
+    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1,
+                                         p->w_k + l * cc, BT, C, C));
+    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_v + l * cc, g->b_v + l * C, s->d_v, ln1,
+                                         p->w_v + l * cc, BT, C, C));
+    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C,
+                                           s->d_ln, x_in, p->ln1_w + l * C,
+                                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));
+    // d_residual now holds dL/d(x_in)
+}
+
 void gpt_backward(GPT *model, const int *tokens) {
     if (model->mean_loss < 0)
         die("gpt_backward: the last forward had no targets");
     if (!model->grads_memory)
         die("gpt_backward: the model was allocated for inference (gpt_alloc_inference)");
     const GPTConfig *cfg = &model->config;
-    int L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
+    int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size;
     int B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C;
     size_t btc_bytes = (size_t)btc * sizeof(float);
@@ -393,76 +489,9 @@ void gpt_backward(GPT *model, const int *tokens) {
     TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last,
                                            p->lnf_w, a->lnf_mean, a->lnf_rstd, BT, C));
 
-    for (int l = L - 1; l >= 0; l--) {
-        long cc = (long)C * C;
-        const float *x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
-        float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
-              *v = a->v + l * btc;
-        float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-        float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-        float *att_probs = a->att_probs + (long)l * B * NH * T * T;
-
-        // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
-        // GELU(fc) and LN2's output are recomputed rather than stored
-        TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
-        TIMED(OP_LAYERNORM, layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT,
-                                              residual2, p->ln2_w + l * C, p->ln2_b + l * C, BT,
-                                              C));
-        DropoutMask att_drop, proj_drop, mlp_drop;
-        // d_proj: the gradient reaching a projection's output, d_residual
-        // itself, or without dropout's mask d_ln (free until LN2's backward)
-        const float *d_proj = s->d_residual;
-        if (drop) {
-            att_drop = dropout_mask(drop, DROPOUT_ATT_PROBS, l, (long)NH * T * T);
-            proj_drop = dropout_mask(drop, DROPOUT_ATT_PROJ, l, row_tc);
-            mlp_drop = dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc);
-            memset(s->d_ln, 0, btc_bytes);
-            dropout_backward(s->d_ln, s->d_residual, btc, 0, &mlp_drop);
-            d_proj = s->d_ln;
-        }
-        memset(s->d_fc_gelu, 0, 4 * btc_bytes);
-        TIMED(OP_MATMUL_BWD,
-              linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
-                              d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
-        memset(s->d_fc, 0, 4 * btc_bytes);
-        TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
-        memset(s->d_ln, 0, btc_bytes);
-        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C,
-                                             s->d_fc, ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C));
-        // the residual path passes d_residual through; LN2's path adds to it
-        TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C,
-                                               s->d_ln, residual2, p->ln2_w + l * C,
-                                               a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C));
-
-        // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
-        if (drop) {
-            memset(s->d_ln, 0, btc_bytes);
-            dropout_backward(s->d_ln, s->d_residual, btc, 0, &proj_drop);
-        }
-        memset(s->d_att_out, 0, btc_bytes);
-        TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
-                                             d_proj, att_out, p->w_o + l * cc, BT, C, C));
-        memset(s->d_q, 0, btc_bytes);
-        memset(s->d_k, 0, btc_bytes);
-        memset(s->d_v, 0, btc_bytes);
-        TIMED(OP_ATTN_BWD,
-              attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v,
-                                         B, T, T, C, NH, 1, drop ? &att_drop : NULL));
-        memset(s->d_ln, 0, btc_bytes);
-        // LN1's output, recomputed (s->ln held LN2's until here)
-        TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
-                                              x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
-        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1,
-                                             p->w_q + l * cc, BT, C, C));
-        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1,
-                                             p->w_k + l * cc, BT, C, C));
-        TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_v + l * cc, g->b_v + l * C, s->d_v, ln1,
-                                             p->w_v + l * cc, BT, C, C));
-        TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C,
-                                               s->d_ln, x_in, p->ln1_w + l * C,
-                                               a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));
-        // d_residual now holds dL/d(x_in)
-    }
+    // d_residual holds dL/d(x_last), the last block's residual3
+    for (int l = L - 1; l >= 0; l--) block_backward(model, l, drop);
+    // d_residual holds dL/d(encoded)
     const float *d_encoded = s->d_residual;
     if (drop) {
         DropoutMask m = dropout_mask(drop, DROPOUT_EMBEDDING, 0, row_tc);

@@ -1,52 +1,232 @@
-// kv_cache.c: cached keys and values for sampling one token at a time (see kv_cache.h).
+// kv_cache.c: cached keys and values for generating B samples together (see kv_cache.h).
 #include "kv_cache.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
 #include "matmul.h"
+#include "matmul_bf16.h"
 #include "ops.h"
 #include "../base/util.h"
 
-// Every buffer of the cache with its size in floats; returns the count.
-enum { NUM_BUFFERS = 21 };
+// ---- the buffers: what is cached, the scratch, the packed weights
+
+enum { CACHED, SCRATCH, WEIGHTS, NUM_KINDS };
+enum { NUM_BUFFERS = 24 };
 typedef struct {
-    float **buffer;
+    float **view;
     size_t floats;
-} Buffer;
-static int cache_buffers(KVCache *cache, const GPTConfig *cfg, Buffer list[NUM_BUFFERS]) {
+    int kind;
+} BufferSpec;
+
+// Every buffer of the cache with its size in floats and its kind.
+static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
+                         BufferSpec specs[NUM_BUFFERS]) {
     size_t T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads;
-    size_t V = cfg->vocab_size, cc = C * C;
-    Buffer all[NUM_BUFFERS] = {
-        {&cache->k, L * T * C},      {&cache->v, L * T * C},        {&cache->k_t, L * C * T},
-        {&cache->x, T * C},          {&cache->ln, T * C},           {&cache->q, T * C},
-        {&cache->att_out, T * C},    {&cache->proj, T * C},         {&cache->fc, T * 4 * C},
-        {&cache->fc_gelu, T * 4 * C}, {&cache->att_probs, NH * T * T}, {&cache->ln_mean, T},
-        {&cache->ln_rstd, T},        {&cache->logits, V},           {&cache->w_q_t, L * cc},
-        {&cache->w_k_t, L * cc},     {&cache->w_v_t, L * cc},       {&cache->w_o_t, L * cc},
-        {&cache->fc_w_t, L * 4 * cc}, {&cache->proj_w_t, L * 4 * cc}, {&cache->wte_t, V * C},
+    size_t V = cfg->vocab_size, cc = C * C, R = (size_t)B * T; // R: rows of B whole windows
+    BufferSpec all[NUM_BUFFERS] = {
+        {&cache->k, L * R * C, CACHED},         {&cache->v, L * R * C, CACHED},
+        {&cache->k_t, L * R * C, CACHED},       {&cache->x, R * C, SCRATCH},
+        {&cache->ln, R * C, SCRATCH},           {&cache->q, R * C, SCRATCH},
+        {&cache->k_new, R * C, SCRATCH},        {&cache->v_new, R * C, SCRATCH},
+        {&cache->att_out, R * C, SCRATCH},      {&cache->proj, R * C, SCRATCH},
+        {&cache->fc, R * 4 * C, SCRATCH},       {&cache->fc_gelu, R * 4 * C, SCRATCH},
+        {&cache->att_probs, B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
+        {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
+        {&cache->w_q_t, L * cc, WEIGHTS},       {&cache->w_k_t, L * cc, WEIGHTS},
+        {&cache->w_v_t, L * cc, WEIGHTS},       {&cache->w_o_t, L * cc, WEIGHTS},
+        {&cache->fc_w_t, L * 4 * cc, WEIGHTS},  {&cache->proj_w_t, L * 4 * cc, WEIGHTS},
+        {&cache->wte_t, V * C, WEIGHTS},
+        {&cache->qkv_tables, 3 * (V + T + 2) * C, WEIGHTS},
     };
-    memcpy(list, all, sizeof all);
-    return NUM_BUFFERS;
+    memcpy(specs, all, sizeof all);
 }
 
-void kv_cache_init(KVCache *cache, const GPT *model) {
+// Views start on a cache line (16 floats).
+static size_t padded(size_t floats) { return (floats + 15) & ~(size_t)15; }
+
+void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int slide) {
+    const GPTConfig *cfg = &model->config;
+    if (samples < 1 || slide < 1 || slide > cfg->context)
+        die("kv_cache_init_samples: %d samples, slide %d (expected >= 1 and 1..%d)", samples,
+            slide, cfg->context);
     memset(cache, 0, sizeof *cache);
     cache->model = model;
-    cache->tokens = xcalloc(model->config.context, sizeof(int));
-    Buffer list[NUM_BUFFERS];
-    for (int i = 0, n = cache_buffers(cache, &model->config, list); i < n; i++)
-        *list[i].buffer = xcalloc(list[i].floats, sizeof(float));
+    cache->samples = samples;
+    cache->slide = slide;
+    cache->tokens = xcalloc((size_t)samples * cfg->context, sizeof(int));
+    BufferSpec specs[NUM_BUFFERS];
+    buffer_specs(cache, cfg, samples, specs);
+    size_t total[NUM_KINDS] = {0};
+    for (int i = 0; i < NUM_BUFFERS; i++) total[specs[i].kind] += padded(specs[i].floats);
+    float *next[NUM_KINDS];
+    for (int kind = 0; kind < NUM_KINDS; kind++)
+        next[kind] = cache->memory[kind] = xcalloc(total[kind], sizeof(float));
+    for (int i = 0; i < NUM_BUFFERS; i++) {
+        *specs[i].view = next[specs[i].kind];
+        next[specs[i].kind] += padded(specs[i].floats);
+    }
     kv_cache_reset(cache);
 }
 
+void kv_cache_init(KVCache *cache, const GPT *model) { kv_cache_init_samples(cache, model, 1, 1); }
+
 void kv_cache_free(KVCache *cache) {
-    Buffer list[NUM_BUFFERS];
-    for (int i = 0, n = cache_buffers(cache, &cache->model->config, list); i < n; i++)
-        free(*list[i].buffer);
+    for (int kind = 0; kind < NUM_KINDS; kind++) free(cache->memory[kind]);
     free(cache->tokens);
     memset(cache, 0, sizeof *cache);
+}
+
+// ---- the packed weights and their products
+
+// A weight W (OC,IC) is kept as B = W^T (IC,OC) in column panels of PANEL
+// columns (the last one narrower): panel j0 is the row-major (IC, width)
+// block of columns j0..j0+width-1, at j0 * IC. A product's block of rows
+// times one panel then reads the panel as one contiguous stream. 64 columns
+// are the matmul kernel's tile width under AVX-512 and a multiple of it
+// under AVX2 and SSE.
+//
+// Why not matmul_pack_weight and matmul_packed: each matmul_packed call
+// enters a parallel region of its own (about 0.5 us even on one thread, and
+// a single step makes 25 products), and in bf16 it rounds A into matmul.c's
+// one workspace, so two threads cannot call it at once. matmul_strided runs
+// on the calling thread alone, on row-major blocks: a panel is one.
+#define PANEL 64
+// Rows per block of a product: four of the kernel's 6-row tiles share each
+// panel while it is in L1.
+#define BLOCK_ROWS 24
+// Query rows per block of a sample's attention: a whole window's blocks
+// then see 32 or 64 keys, whole vector tiles of the scores' product.
+#define QUERY_ROWS 32
+
+// In bf16 precision a product takes bf16 inputs, summed in fp32 (matmul.h):
+// the weights are rounded when packed and the rows they multiply where
+// they are made (each such buffer feeds nothing but products).
+static inline float as_product_input(float x) {
+    return matmul_precision() == PRECISION_BF16 ? bf16_to_float(bf16_from_float(x)) : x;
+}
+static void round_for_products(float *x, long n) {
+    if (matmul_precision() != PRECISION_BF16) return;
+    for (long i = 0; i < n; i++) x[i] = bf16_to_float(bf16_from_float(x[i]));
+}
+
+static void pack_weight(float *panels, const float *weight, int oc, int ic) {
+    for (int j0 = 0; j0 < oc; j0 += PANEL) {
+        int width = oc - j0 < PANEL ? oc - j0 : PANEL;
+        float *panel = panels + (long)j0 * ic;
+        for (int j = 0; j < width; j++)
+            for (int p = 0; p < ic; p++)
+                panel[(long)p * width + j] = as_product_input(weight[(long)(j0 + j) * ic + p]);
+    }
+}
+
+// out (R,OC) = inp (R,IC) . W^T + bias (OC), W packed; inp's rows are
+// inp_row floats apart (IC, or a multiple to read every n-th row). Then,
+// block by block: residual (R,OC) += out if residual, gelu_out (R,OC) =
+// GELU(out) if gelu_out. The (rows, panel) blocks are dealt round-robin to
+// the threads of the enclosing region; no barrier at the end.
+//
+// Every loop here has a static schedule, which GCC computes inline: a
+// dynamic one calls into libgomp, which allocates a work share for every
+// loop run outside a parallel region (one thread), 9% of a single step.
+// Every element is summed in the same order whichever thread computes it,
+// in whichever block, so the results depend on neither the threads nor B.
+static void linear_blocks(float *out, const float *inp, long inp_row, const float *w_panels,
+                          const float *bias, int rows, int ic, int oc, float *residual,
+                          float *gelu_out) {
+    int row_blocks = (rows + BLOCK_ROWS - 1) / BLOCK_ROWS, panels = (oc + PANEL - 1) / PANEL;
+    // panel by panel, so that consecutive blocks share the panel in cache
+#pragma omp for schedule(static, 1) nowait
+    for (int block = 0; block < row_blocks * panels; block++) {
+        int r0 = block % row_blocks * BLOCK_ROWS;
+        int r1 = r0 + BLOCK_ROWS < rows ? r0 + BLOCK_ROWS : rows;
+        int j0 = block / row_blocks * PANEL, width = oc - j0 < PANEL ? oc - j0 : PANEL;
+        matmul_strided(out + (long)r0 * oc + j0, oc, inp + r0 * inp_row, inp_row, 1,
+                       w_panels + (long)j0 * ic, width, r1 - r0, ic, width, 0);
+        for (int r = r0; r < r1; r++) {
+            float *o = out + (long)r * oc + j0;
+            if (bias)
+                for (int j = 0; j < width; j++) o[j] += bias[j0 + j];
+            if (residual) {
+                float *res = residual + (long)r * oc + j0;
+                for (int j = 0; j < width; j++) res[j] += o[j];
+            }
+            if (gelu_out) {
+                float *g = gelu_out + (long)r * oc + j0;
+                gelu_forward(g, o, width);
+                round_for_products(g, width);
+            }
+        }
+    }
+}
+
+// ---- layer 0's queries, keys and values by table
+//
+// Layer 0's input row is x = wte[t] + wpe[s] (token t at position s), and
+// LN1 is affine in x once its mean mu and 1/std r are known:
+// LN1(x) = r (x - mu) * g + beta. So a projection W (C,C) with bias b gives
+//   W LN1(x) + b = r (W(g*wte[t]) + W(g*wpe[s]) - mu W g) + (W beta + b)
+//                = r (E[t] + P[s] - mu G) + c,
+// with E (V,C), P (T,C), G (C), c (C) per projection, made once from the
+// weights. A row's Q, K and V then cost 3 x 4C flops instead of 3 C^2
+// multiply-adds: 3 of the 38 C^2 per position of a window's forward (5% of
+// its time on the default model), 3 of the 48 C^2 weights a single step
+// reads. (In bf16 precision the tables' products take bf16 inputs too; the
+// rounding then falls on g*wte and g*wpe rather than on LN1's output.)
+//
+// qkv_tables is (3, V+T+2, C): for W_q, W_k, W_v in turn, the rows of E,
+// then P, then G, then c.
+
+static void make_qkv_tables(KVCache *cache) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int V = cfg->vocab_size, T = cfg->context, C = cfg->dim, rows = V + T + 2;
+    // (V+T+2, C): g*wte, g*wpe, g, beta; times W^T they are E, P, G, W beta
+    float *inputs = xmalloc((size_t)rows * C * sizeof(float));
+    for (int r = 0; r < V + T; r++) {
+        const float *emb = r < V ? p->wte + (long)r * C : p->wpe + (long)(r - V) * C;
+        for (int c = 0; c < C; c++) inputs[(long)r * C + c] = p->ln1_w[c] * emb[c];
+    }
+    memcpy(inputs + (long)(V + T) * C, p->ln1_w, C * sizeof(float));
+    memcpy(inputs + (long)(V + T + 1) * C, p->ln1_b, C * sizeof(float));
+    round_for_products(inputs, (long)rows * C);
+    const float *w_t[3] = {cache->w_q_t, cache->w_k_t, cache->w_v_t};
+    const float *bias[3] = {p->b_q, p->b_k, p->b_v};
+    for (int j = 0; j < 3; j++) {
+        float *table = cache->qkv_tables + (long)j * rows * C;
+        linear_blocks(table, inputs, C, w_t[j], NULL, rows, C, C, NULL, NULL);
+        for (int c = 0; c < C; c++) table[(long)(rows - 1) * C + c] += bias[j][c];
+    }
+    free(inputs);
+}
+
+// Layer 0's keys and values (B*n,C) of the new rows x, and the queries of
+// the last qn of each sample's n, from the tables and LN1's mean and 1/std
+// of each row (its output is not needed); rows shared among the threads,
+// no barrier.
+static void qkv_by_table(KVCache *cache, int pos, int n, int qn) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int B = cache->samples, V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
+    long table_rows = V + T + 2;
+#pragma omp for schedule(static) nowait
+    for (int r = 0; r < B * n; r++) {
+        int b = r / n, i = r % n, token = cache->tokens[(long)b * T + pos + i];
+        layernorm_forward(cache->ln + (long)r * C, cache->ln_mean + r, cache->ln_rstd + r,
+                          cache->x + (long)r * C, p->ln1_w, p->ln1_b, 1, C);
+        float mu = cache->ln_mean[r], rstd = cache->ln_rstd[r];
+        float *out[3] = {i >= n - qn ? cache->q + ((long)b * qn + i - (n - qn)) * C : NULL,
+                         cache->k_new + (long)r * C, cache->v_new + (long)r * C};
+        for (int j = 0; j < 3; j++) {
+            if (!out[j]) continue; // a query nothing reads
+            const float *table = cache->qkv_tables + j * table_rows * C;
+            const float *e = table + (long)token * C, *pe = table + (long)(V + pos + i) * C;
+            const float *g = table + (long)(V + T) * C, *c0 = table + (long)(V + T + 1) * C;
+            for (int c = 0; c < C; c++) out[j][c] = rstd * (e[c] + pe[c] - mu * g[c]) + c0[c];
+        }
+    }
 }
 
 void kv_cache_reset(KVCache *cache) {
@@ -55,94 +235,202 @@ void kv_cache_reset(KVCache *cache) {
     int C = cfg->dim;
     long cc = (long)C * C;
     for (int l = 0; l < cfg->layers; l++) {
-        matmul_pack_weight(cache->w_q_t + l * cc, p->w_q + l * cc, C, C);
-        matmul_pack_weight(cache->w_k_t + l * cc, p->w_k + l * cc, C, C);
-        matmul_pack_weight(cache->w_v_t + l * cc, p->w_v + l * cc, C, C);
-        matmul_pack_weight(cache->w_o_t + l * cc, p->w_o + l * cc, C, C);
-        matmul_pack_weight(cache->fc_w_t + 4 * l * cc, p->fc_w + 4 * l * cc, 4 * C, C);
-        matmul_pack_weight(cache->proj_w_t + 4 * l * cc, p->proj_w + 4 * l * cc, C, 4 * C);
+        pack_weight(cache->w_q_t + l * cc, p->w_q + l * cc, C, C);
+        pack_weight(cache->w_k_t + l * cc, p->w_k + l * cc, C, C);
+        pack_weight(cache->w_v_t + l * cc, p->w_v + l * cc, C, C);
+        pack_weight(cache->w_o_t + l * cc, p->w_o + l * cc, C, C);
+        pack_weight(cache->fc_w_t + 4 * l * cc, p->fc_w + 4 * l * cc, 4 * C, C);
+        pack_weight(cache->proj_w_t + 4 * l * cc, p->proj_w + 4 * l * cc, C, 4 * C);
     }
-    matmul_pack_weight(cache->wte_t, p->wte, cfg->vocab_size, C);
+    pack_weight(cache->wte_t, p->wte, cfg->vocab_size, C);
+    make_qkv_tables(cache);
     cache->len = 0;
 }
 
-// out (n,OC) = inp (n,IC) . weight^T + bias (OC), the weight packed
-static void linear_t(float *out, const float *inp, const float *w_t, const float *bias, int n,
-                     int ic, int oc) {
-    matmul_packed(out, inp, w_t, n, ic, oc, 0);
-    if (bias)
-        for (int t = 0; t < n; t++)
-            for (int o = 0; o < oc; o++) out[(long)t * oc + o] += bias[o];
+// ---- the forward over new positions
+
+// ln (R,C) = LayerNorm(x (R,C)), blocks of rows shared; no barrier.
+static void layernorm_rows(KVCache *cache, const float *x, const float *weight,
+                           const float *bias, int rows) {
+    int C = cache->model->config.dim;
+#pragma omp for schedule(static, 1) nowait
+    for (int r0 = 0; r0 < rows; r0 += BLOCK_ROWS) {
+        int n = rows - r0 < BLOCK_ROWS ? rows - r0 : BLOCK_ROWS;
+        layernorm_forward(cache->ln + (long)r0 * C, cache->ln_mean + r0, cache->ln_rstd + r0,
+                          x + (long)r0 * C, weight, bias, n, C);
+        round_for_products(cache->ln + (long)r0 * C, (long)n * C);
+    }
 }
 
-const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
-    const GPT *model = cache->model;
-    const GPTConfig *cfg = &model->config;
-    const ParameterTensors *p = &model->params;
-    int T = cfg->context, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
-    int pos = cache->len;
-    if (n < 1 || pos + n > T) die("kv_cache_append: %d tokens after %d exceed context %d", n, pos, T);
-    long cc = (long)C * C;
-    memmove(cache->tokens + pos, tokens, (size_t)n * sizeof(int)); // may be the same memory
-    cache->len += n;
+// x (B*n,C): row b*n + i = wte[token] + wpe[pos + i] for sample b's token
+// at position pos + i; no barrier.
+static void embed_rows(KVCache *cache, int pos, int n) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int T = cfg->context, C = cfg->dim;
+#pragma omp for schedule(static) nowait
+    for (int b = 0; b < cache->samples; b++)
+        embedding_forward(cache->x + (long)b * n * C, cache->tokens + (long)b * T + pos, p->wte,
+                          p->wpe + (long)pos * C, 1, n, C);
+}
 
-    float *x = cache->x; // (n,C) the new positions' residual stream, at pos..pos+n-1
-    embedding_forward(x, tokens, p->wte, p->wpe + (long)pos * C, 1, n, C);
-    for (int l = 0; l < cfg->layers; l++) {
-        float *k_layer = cache->k + (long)l * T * C, *v_layer = cache->v + (long)l * T * C;
-        float *k_t_layer = cache->k_t + (long)l * C * T;
-        // LN1(x) and the new positions' keys and values, which join the cache
-        layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x, p->ln1_w + l * C,
-                          p->ln1_b + l * C, n, C);
-        linear_t(k_layer + (long)pos * C, cache->ln, cache->w_k_t + l * cc, p->b_k + l * C, n, C,
-                 C);
-        linear_t(v_layer + (long)pos * C, cache->ln, cache->w_v_t + l * cc, p->b_v + l * C, n, C,
-                 C);
-        for (int t = pos; t < pos + n; t++)
-            for (int c = 0; c < C; c++) k_t_layer[(long)c * T + t] = k_layer[(long)t * C + c];
-        // The rest of the block carries on the rows that a later layer or the
-        // logits read: all n, but in the last layer only the last position
-        // (nothing reads the others' outputs there). This saves a rebuild 10
-        // of the last layer's 12 C^2 multiply-adds per position.
-        int rows = l == cfg->layers - 1 ? 1 : n;
-        float *x_rows = x + (long)(n - rows) * C;
-        const float *ln_rows = cache->ln + (long)(n - rows) * C;
-        long rc = (long)rows * C;
-        // x += Attn(LN1(x)): `rows` queries, the last of pos+n keys, causal
-        linear_t(cache->q, ln_rows, cache->w_q_t + l * cc, p->b_q + l * C, rows, C, C);
-        if (rows == 1)
-            attention_forward_one(cache->att_out, cache->att_probs, cache->q, k_t_layer, T,
-                                  v_layer, pos + n, C, NH);
-        else
-            attention_forward(cache->att_out, cache->att_probs, cache->q, k_layer, v_layer, 1,
-                              rows, pos + n, C, NH, 1);
-        linear_t(cache->proj, cache->att_out, cache->w_o_t + l * cc, p->b_o + l * C, rows, C, C);
-        residual_forward(x_rows, x_rows, cache->proj, rc);
-        // x += MLP(LN2(x))
-        layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x_rows, p->ln2_w + l * C,
-                          p->ln2_b + l * C, rows, C);
-        linear_t(cache->fc, cache->ln, cache->fc_w_t + 4 * l * cc, p->fc_b + 4 * l * C, rows, C,
-                 4 * C);
-        gelu_forward(cache->fc_gelu, cache->fc, 4 * rc);
-        linear_t(cache->proj, cache->fc_gelu, cache->proj_w_t + 4 * l * cc, p->proj_b + l * C,
-                 rows, 4 * C, C);
-        residual_forward(x_rows, x_rows, cache->proj, rc);
+// Sample b's new keys and values (rows b*n.. of k_new, v_new) join its
+// cache of layer l at positions pos..pos+n-1, the keys also transposed.
+static void store_keys_values(KVCache *cache, int l, int b, int pos, int n) {
+    int B = cache->samples, T = cache->model->config.context, C = cache->model->config.dim;
+    long at = ((long)l * B + b) * T * C; // sample b's (T,C) keys in layer l
+    const float *k_new = cache->k_new + (long)b * n * C, *v_new = cache->v_new + (long)b * n * C;
+    memcpy(cache->k + at + (long)pos * C, k_new, (size_t)n * C * sizeof(float));
+    memcpy(cache->v + at + (long)pos * C, v_new, (size_t)n * C * sizeof(float));
+    float *k_t = cache->k_t + at; // (C,T)
+    for (int c = 0; c < C; c++) {
+        float *k_t_row = k_t + (long)c * T + pos;
+        for (int i = 0; i < n; i++) k_t_row[i] = k_new[(long)i * C + c];
     }
-    // logits for the last position only
-    const float *x_last = x + (long)(n - 1) * C;
-    layernorm_forward(cache->ln, cache->ln_mean, cache->ln_rstd, x_last, p->lnf_w, p->lnf_b, 1, C);
-    linear_t(cache->logits, cache->ln, cache->wte_t, NULL, 1, C, V);
+}
+
+// att_out rows r0..r1-1 of sample b: the attention of its queries (q rows
+// b*qn + r0 ..) over its keys of layer l, causal. The queries are the last
+// qn of the n new positions.
+static void attend(KVCache *cache, int l, int b, int r0, int r1, int pos, int n, int qn) {
+    const GPTConfig *cfg = &cache->model->config;
+    int B = cache->samples, T = cfg->context, C = cfg->dim, NH = cfg->heads;
+    long at = ((long)l * B + b) * T * C;
+    const float *q = cache->q + ((long)b * qn + r0) * C;
+    float *out = cache->att_out + ((long)b * qn + r0) * C;
+    // sample b's probabilities (NH,T,T); a block's (NH, rows, keys) from row r0 on
+    float *probs = cache->att_probs + (long)b * NH * T * T + (long)NH * r0 * T;
+    // the queries are at positions pos + n - qn + r0 ..: the last r1-r0 of keys_seen keys
+    int keys_seen = pos + n - qn + r1;
+    if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
+        attention_forward_one(out, probs, q, cache->k_t + at, T, cache->v + at, keys_seen, C, NH);
+    else
+        attention_forward(out, probs, q, cache->k + at, cache->v + at, 1, r1 - r0, keys_seen, C,
+                          NH, 1);
+    round_for_products(out, (long)(r1 - r0) * C);
+}
+
+// The new keys and values (B*n,C) join the cache of layer l, then att_out
+// (B*qn,C) is the attention of each sample's last qn new positions, qn = n
+// (every one) or 1 (the last). Each sample's queries go in blocks of
+// QUERY_ROWS rows, dealt round-robin: the costliest (latest) first for even
+// samples and last for odd ones, so that two threads get as many of each.
+// A barrier between the two, none at the end.
+static void keys_values_and_attention(KVCache *cache, int l, int pos, int n, int qn) {
+    int B = cache->samples, blocks = (qn + QUERY_ROWS - 1) / QUERY_ROWS;
+#pragma omp for schedule(static) nowait
+    for (int b = 0; b < B; b++) store_keys_values(cache, l, b, pos, n);
+#pragma omp barrier
+#pragma omp for schedule(static, 1) nowait
+    for (int item = 0; item < B * blocks; item++) {
+        int b = item / blocks, rank = b % 2 ? blocks - 1 - item % blocks : item % blocks;
+        int r0 = (blocks - 1 - rank) * QUERY_ROWS, r1 = r0 + QUERY_ROWS < qn ? r0 + QUERY_ROWS : qn;
+        attend(cache, l, b, r0, r1, pos, n, qn);
+    }
+}
+
+// The forward of every sample's n new positions, pos..pos+n-1 (their
+// tokens already in cache->tokens), to the logits (B,V) of the last. Called
+// by every thread of a parallel region, or by one thread alone; a barrier
+// wherever a step reads what other threads wrote.
+static void forward_new_positions(KVCache *cache, int pos, int n) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int B = cache->samples, C = cfg->dim, L = cfg->layers, V = cfg->vocab_size, rows = B * n;
+    long cc = (long)C * C;
+    float *x = cache->x;
+    embed_rows(cache, pos, n);
+#pragma omp barrier
+    for (int l = 0; l < L; l++) {
+        // Rows that go on past K and V: all, but in the last layer only
+        // each sample's last position (nothing reads the others' outputs).
+        int last = l == L - 1, qn = last ? 1 : n, rows_on = B * qn;
+        // the new positions' keys and values, and queries for the rows going on
+        if (l == 0) {
+            qkv_by_table(cache, pos, n, qn);
+        } else {
+            layernorm_rows(cache, x, p->ln1_w + l * C, p->ln1_b + l * C, rows);
+#pragma omp barrier
+            linear_blocks(cache->k_new, cache->ln, C, cache->w_k_t + l * cc, p->b_k + l * C, rows,
+                          C, C, NULL, NULL);
+            linear_blocks(cache->v_new, cache->ln, C, cache->w_v_t + l * cc, p->b_v + l * C, rows,
+                          C, C, NULL, NULL);
+            linear_blocks(cache->q, cache->ln + (long)(n - qn) * C, (long)(n / qn) * C,
+                          cache->w_q_t + l * cc, p->b_q + l * C, rows_on, C, C, NULL, NULL);
+        }
+#pragma omp barrier
+        if (last && n > 1) {
+            // x's rows 0..B-1 now hold each sample's last position
+#pragma omp single nowait
+            for (int b = 0; b < B; b++)
+                memmove(x + (long)b * C, x + ((long)b * n + n - 1) * C, (size_t)C * sizeof(float));
+        }
+        // x += Attn(LN1(x)) W_o^T + b_o
+        keys_values_and_attention(cache, l, pos, n, qn);
+#pragma omp barrier
+        linear_blocks(cache->proj, cache->att_out, C, cache->w_o_t + l * cc, p->b_o + l * C,
+                      rows_on, C, C, x, NULL);
+#pragma omp barrier
+        // x += MLP(LN2(x))
+        layernorm_rows(cache, x, p->ln2_w + l * C, p->ln2_b + l * C, rows_on);
+#pragma omp barrier
+        linear_blocks(cache->fc, cache->ln, C, cache->fc_w_t + 4 * l * cc, p->fc_b + 4 * l * C,
+                      rows_on, C, 4 * C, NULL, cache->fc_gelu);
+#pragma omp barrier
+        linear_blocks(cache->proj, cache->fc_gelu, 4 * C, cache->proj_w_t + 4 * l * cc,
+                      p->proj_b + l * C, rows_on, 4 * C, C, x, NULL);
+#pragma omp barrier
+    }
+    // logits (B,V) = LN_f(x) wte^T, each sample's last position
+    layernorm_rows(cache, x, p->lnf_w, p->lnf_b, B);
+#pragma omp barrier
+    linear_blocks(cache->logits, cache->ln, C, cache->wte_t, NULL, B, C, V, NULL, NULL);
+#pragma omp barrier
+}
+
+// The forward over positions len..len+n-1: one parallel region, or on one
+// thread none (entering even a one-thread region costs about a
+// microsecond, a few percent of a single step). Called from inside a
+// parallel region, a nested one of one thread, so that the loops' and
+// barriers' team is the caller's thread alone.
+static const float *run_new_positions(KVCache *cache, int n) {
+    int pos = cache->len;
+    if (omp_get_max_threads() > 1 || omp_in_parallel()) {
+#pragma omp parallel num_threads(omp_in_parallel() ? 1 : omp_get_max_threads())
+        forward_new_positions(cache, pos, n);
+    } else {
+        forward_new_positions(cache, pos, n);
+    }
+    cache->len += n;
     return cache->logits;
 }
 
-const float *kv_cache_step(KVCache *cache, int token) {
-    int T = cache->model->config.context;
+const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
+    int T = cache->model->config.context, pos = cache->len;
+    if (n < 1 || pos + n > T)
+        die("kv_cache_append: %d tokens after %d exceed context %d", n, pos, T);
+    for (int b = 0; b < cache->samples; b++) // may be the same memory
+        memmove(cache->tokens + (long)b * T + pos, tokens + (long)b * n, (size_t)n * sizeof(int));
+    return run_new_positions(cache, n);
+}
+
+const float *kv_cache_step_samples(KVCache *cache, const int *tokens) {
+    int T = cache->model->config.context, n = 1;
     if (cache->len == T) {
-        // slide: keep the last T/2 tokens and recompute their keys and values
-        int keep = T / 2;
-        memmove(cache->tokens, cache->tokens + (T - keep), (size_t)keep * sizeof(int));
+        // slide: keep the last T - S tokens; they and the new one run again from position 0
+        int keep = T - cache->slide;
+        for (int b = 0; b < cache->samples; b++)
+            memmove(cache->tokens + (long)b * T, cache->tokens + (long)b * T + cache->slide,
+                    (size_t)keep * sizeof(int));
         cache->len = 0;
-        if (keep > 0) kv_cache_append(cache, cache->tokens, keep);
+        n = keep + 1;
     }
-    return kv_cache_append(cache, &token, 1);
+    for (int b = 0; b < cache->samples; b++)
+        cache->tokens[(long)b * T + cache->len + n - 1] = tokens[b];
+    return run_new_positions(cache, n);
+}
+
+const float *kv_cache_step(KVCache *cache, int token) {
+    if (cache->samples != 1) die("kv_cache_step: %d samples, expected 1", cache->samples);
+    return kv_cache_step_samples(cache, &token);
 }

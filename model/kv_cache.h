@@ -1,17 +1,33 @@
-// kv_cache.h: generation one token at a time. The keys and values of every
-// position already seen are kept per layer, so a new token costs one
+// kv_cache.h: generation, one token per sample per step, for B samples at
+// once. The keys and values of every position already seen are kept per
+// layer and sample, so while the window has room a new token costs one
 // position's work: its Q, K, V and attention over the cached keys.
 //
-// kv_cache_append runs the forward over n new tokens at once (the prompt,
-// or a rebuilt window) at positions len..len+n-1, attending to the cached
-// positions and causally among themselves; one token is the case n = 1.
+// kv_cache_append runs the forward over n new tokens of every sample at
+// once (the prompt, or a rebuilt window) at positions len..len+n-1,
+// attending to the cached positions and causally among themselves; a step
+// is the case n = 1. The B samples' rows go through each weight as one
+// (B*n, C) x (C, OC) product, so a step reads the weights once for all B.
 //
-// The learned positions end at the context length T. When the cache is
-// full, the window slides: the cache is rebuilt from the last T/2 tokens
-// (one batched append of them), and single-token steps continue from
-// there. So the model always sees between T/2 and T characters, and the
-// rebuild costs about one extra position's work per generated token,
-// instead of a whole T-token forward per token for a window slid by one.
+// The learned positions end at the context length T. When the window is
+// full, a step slides it by `slide` characters (S): the last T - S tokens
+// and the new one are run again as one batched append from an empty cache
+// (every position has moved, and positions are learned absolute
+// embeddings, so nothing cached can be kept), then single steps continue.
+// The model therefore sees T - S + 1 .. T characters:
+//   S = 1 (exact, the default): always the last T, as PyTorch's (nanoGPT's)
+//     generate does; every step once the window is full is a full T-position
+//     forward (a matrix-matrix product per weight; in the last layer only
+//     the keys and values of all T, the rest for the last position alone).
+//   S > 1: a rebuild of T - S + 1 positions every S tokens, single steps in
+//     between; faster, but the context shrinks to T - S + 1 after each slide.
+// (docs/sampling.md: the speed and validation loss of each.)
+//
+// Threads: a forward is one parallel region; each product is cut into
+// blocks of rows x columns dealt to the threads, the attention into
+// (sample, query rows) blocks. Every number is computed the same way
+// whatever the threads or B, so sample b's logits, bit for bit, depend on
+// neither.
 #ifndef KV_CACHE_H
 #define KV_CACHE_H
 
@@ -19,38 +35,56 @@
 
 typedef struct {
     const GPT *model;
-    int len;            // positions cached, the window is tokens[0..len)
-    int *tokens;        // (T) the window's tokens
-    float *k, *v;       // (L,T,C) cached keys and values
-    float *k_t;         // (L,C,T) the keys again, transposed: (NH,hs,T) per layer
-    // scratch for up to T new positions
-    float *x, *ln, *q, *att_out, *proj; // (T,C)
-    float *fc, *fc_gelu;                // (T,4C)
-    float *att_probs;                   // (NH,T,T)
-    float *ln_mean, *ln_rstd;           // (T)
-    float *logits;                      // (V) for the last position
-    // The weights transposed to (in, out) and packed by matmul_pack_weight
-    // (column panels, each contiguous), so a token's products stream them
-    // in order, with no packing per call. Refreshed by kv_cache_reset (the
-    // trainer samples between steps, after the weights changed).
+    int samples;        // B, sequences generated together
+    int slide;          // S, characters dropped when the window is full (1..T)
+    int len;            // positions cached, the same for every sample
+    int *tokens;        // (B,T) sample b's window is tokens[b*T .. b*T+len)
+    // What is kept between steps (one buffer): keys and values per layer
+    // and sample, and the keys again transposed, (NH,hs,T) per layer and
+    // sample, which the one-query attention reads.
+    float *k, *v;       // (L,B,T,C)
+    float *k_t;         // (L,B,C,T)
+    // Scratch for up to B*T new positions (one buffer). In the last layer
+    // only each sample's last position goes on past its keys and values
+    // (nothing reads the others' outputs): its rows are moved to the front
+    // of x.
+    float *x, *ln, *q, *k_new, *v_new, *att_out, *proj; // (B*T,C)
+    float *fc, *fc_gelu;                                 // (B*T,4C)
+    float *att_probs;                                    // (B,NH,T,T)
+    float *ln_mean, *ln_rstd;                            // (B*T)
+    float *logits;                                       // (B,V) the next token's
+    // The weights transposed to (in, out) in column panels (one buffer, see
+    // kv_cache.c), read by every step; refreshed by kv_cache_reset (the
+    // trainer samples between steps, after the weights changed). Rounded to
+    // bf16 in bf16 precision (matmul.h), like the rows they multiply.
     float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
     float *fc_w_t;                         // (L,C,4C)
     float *proj_w_t;                       // (L,4C,C)
     float *wte_t;                          // (C,V)
+    // Layer 0's Q, K and V of a token at a position, as sums of a token's
+    // and a position's part (kv_cache.c): no products in layer 0's attention
+    // input.
+    float *qkv_tables;                     // (3,V+T+2,C)
+    float *memory[3];                      // the three buffers
 } KVCache;
 
-// The cache uses the model's parameters (not copied; keep model alive).
+// One sample, exact (slide 1). The cache packs its own copies of the
+// weights (kv_cache_reset refreshes them); keep the model alive for that.
 void kv_cache_init(KVCache *cache, const GPT *model);
+// `samples` samples generated together, sliding by `slide` (1..T).
+void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int slide);
 void kv_cache_free(KVCache *cache);
 // Empty the cache and re-read the model's weights (after they changed).
 void kv_cache_reset(KVCache *cache);
 
-// Append n tokens (1 <= n <= T - len) and return the logits (V) for the
-// token after the last of them.
+// Append n tokens to every sample, tokens (B,n) (1 <= n <= T - len), and
+// return the logits (B,V) for the token after the last of each.
 const float *kv_cache_append(KVCache *cache, const int *tokens, int n);
 
-// Append one token at the next position, sliding the window first if it is
-// full; returns the logits (V) for the token after it.
+// Append one token to every sample, tokens (B), sliding the window first if
+// it is full; returns the logits (B,V) for the token after each.
+const float *kv_cache_step_samples(KVCache *cache, const int *tokens);
+// The same for one sample: logits (V).
 const float *kv_cache_step(KVCache *cache, int token);
 
 #endif

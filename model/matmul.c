@@ -1,17 +1,37 @@
-// matmul.c: one row-major kernel, C (M,N) (+)= A (M,K) . B (K,N), in the
+// matmul.c: the products behind every linear layer, in fp32 or bf16.
+//
+// fp32: one row-major kernel, C (M,N) (+)= A (M,K) . B (K,N), in the
 // broadcast form: each row of C is a sum of rows of B scaled by one element
 // of A, so the innermost loop runs along contiguous rows of B and C, in
-// vector registers. The linear layer's three products are all this
-// kernel, after at most one transpose into a packing buffer:
-//   forward  out    = inp   . W^T      (pack W^T, (IC,OC))
+// vector registers. The linear layer's three products are all this kernel:
+//   forward  out    = inp   . W^T      (W^T transposed once into the
+//                                        workspace, (IC,OC) row-major)
 //   backward d_inp  += d_out . W       (W is already (OC,IC))
-//            d_W    += d_out^T . inp   (pack d_out^T, (OC,N))
+//            d_W    += d_out^T . inp   (d_out read transposed in place,
+//                                        through A's strides: no copy)
+// B is row-major; only the KV cache's weights are packed in column panels
+// (matmul_pack_weight), once, since it reads them for every token.
+//
+// bf16 (matmul_set_precision): the same three products with A converted to
+// bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
+// workspace, then summed in fp32 by matmul_bf16.c's tiles.
+//
+// Threads: each linear call is one parallel region; its products are cut
+// into work items (24 rows x one panel of columns of C), taken by the
+// threads as they come free, so a thread slowed by another process on its
+// core takes fewer of them instead of holding everyone up. Each item is
+// summed whole by one thread in a fixed order, so results do not depend on
+// the thread count.
 #include "matmul.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_features.h"
+#include "matmul_bf16.h"
+#include "../base/options.h"
 #include "../base/util.h"
 
 // Register tile: ROWS rows of C by COLS columns, kept in vector registers
@@ -42,14 +62,58 @@ static inline vfloat load_v(const float *p) {
 }
 static inline void store_v(float *p, vfloat v) { memcpy(p, &v, sizeof v); }
 
-static float *pack_buffer;
-static long pack_capacity;
+// ---- the workspace and the precision, process-wide settings
+//
+// The workspace holds a product's transposed or converted operands. It is
+// one buffer for the whole process, owned by this file: matmul_reserve
+// sizes it when the model is built, and a larger product grows it on its
+// first call (so the training step allocates nothing after its first
+// iteration). linear_forward and linear_backward therefore must not run
+// concurrently from two threads of the program; each spreads its own work
+// over the OpenMP threads.
+static void *workspace;
+static size_t workspace_bytes;
 
-void matmul_reserve(long floats) {
-    if (floats <= pack_capacity) return;
-    free(pack_buffer);
-    pack_buffer = xmalloc((size_t)floats * sizeof(float));
-    pack_capacity = floats;
+static void *workspace_reserve(size_t bytes) {
+    if (bytes > workspace_bytes) {
+        free(workspace);
+        workspace = xmalloc(bytes);
+        workspace_bytes = bytes;
+    }
+    return workspace;
+}
+
+void matmul_reserve(long floats) { workspace_reserve((size_t)floats * sizeof(float)); }
+
+static Precision precision = PRECISION_FP32;
+
+void matmul_set_precision(Precision p) { precision = p; }
+Precision matmul_precision(void) { return precision; }
+int matmul_bf16_native(void) { return bf16_kernel() != BF16_PORTABLE; }
+const char *matmul_bf16_kernel_name(void) { return bf16_kernel_name(bf16_kernel()); }
+Precision precision_default(void) {
+    return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
+}
+const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
+void precision_apply_option(const char *value) {
+    Precision p;
+    if (!precision_parse(value, &p)) usage_error("--precision %s: expected fp32 or bf16", value);
+    // GPT_BF16_KERNEL=portable or avx512 stands in for an older CPU (tests)
+    const char *limit = getenv("GPT_BF16_KERNEL");
+    if (limit && !strcmp(limit, "portable")) bf16_limit_kernel(BF16_PORTABLE);
+    else if (limit && !strcmp(limit, "avx512")) bf16_limit_kernel(BF16_AVX512);
+    else if (limit && *limit) die("GPT_BF16_KERNEL=%s: expected portable or avx512", limit);
+    if (p == PRECISION_BF16 && bf16_kernel() == BF16_PORTABLE)
+        fprintf(stderr, "note: no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic "
+                        "on bf16-rounded inputs (same results, slower than --precision fp32)\n");
+    matmul_set_precision(p);
+}
+
+int precision_parse(const char *name, Precision *p) {
+    if (!strcmp(name, "fp32")) *p = PRECISION_FP32;
+    else if (!strcmp(name, "bf16")) *p = PRECISION_BF16;
+    else return 0;
+    return 1;
 }
 
 // A's element (r, p) lives at a[r * a_row + p * a_col], so the same kernel
@@ -149,13 +213,15 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 }
 
 // Depth of one pass over K: a KC x COLS panel of B (32 KB with AVX-512)
-// stays in L1 while every row block of a thread's share uses it.
+// stays in L1 while every row block of a work item uses it.
 #define KC 128
+// Rows of C per work item: 4 register tiles share each block of B.
+#define CHUNK_ROWS (4 * ROWS)
 
-// Row blocks [rb_begin, rb_end) of C (M,N) (+)= A (M,K) . B (K,N), A
-// strided as above, B and C with row strides ldb and ldc. Every element sums
-// its products in the same order (k ascending, in KC chunks) whichever
-// thread computes it, so results do not depend on the thread count.
+// Rows [i0, i1) x columns [j, j + COLS) of C (M,N) (+)= A (M,K) . B (K,N),
+// A strided as above, C with row stride ldc. Every element sums its
+// products in the same order (k ascending, in KC chunks) whichever thread
+// computes it, so results do not depend on the thread count.
 //
 // B is either row-major with row stride ldb (ldb > 0), or packed by
 // matmul_pack_weight (ldb == PACKED): then the KC x COLS block a tile reads is
@@ -163,56 +229,88 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 // (rows of a wide row-major B are a power of two apart and share a few L1
 // sets).
 #define PACKED 0
-static void gemm_rows(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
-                      int ldb, int m, int k, int n, int accumulate, int rb_begin, int rb_end) {
+static void gemm_item(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                      int ldb, int m, int k, int n, int accumulate, int i0, int i1, int j) {
+    (void)m;
+    int cols = n - j < COLS ? n - j : COLS;
+    if (k == 0) { // an empty sum
+        for (int i = i0; i < i1 && !accumulate; i++)
+            memset(c + (long)i * ldc + j, 0, (size_t)cols * sizeof(float));
+        return;
+    }
     for (int k0 = 0; k0 < k; k0 += KC) {
         int kc = k - k0 < KC ? k - k0 : KC;
         int acc = accumulate || k0 > 0; // later passes add to the earlier ones
         const float *a_k = a + (long)k0 * a_col;
-        for (int j = 0; j < n; j += COLS) {
-            int cols = n - j < COLS ? n - j : COLS;
-            // the (kc, cols) block of B at row k0, column j, and its row stride
-            const float *b_block = ldb == PACKED ? b + (long)j * k + (long)k0 * cols
-                                                 : b + (long)k0 * ldb + j;
-            int ld = ldb == PACKED ? cols : ldb;
-            for (int rb = rb_begin; rb < rb_end; rb++) {
-                int i = rb * ROWS;
-                int rows = m - i < ROWS ? m - i : ROWS;
-                const float *a_rows = a_k + (long)i * a_row;
-                float *c_tile = c + (long)i * ldc + j;
-                tile(c_tile, a_rows, a_row, a_col, b_block, kc, ld, ldc, rows, cols, acc);
-            }
+        // the (kc, cols) block of B at row k0, column j, and its row stride
+        const float *b_block = ldb == PACKED ? b + (long)j * k + (long)k0 * cols
+                                             : b + (long)k0 * ldb + j;
+        int ld = ldb == PACKED ? cols : ldb;
+        for (int i = i0; i < i1; i += ROWS) {
+            int rows = i1 - i < ROWS ? i1 - i : ROWS;
+            tile(c + (long)i * ldc + j, a_k + (long)i * a_row, a_row, a_col, b_block, kc, ld, ldc,
+                 rows, cols, acc);
         }
     }
 }
 
-// The whole product, split between the threads by contiguous row blocks:
-// no two threads write the same memory.
+// How the threads take part in a product (as in matmul_bf16.h): ALONE, the
+// calling thread does it all; SHARED, every thread of the enclosing
+// parallel region calls it and they take its work items dynamically, ending
+// at a barrier; SHARED_NOWAIT, the same without the barrier (for products
+// whose outputs nobody reads until a later barrier).
+enum { ALONE, SHARED, SHARED_NOWAIT };
+
+// Work item `item` of a product: CHUNK_ROWS rows by one panel of COLS columns.
+static void gemm_numbered_item(float *c, int ldc, const float *a, long a_row, long a_col,
+                               const float *b, int ldb, int m, int k, int n, int accumulate,
+                               int panels, int item) {
+    int i0 = item / panels * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < m ? i0 + CHUNK_ROWS : m;
+    gemm_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, i0, i1, item % panels * COLS);
+}
+
+static void gemm_items(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                       int ldb, int m, int k, int n, int accumulate, int sharing) {
+    int panels = (n + COLS - 1) / COLS, items = (m + CHUNK_ROWS - 1) / CHUNK_ROWS * panels;
+    if (sharing == SHARED_NOWAIT) {
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int item = 0; item < items; item++)
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+    } else if (sharing == SHARED) {
+#pragma omp for schedule(dynamic, 1)
+        for (int item = 0; item < items; item++)
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+    } else {
+        for (int item = 0; item < items; item++)
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+    }
+}
+
+// Whether a product of m*k*n multiply-adds is worth a parallel region:
+// below it, the region's set-up costs more than the product.
+static int worth_sharing(long work) {
+    return work > 32768 && !omp_in_parallel() && omp_get_max_threads() > 1;
+}
+
 static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int ldb, int m,
                  int k, int n, int accumulate) {
-    int row_blocks = (m + ROWS - 1) / ROWS;
-    if ((long)m * k * n <= 32768 || omp_get_max_threads() == 1) {
-        // too small to share out (or one thread): no parallel region at all,
-        // whose set-up would cost more than the product
-        gemm_rows(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, 0, row_blocks);
-        return;
-    }
-#pragma omp parallel
-    {
-        int threads = omp_get_num_threads(), me = omp_get_thread_num();
-        int rb_begin = (int)((long)row_blocks * me / threads);
-        int rb_end = (int)((long)row_blocks * (me + 1) / threads);
-        gemm_rows(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, rb_begin, rb_end);
-    }
+#pragma omp parallel if (worth_sharing((long)m * k * n))
+    gemm_items(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, SHARED);
 }
 
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate) {
-    gemm_rows(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, 0, (m + ROWS - 1) / ROWS);
+    gemm_items(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, ALONE);
 }
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
     gemm(c, a, k, 1, b, n, m, k, n, accumulate);
+}
+
+// A product's input as the precision takes it: itself in fp32, rounded to
+// the nearest bf16 (and kept in a float) in bf16.
+static inline float as_product_input(float x) {
+    return precision == PRECISION_BF16 ? bf16_to_float(bf16_from_float(x)) : x;
 }
 
 // Packed layout: column panels of COLS (the last one narrower if N is not a
@@ -226,22 +324,29 @@ void matmul_pack_weight(float *packed, const float *weight, int oc, int ic) {
         // B = weight^T: B (p, j) = weight (j, p), read along weight's rows
         for (int jj = 0; jj < width; jj++) {
             const float *w_row = weight + (long)(j0 + jj) * ic;
-            for (int p = 0; p < ic; p++) panel[(long)p * width + jj] = w_row[p];
+            for (int p = 0; p < ic; p++) panel[(long)p * width + jj] = as_product_input(w_row[p]);
         }
     }
 }
 
 void matmul_packed(float *c, const float *a, const float *packed, int m, int k, int n,
                    int accumulate) {
+    if (precision == PRECISION_BF16) {
+        // the rows of A rounded to bf16 too (a few tokens' worth: cheap)
+        float *a_rounded = workspace_reserve((size_t)m * k * sizeof(float));
+        for (long i = 0; i < (long)m * k; i++) a_rounded[i] = as_product_input(a[i]);
+        a = a_rounded;
+    }
     gemm(c, a, k, 1, packed, PACKED, m, k, n, accumulate);
 }
 
 // dst (cols, rows) = src (rows, cols)^T, in 16x16 blocks so that both the
-// reads and the writes stay within a few cache lines at a time.
+// reads and the writes stay within a few cache lines at a time. Row blocks
+// shared among the threads of the enclosing region (an orphaned `omp for`).
 static void transpose(float *dst, const float *src, int rows, int cols) {
     enum { BLOCK = 16 };
     int row_blocks = (rows + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
+#pragma omp for schedule(dynamic, 1)
     for (int rb = 0; rb < row_blocks; rb++) {
         int i0 = rb * BLOCK, i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows;
         for (int j0 = 0; j0 < cols; j0 += BLOCK) {
@@ -252,38 +357,103 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
     }
 }
 
+// Every row of out (N,OC) = bias (shared among the threads).
+static void fill_rows_with_bias(float *out, const float *bias, int n, int oc) {
+#pragma omp for schedule(static)
+    for (int t = 0; t < n; t++) memcpy(out + (long)t * oc, bias, (size_t)oc * sizeof(float));
+}
+
+// d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
+// owns its outputs; every sum runs over t ascending.
+static void bias_backward(float *d_bias, const float *d_out, int n, int oc) {
+    int chunks = (oc + COLS - 1) / COLS;
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int ch = 0; ch < chunks; ch++) {
+        int o0 = ch * COLS, width = oc - o0 < COLS ? oc - o0 : COLS;
+        float sum[COLS] = {0};
+        for (int t = 0; t < n; t++) {
+            const float *row = d_out + (long)t * oc + o0;
+            for (int j = 0; j < width; j++) sum[j] += row[j];
+        }
+        for (int j = 0; j < width; j++) d_bias[o0 + j] += sum[j];
+    }
+}
+
+// Elements of bf16 rounded up to a whole number of cache lines, so that
+// each operand in the workspace starts on one.
+static size_t line_elements(size_t n) { return (n + 31) & ~(size_t)31; }
+
+static void linear_forward_bf16(float *out, const float *inp, const float *weight,
+                                const float *bias, int n, int ic, int oc) {
+    int kpad = bf16_kpad(ic);
+    size_t a_size = line_elements((size_t)bf16_rows_pad(n) * kpad);
+    bf16 *inp_h = workspace_reserve((a_size + bf16_packed_size(ic, oc)) * sizeof(bf16));
+    bf16 *weight_t = inp_h + a_size; // W^T (IC,OC), packed
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    {
+        bf16_convert(inp_h, kpad, inp, ic, 1, n, ic, 1);
+        bf16_pack(weight_t, weight, 1, ic, ic, oc, 1);
+        if (bias) fill_rows_with_bias(out, bias, n, oc);
+#pragma omp barrier
+        bf16_gemm(out, oc, inp_h, kpad, weight_t, n, ic, oc, bias != NULL, 1);
+    }
+}
+
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc) {
-    matmul_reserve((long)ic * oc);
-    float *weight_t = pack_buffer; // (IC,OC)
-    transpose(weight_t, weight, oc, ic);
-    if (bias) {
-        // Start every row at the bias, then accumulate the product onto it.
-#pragma omp parallel for schedule(static)
-        for (int t = 0; t < n; t++) memcpy(out + (long)t * oc, bias, (size_t)oc * sizeof(float));
-        matmul(out, inp, weight_t, n, ic, oc, 1);
-    } else {
-        matmul(out, inp, weight_t, n, ic, oc, 0);
+    if (precision == PRECISION_BF16) {
+        linear_forward_bf16(out, inp, weight, bias, n, ic, oc);
+        return;
+    }
+    float *weight_t = workspace_reserve((size_t)ic * oc * sizeof(float)); // (IC,OC)
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    {
+        transpose(weight_t, weight, oc, ic);
+        // with a bias, every row starts at it and the product accumulates onto it
+        if (bias) fill_rows_with_bias(out, bias, n, oc);
+        gemm_items(out, oc, inp, ic, 1, weight_t, oc, n, ic, oc, bias != NULL, SHARED);
+    }
+}
+
+static void linear_backward_bf16(float *d_inp, float *d_weight, float *d_bias,
+                                 const float *d_out, const float *inp, const float *weight, int n,
+                                 int ic, int oc) {
+    // d_inp (N,IC) += d_out (N,OC) . W (OC,IC);  d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
+    int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
+    size_t d_out_size = d_inp ? line_elements((size_t)bf16_rows_pad(n) * oc_pad) : 0;
+    size_t w_size = d_inp ? line_elements(bf16_packed_size(oc, ic)) : 0;
+    size_t d_out_t_size = line_elements((size_t)bf16_rows_pad(oc) * n_pad);
+    bf16 *d_out_h = workspace_reserve(
+        (d_out_size + w_size + d_out_t_size + bf16_packed_size(n, ic)) * sizeof(bf16));
+    bf16 *weight_p = d_out_h + d_out_size, *d_out_t = weight_p + w_size;
+    bf16 *inp_p = d_out_t + d_out_t_size;
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    {
+        if (d_inp) {
+            bf16_convert(d_out_h, oc_pad, d_out, oc, 1, n, oc, 1);
+            bf16_pack(weight_p, weight, ic, 1, oc, ic, 1);
+        }
+        bf16_convert(d_out_t, n_pad, d_out, 1, oc, oc, n, 1);
+        bf16_pack(inp_p, inp, ic, 1, n, ic, 1);
+        if (d_bias) bias_backward(d_bias, d_out, n, oc);
+#pragma omp barrier
+        if (d_inp) bf16_gemm(d_inp, ic, d_out_h, oc_pad, weight_p, n, oc, ic, 1, 1);
+        bf16_gemm(d_weight, ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
     }
 }
 
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc) {
-    if (d_inp) matmul(d_inp, d_out, weight, n, oc, ic, 1);
-    // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
-    gemm(d_weight, d_out, 1, oc, inp, ic, oc, n, ic, 1);
-    if (d_bias) {
-        // column sums of d_out, split by column so each thread owns its outputs
-        int chunks = (oc + COLS - 1) / COLS;
-#pragma omp parallel for schedule(static)
-        for (int ch = 0; ch < chunks; ch++) {
-            int o0 = ch * COLS, width = oc - o0 < COLS ? oc - o0 : COLS;
-            float sum[COLS] = {0};
-            for (int t = 0; t < n; t++) {
-                const float *row = d_out + (long)t * oc + o0;
-                for (int j = 0; j < width; j++) sum[j] += row[j];
-            }
-            for (int j = 0; j < width; j++) d_bias[o0 + j] += sum[j];
-        }
+    if (precision == PRECISION_BF16) {
+        linear_backward_bf16(d_inp, d_weight, d_bias, d_out, inp, weight, n, ic, oc);
+        return;
+    }
+    // three independent outputs: no barrier between them, one at the end
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    {
+        if (d_inp) gemm_items(d_inp, ic, d_out, oc, 1, weight, ic, n, oc, ic, 1, SHARED_NOWAIT);
+        // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
+        gemm_items(d_weight, ic, d_out, 1, oc, inp, ic, oc, n, ic, 1, SHARED_NOWAIT);
+        if (d_bias) bias_backward(d_bias, d_out, n, oc);
     }
 }

@@ -18,6 +18,10 @@ void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, c
 // A weight used for many products (the KV cache's, every token) can be
 // packed once: B = weight (OC,IC)^T, (IC,OC), stored in column panels so that
 // each block a product reads is contiguous. `packed` holds OC * IC floats.
+// In bf16 precision the packed values are rounded to bf16 (kept as floats),
+// and matmul_packed rounds A's rows likewise: the same products as the
+// bf16 kernels', summed by the fp32 kernel (a token's product is a single
+// row, which the bf16 kernels would not speed up).
 void matmul_pack_weight(float *packed, const float *weight, int oc, int ic);
 // C (M,N) (+)= A (M,K) . B (K,N), B packed by matmul_pack_weight (K = IC, N = OC).
 void matmul_packed(float *c, const float *a, const float *packed, int m, int k, int n,
@@ -35,8 +39,43 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc);
 
-// Grow the internal packing buffer to hold `floats` so that later calls of
-// this size allocate nothing (the model calls it once when it is built).
+// Grow the workspace (one buffer for the process, owned by matmul.c, where
+// linear_forward/backward put transposed or converted operands) to at least
+// `floats` floats, so that later calls allocate nothing (the model calls it
+// once when it is built; a larger product grows it on its first call).
 void matmul_reserve(long floats);
+
+// ---- precision of the linear layers' and attention's products
+//
+// fp32: fp32 inputs, fp32 sums. bf16: inputs rounded to bf16 (8-bit
+// mantissa), products summed in fp32 (matmul_bf16.h); everything else
+// (weights, optimizer, LayerNorm, softmax, loss) stays fp32. On a CPU
+// without AVX512_BF16, bf16 runs the same arithmetic in fp32 instructions:
+// the same results, slower than fp32.
+typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;
+
+// The precision of every later product: a process-wide setting that a
+// program makes once, before its first product (default fp32).
+void matmul_set_precision(Precision p);
+Precision matmul_precision(void);
+// bf16 where the CPU has native bf16 dot products (checked at run time),
+// fp32 elsewhere: bin/train's default. (bin/sample and bin/attn default to
+// fp32: a token or one sequence gains nothing from bf16, and their output
+// stays exactly what it was.)
+Precision precision_default(void);
+// "fp32" / "bf16"; precision_parse returns 0 for any other name.
+const char *precision_name(Precision p);
+int precision_parse(const char *name, Precision *p);
+// The programs' --precision option: its help, and applying its value
+// (a usage error for anything but fp32 or bf16; a one-line note on stderr
+// when bf16 has no AVX512_BF16 to run on). The environment variable
+// GPT_BF16_KERNEL=portable (or avx512) makes it use no bf16 instructions
+// (or no AMX), as on an older CPU.
+#define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
+void precision_apply_option(const char *value);
+// Whether bf16 products run on bf16 instructions (AMX-BF16 or
+// AVX512_BF16), and which.
+int matmul_bf16_native(void);
+const char *matmul_bf16_kernel_name(void);
 
 #endif

@@ -16,13 +16,17 @@ static inline int worth_threads(long work) {
 }
 
 // for (long i = 0; i < n; i++) { body }, with the iterations shared among the
-// threads (static schedule: each thread a fixed contiguous range) when
-// `work` is worth it. The body is written once and compiled twice.
+// threads when `work` is worth it. The body is written once and compiled
+// twice. The iterations go in about 8 chunks per thread, taken as threads
+// come free: a thread slowed by another process on its core takes fewer
+// (each iteration owns its outputs, so which thread runs it changes no bit).
 #define FOR_EACH(i, n, work, ...)                                                                 \
     do {                                                                                          \
         long for_each_n_ = (n);                                                                   \
         if (worth_threads(work)) {                                                                \
-            _Pragma("omp parallel for schedule(static)") for (long i = 0; i < for_each_n_; i++) { \
+            long for_each_chunk_ = for_each_n_ / (8L * omp_get_max_threads()) + 1;                \
+            _Pragma("omp parallel for schedule(dynamic, for_each_chunk_)")                        \
+            for (long i = 0; i < for_each_n_; i++) {                                              \
                 __VA_ARGS__                                                                       \
             }                                                                                     \
         } else {                                                                                  \

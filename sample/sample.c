@@ -1,6 +1,7 @@
-// sample.c: bin/sample, text from a trained checkpoint, streamed as it is
-// generated, one position's work per token thanks to the KV cache.
-#include <errno.h>
+// sample.c: bin/sample, text from a trained checkpoint: one sample streamed
+// as it is generated, or several generated together and printed one after
+// another; the model sees the last `context` characters at every step
+// (exact), or, with --slide, a window slid several characters at a time.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -10,34 +11,49 @@
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
 #include "../model/kv_cache.h"
+#include "../model/matmul.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
 #include "../lib/sampler.h"
 
+// More samples than this is a mistake, not a request (each holds its own
+// keys, values and window of scratch).
+#define MAX_SAMPLES 256
+// The line between samples (nanoGPT's sample.py prints the same).
+#define SAMPLE_SEPARATOR "---------------"
+
 typedef struct {
     const char *ckpt, *prompt, *prompt_file;
-    int num_tokens, top_k, threads, quiet, skip_unknown;
+    int num_tokens, num_samples, slide, top_k, threads, quiet, skip_unknown;
+    const char *precision;
     float temperature, top_p;
     unsigned long long seed;
 } SampleOptions;
 
-#define NUM_OPTIONS 11
+#define NUM_OPTIONS 14
 
 static void option_table(SampleOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
         {"--ckpt", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
         {"--prompt", OPT_STRING, &o->prompt, "text to start from", 0, -1, 0},
         {"--prompt-file", OPT_STRING, &o->prompt_file, "read the prompt from this file", 0, -1, 0},
-        {"-n", OPT_INT, &o->num_tokens, "characters to generate", 0, 100000000, 0},
+        {"-n", OPT_INT, &o->num_tokens, "characters to generate (per sample)", 0, 100000000, 0},
+        {"--num-samples", OPT_INT, &o->num_samples, "samples generated together from the prompt",
+         1, MAX_SAMPLES, 0},
+        {"--slide", OPT_INT, &o->slide,
+         "characters dropped at once when the window is full, 1 .. context (1: exact)", 1, 65536,
+         0},
         {"--temperature", OPT_FLOAT, &o->temperature, "divide the logits by this (0: greedy)", 0,
          100, 0},
         {"--top-k", OPT_INT, &o->top_k, "keep only the k most likely characters (0: all)", 0,
          65535, 0},
         {"--top-p", OPT_FLOAT, &o->top_p, "keep the smallest set reaching this probability",
          1e-6, 1, 0},
-        {"--seed", OPT_U64, &o->seed, "random seed", 0, -1, 0},
-        {"--threads", OPT_INT, &o->threads, "OpenMP threads", 1, 1024, 0},
+        {"--seed", OPT_U64, &o->seed, "random seed (sample k, from 0, uses seed + k)", 0, -1, 0},
+        {"--threads", OPT_INT, &o->threads,
+         "OpenMP threads, sharing each step's rows (the exact window's, the samples')", 1, 1024, 0},
+        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
         {"--quiet", OPT_FLAG, &o->quiet, "no statistics line on stderr", 0, -1, 0},
         {"--skip-unknown", OPT_FLAG, &o->skip_unknown,
          "drop prompt characters outside the vocabulary (with a warning) instead of failing", 0,
@@ -46,35 +62,34 @@ static void option_table(SampleOptions *o, Option t[NUM_OPTIONS]) {
     memcpy(t, table, sizeof table);
 }
 
+// --help: the usage line and the modes, above the options.
+static const char USAGE[] =
+    "usage: bin/sample --ckpt out/model.safetensors [--prompt TEXT | --prompt-file FILE] "
+    "[options]\n\n"
+    "Generates text from a checkpoint. Without a prompt it starts from a newline\n"
+    "(or, if the vocabulary has none, from its first character, not printed).\n\n"
+    "  --slide 1 (exact, the default): the model sees the last `context` characters\n"
+    "    at every step, as PyTorch's (nanoGPT's) generate does: the same text from\n"
+    "    the same checkpoint, for a whole-window forward per character.\n"
+    "  --slide N > 1: when the window is full, N characters are dropped at once: a\n"
+    "    forward of context-N+1 characters every N, one position's work in between.\n"
+    "    About 10x faster at N = context/2, but the model sees context-N+1 ..\n"
+    "    context characters, so the text is not the reference's.\n"
+    "  --num-samples K: K samples of -n characters from the same prompt, generated\n"
+    "    together (the weights are read once per step for all K). Sample 0 is\n"
+    "    printed as it is written, the others after it, each after a line of\n"
+    "    dashes. Sample k draws from seed + k: it is what --seed seed+k writes alone.\n"
+    "docs/sampling.md: the speed and validation loss of each mode.";
+
 static SampleOptions default_options(void) {
-    return (SampleOptions){.ckpt = "out/model.safetensors", .num_tokens = 500,
-                           .temperature = 0.8f, .top_k = 0, .top_p = 1.0f, .seed = 1337,
-                           .threads = 1};
+    return (SampleOptions){.ckpt = "out/model.safetensors", .num_tokens = 500, .num_samples = 1,
+                           .slide = 1, .temperature = 0.8f, .top_k = 0, .top_p = 1.0f,
+                           .seed = 1337, .threads = 1, .precision = "fp32"};
 }
 
-// Ids of the prompt's characters; unknown ones are an error unless skipped.
-static int *encode_prompt(const char *text, size_t len, const Vocab *vocab, int skip_unknown,
-                          int *num_ids) {
-    EncodedText prompt;
-    char err[1024];
-    if (!vocab_encode_text(vocab, "prompt", text, len, &prompt, err, sizeof err)) die("%s", err);
-    if (prompt.unknown) {
-        vocab_unknown_message(&prompt, "prompt", err, sizeof err);
-        if (!skip_unknown) die("%s; --skip-unknown drops them", err);
-        fprintf(stderr, "warning: %s; dropped\n", err);
-    }
-    free(prompt.chars);
-    *num_ids = prompt.num_ids;
-    return prompt.ids;
-}
-
-static void print_token(const Vocab *vocab, int id) {
-    char bytes[4];
-    int n = utf8_encode(vocab->code_points[id], bytes);
-    fwrite(bytes, 1, n, stdout);
-}
-
-int main(int argc, char **argv) {
+// The options from argv; --help prints the usage and exits 0, bad input is
+// a usage error (exit 2).
+static SampleOptions parse_options(int argc, char **argv) {
     SampleOptions o = default_options();
     Option table[NUM_OPTIONS];
     option_table(&o, table);
@@ -84,78 +99,164 @@ int main(int argc, char **argv) {
         SampleOptions defaults = default_options();
         Option help_table[NUM_OPTIONS];
         option_table(&defaults, help_table);
-        options_usage(stdout,
-                      "usage: bin/sample --ckpt out/model.safetensors [--prompt TEXT | --prompt-file FILE] [options]\n\n"
-                      "Generates text from a checkpoint. Without a prompt it starts from a newline\n"
-                      "(or, if the vocabulary has none, from its first character, not printed).",
-                      help_table, NUM_OPTIONS);
-        return 0;
+        options_usage(stdout, USAGE, help_table, NUM_OPTIONS);
+        exit(0);
     }
     if (!parsed) usage_error("%s", err);
     if (o.prompt && o.prompt_file) usage_error("give --prompt or --prompt-file, not both");
-    omp_set_num_threads(o.threads);
+    return o;
+}
 
-    GPT model;
-    Vocab vocab;
-    if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
+static void load_model(const SampleOptions *o, GPT *model, Vocab *vocab) {
+    char err[2048];
+    if (!gpt_load(o->ckpt, model, vocab, err, sizeof err)) die("%s", err);
     size_t non_finite = 0;
-    for (size_t i = 0; i < model.num_params; i++) non_finite += !isfinite(model.params_memory[i]);
+    for (size_t i = 0; i < model->num_params; i++) non_finite += !isfinite(model->params_memory[i]);
     if (non_finite)
         fprintf(stderr, "warning: %s has %zu non-finite (NaN or Inf) weights; the text will be "
-                "meaningless\n", o.ckpt, non_finite);
+                "meaningless\n", o->ckpt, non_finite);
+    if (o->slide > model->config.context)
+        usage_error("--slide %d: at most the context, %d characters for %s", o->slide,
+                    model->config.context, o->ckpt);
+}
 
-    int num_ids = 0, *ids;
-    const char *prompt_text = NULL;
-    size_t prompt_len = 0;
+// The prompt's ids (unknown characters are an error unless skipped); no
+// prompt, or none left, is a newline (or id 0), not printed.
+typedef struct {
+    int *ids;
+    int len;
+    int printed;
+} Prompt;
+
+static Prompt read_prompt(const SampleOptions *o, const Vocab *vocab) {
     char *file_text = NULL;
-    if (o.prompt_file) {
-        file_text = read_whole_file(o.prompt_file, &prompt_len);
-        prompt_text = file_text;
-    } else if (o.prompt) {
-        prompt_text = o.prompt;
-        prompt_len = strlen(o.prompt);
+    const char *text = o->prompt;
+    size_t len = text ? strlen(text) : 0;
+    if (o->prompt_file) text = file_text = read_whole_file(o->prompt_file, &len);
+    Prompt prompt = {0};
+    if (text) {
+        EncodedText encoded;
+        char err[1024];
+        if (!vocab_encode_text(vocab, "prompt", text, len, &encoded, err, sizeof err))
+            die("%s", err);
+        if (encoded.unknown) {
+            vocab_unknown_message(&encoded, "prompt", err, sizeof err);
+            if (!o->skip_unknown) die("%s; --skip-unknown drops them", err);
+            fprintf(stderr, "warning: %s; dropped\n", err);
+        }
+        free(encoded.chars);
+        prompt.ids = encoded.ids;
+        prompt.len = encoded.num_ids;
     }
-    if (prompt_text) ids = encode_prompt(prompt_text, prompt_len, &vocab, o.skip_unknown, &num_ids);
-    else ids = xcalloc(1, sizeof(int));
-    int print_prompt = num_ids > 0;
-    if (num_ids == 0) {
-        // no prompt (or none left after skipping): start from a newline
-        int newline = vocab_id(&vocab, '\n');
-        ids[0] = newline >= 0 ? newline : 0;
-        num_ids = 1;
+    free(file_text);
+    prompt.printed = prompt.len > 0;
+    if (prompt.len == 0) {
+        int newline = vocab_id(vocab, '\n');
+        free(prompt.ids);
+        prompt.ids = xcalloc(1, sizeof(int));
+        prompt.ids[0] = newline >= 0 ? newline : 0;
+        prompt.len = 1;
     }
+    return prompt;
+}
+
+static void print_token(const Vocab *vocab, int id) {
+    char bytes[4];
+    int n = utf8_encode(vocab->code_points[id], bytes);
+    fwrite(bytes, 1, n, stdout);
+}
+
+static void print_tokens(const Vocab *vocab, const int *ids, int n) {
+    for (int i = 0; i < n; i++) print_token(vocab, ids[i]);
+}
+
+// Generate n characters for each of the cache's K samples from the prompt
+// (its last `context` characters if longer): sample 0 printed as it is
+// generated, the others kept in others (K-1,n).
+static void generate(KVCache *cache, Sampler *samplers, const Prompt *prompt, const Vocab *vocab,
+                     int n, int *others) {
+    int K = cache->samples, T = cache->model->config.context, V = vocab->size;
+    int first = prompt->len > T ? prompt->len - T : 0, m = prompt->len - first;
+    int *window = xcalloc((size_t)K * m, sizeof(int)); // (K,m) the same prompt for every sample
+    for (int k = 0; k < K; k++) memcpy(window + (long)k * m, prompt->ids + first, m * sizeof(int));
+    const float *logits = kv_cache_append(cache, window, m);
+    int *next = xcalloc(K, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < K; k++) {
+            next[k] = sampler_sample(&samplers[k], logits + (long)k * V);
+            if (k > 0) others[(long)(k - 1) * n + i] = next[k];
+        }
+        print_token(vocab, next[0]);
+        fflush(stdout);
+        if (i + 1 < n) logits = kv_cache_step_samples(cache, next);
+    }
+    free(next);
+    free(window);
+}
+
+// The samples after the first, others (K-1,n), each after a separator
+// line, each as the first was printed: the prompt if it was given, the
+// text, a newline.
+static void print_other_samples(const Vocab *vocab, const Prompt *prompt, const int *others, int K,
+                                int n) {
+    for (int k = 1; k < K; k++) {
+        if (n == 0 && prompt->printed) putchar('\n'); // the sample before ended mid-line
+        printf("%s\n", SAMPLE_SEPARATOR);
+        if (prompt->printed) print_tokens(vocab, prompt->ids, prompt->len);
+        print_tokens(vocab, others + (long)(k - 1) * n, n);
+        if (n > 0) putchar('\n');
+    }
+}
+
+// "exact: the last 64 characters at every step" or "--slide 32: 33 to 64
+// characters of context".
+static void describe_mode(char *out, size_t len, int slide, int T) {
+    if (slide == 1) snprintf(out, len, "exact: the last %d characters at every step", T);
+    else snprintf(out, len, "--slide %d: %d to %d characters of context", slide, T - slide + 1, T);
+}
+
+int main(int argc, char **argv) {
+    SampleOptions o = parse_options(argc, argv);
+    omp_set_num_threads(o.threads);
+    precision_apply_option(o.precision);
+    GPT model;
+    Vocab vocab;
+    load_model(&o, &model, &vocab);
+    Prompt prompt = read_prompt(&o, &vocab);
+    int K = o.num_samples, n = o.num_tokens;
 
     KVCache cache;
-    kv_cache_init(&cache, &model);
-    Sampler sampler;
-    sampler_init(&sampler, vocab.size, o.temperature, o.top_k, o.top_p, o.seed);
+    kv_cache_init_samples(&cache, &model, K, o.slide);
+    Sampler *samplers = xcalloc(K, sizeof(Sampler));
+    sampler_init_samples(samplers, K, vocab.size, o.temperature, o.top_k, o.top_p, o.seed);
+    int *others = xcalloc((size_t)(K - 1) * n + 1, sizeof(int)); // (K-1,n) samples 1..K-1
 
+    if (prompt.printed) print_tokens(&vocab, prompt.ids, prompt.len);
+    fflush(stdout);
     double start = now_seconds();
-    const float *logits = NULL;
-    if (print_prompt)
-        for (int i = 0; i < num_ids; i++) print_token(&vocab, ids[i]);
-    // The prompt in one batched pass (its last `context` characters if longer).
-    int T = model.config.context;
-    int first = num_ids > T ? num_ids - T : 0;
-    logits = kv_cache_append(&cache, ids + first, num_ids - first);
-    fflush(stdout);
-    for (int i = 0; i < o.num_tokens; i++) {
-        int next = sampler_sample(&sampler, logits);
-        print_token(&vocab, next);
-        fflush(stdout);
-        if (i + 1 < o.num_tokens) logits = kv_cache_step(&cache, next);
-    }
+    generate(&cache, samplers, &prompt, &vocab, n, others);
     double seconds = now_seconds() - start;
-    if (o.num_tokens > 0) putchar('\n');
+    if (n > 0) putchar('\n');
+    print_other_samples(&vocab, &prompt, others, K, n);
     fflush(stdout);
-    if (!o.quiet)
-        fprintf(stderr, "%d tokens in %.3f s: %.0f tokens/s\n", o.num_tokens, seconds,
-                seconds > 0 ? o.num_tokens / seconds : 0.0);
 
-    sampler_free(&sampler);
+    if (!o.quiet) {
+        char mode[128], count[64] = "";
+        describe_mode(mode, sizeof mode, o.slide, model.config.context);
+        if (K > 1) snprintf(count, sizeof count, " (%d samples x %d)", K, n);
+        double total = (double)K * n;
+        fprintf(stderr,
+                "%.0f tokens%s in %.3f s: %.0f tokens/s (%s; %d sample%s, %d thread%s, %s)\n",
+                total, count, seconds, seconds > 0 ? total / seconds : 0.0, mode, K,
+                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "",
+                precision_name(matmul_precision()));
+    }
+
+    for (int k = 0; k < K; k++) sampler_free(&samplers[k]);
+    free(samplers);
+    free(others);
     kv_cache_free(&cache);
-    free(ids);
-    free(file_text);
+    free(prompt.ids);
     gpt_free(&model);
     vocab_free(&vocab);
     return 0;

@@ -1,11 +1,15 @@
 // bench.c: `make bench`. Measures, in one run on this machine:
 //   1. the machine's fp32 peak: an FMA-throughput probe (our own), 1 thread
-//      and all threads;
+//      and all threads; and its bf16 peaks: vdpbf16ps (AVX512_BF16) and
+//      AMX's tdpbf16ps probes, where the CPU has them;
 //   2. a whole training step (forward, backward, clip, AdamW) for the
-//      default recipe and a larger shape: median ms per iteration after
-//      warm-up, tokens/s, model GFLOP/s and its ratio to the peak;
+//      default recipe and a larger shape, in fp32 and in bf16: median ms per
+//      iteration after warm-up, tokens/s, model GFLOP/s and its ratio to
+//      the peak of that precision;
 //   3. a breakdown by op (timers compiled in for this program only);
-//   4. sampling speed with the KV cache on one thread.
+//   4. the default recipe on a busy machine: a busy loop pinned to one core
+//      while the step runs with all threads, then with one thread;
+//   5. sampling speed with the KV cache on one thread.
 //
 // Model FLOPs per iteration (the count PyTorch/nanoGPT-style MFU uses):
 //   6 * P * B*T             P = weights in matrix products = 12 L C^2 + V C
@@ -16,16 +20,26 @@
 //                           half is skipped)
 // For the default recipe that is 3.96 GFLOP, for the larger shape 145.3.
 #include <omp.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "../model/gpt.h"
+#include "../model/cpu_features.h"
 #include "../model/kv_cache.h"
+#include "../model/matmul.h"
 #include "../model/profile.h"
 #include "../base/util.h"
 #include "../lib/sampler.h"
 #include "../train/adamw.h"
+#include "../train/thread_tuner.h"
 
 // ---- the machine's fp32 FMA throughput
 
@@ -62,6 +76,84 @@ static double fma_probe_gflops(int threads) {
     return best;
 }
 
+// ---- the machine's bf16 throughput (0 where the CPU lacks the instructions)
+
+#if defined(__x86_64__)
+// vdpbf16ps: 16 lanes x 2 multiply-adds; 24 independent accumulators (12
+// measured 150 GFLOP/s a thread here, 24 about 450: the instruction's
+// latency needs more in flight than an FMA's).
+#define DOT_ACCUMULATORS 24
+__attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one_thread(void) {
+    const long iters = 10000000;
+    __m512 acc[DOT_ACCUMULATORS];
+    for (int i = 0; i < DOT_ACCUMULATORS; i++) acc[i] = _mm512_setzero_ps();
+    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+    double start = now_seconds();
+    for (long it = 0; it < iters; it++) {
+        for (int i = 0; i < DOT_ACCUMULATORS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+        __asm__ volatile("" : "+v"(a), "+v"(b)); // a and b stay in registers, unknown
+    }
+    double seconds = now_seconds() - start;
+    float sink = 0.0f;
+    for (int i = 0; i < DOT_ACCUMULATORS; i++) sink += _mm512_reduce_add_ps(acc[i]);
+    if (sink == 12345.0f) printf(" ");
+    return 64.0 * DOT_ACCUMULATORS * iters / seconds / 1e9;
+}
+
+// AMX tdpbf16ps: a 16x16 fp32 tile += 16x32 bf16 . 32x16 bf16 (16384
+// flops); four independent accumulator tiles.
+__attribute__((target("amx-tile,amx-bf16"))) static double amx_gflops_one_thread(void) {
+    const long iters = 200000;
+    // in static storage, for the reason in model/matmul_bf16.c's amx_configure
+    static const struct {
+        unsigned char palette, start_row, reserved[14];
+        unsigned short colsb[16];
+        unsigned char rows[16];
+    } config __attribute__((aligned(64))) = {.palette = 1,
+                                             .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                             .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+    static unsigned short ones[16 * 32] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 32; i++) ones[i] = 0x3c00; // 2^-7
+    _tile_loadconfig(&config);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    double start = now_seconds();
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    double seconds = now_seconds() - start;
+    _tile_release();
+    return 16384.0 * 4 * iters / seconds / 1e9;
+}
+#endif
+
+// Best of three, on `threads` threads each running the probe.
+static double bf16_probe_gflops(int amx, int threads) {
+#if defined(__x86_64__)
+    if (amx ? !cpu_has_amx_bf16() : !cpu_has_avx512_bf16()) return 0.0;
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        double total = 0.0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        total += amx ? amx_gflops_one_thread() : vdpbf16ps_gflops_one_thread();
+        if (total > best) best = total;
+    }
+    return best;
+#else
+    (void)amx, (void)threads;
+    return 0.0;
+#endif
+}
+
 // ---- a training step
 
 typedef struct {
@@ -79,7 +171,12 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void bench_training(const Shape *shape, double peak_gflops) {
+// Median ms per training step of `shape` in the current precision, with
+// the breakdown printed when `verbose`. With a tuner, each step runs on the
+// thread count it chooses, as bin/train's do; *mean_ms (if not NULL) gets
+// the mean, which counts the tuner's trials.
+static double bench_training(const Shape *shape, double peak_gflops, int verbose,
+                             ThreadTuner *tuner, double *mean_ms) {
     GPTConfig cfg = {65, shape->context, shape->layers, shape->heads, shape->dim};
     int B = shape->batch, T = shape->context;
     GPT model;
@@ -101,6 +198,7 @@ static void bench_training(const Shape *shape, double peak_gflops) {
     double optimizer_seconds = 0.0;
     for (int it = -warmup; it < n; it++) {
         if (it == 0) memset(op_seconds, 0, sizeof op_seconds);
+        if (tuner) thread_tuner_next(tuner);
         double start = now_seconds();
         gpt_forward(&model, inputs, targets, B, T);
         gpt_zero_grad(&model);
@@ -109,6 +207,7 @@ static void bench_training(const Shape *shape, double peak_gflops) {
         float norm = grad_global_norm(model.grads_memory, model.num_params);
         adamw_update(&opt, &model, &acfg, 1e-4f, norm > 1.0f ? 1.0f / norm : 1.0f);
         double end = now_seconds();
+        if (tuner) thread_tuner_record(tuner, end - start);
         if (it >= 0) {
             ms[it] = 1e3 * (end - start);
             optimizer_seconds += end - opt_start;
@@ -116,18 +215,26 @@ static void bench_training(const Shape *shape, double peak_gflops) {
     }
     double total_ms = 0.0;
     for (int i = 0; i < n; i++) total_ms += ms[i];
+    if (mean_ms) *mean_ms = total_ms / n;
     qsort(ms, n, sizeof(double), compare_doubles);
     double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
     double flops = model_flops(&cfg, B, T);
     double gflops = flops / (median * 1e-3) / 1e9;
-    printf("\n%s: %d layers, %d heads, dim %d, context %d, batch %d (%zu parameters)\n",
-           shape->name, cfg.layers, cfg.heads, cfg.dim, cfg.context, B, model.num_params);
+    if (!verbose) {
+        free(ms), free(inputs), free(targets);
+        adamw_free(&opt);
+        gpt_free(&model);
+        return median;
+    }
+    printf("\n%s [%s]: %d layers, %d heads, dim %d, context %d, batch %d (%zu parameters)\n",
+           shape->name, precision_name(matmul_precision()), cfg.layers, cfg.heads, cfg.dim,
+           cfg.context, B, model.num_params);
     printf("  %-28s %10.1f ms/iter (median of %d, after %d warm-up)\n", "training step", median, n,
            warmup);
     printf("  %-28s %10.0f tokens/s\n", "throughput", B * T / (median * 1e-3));
     printf("  %-28s %10.2f GFLOP per iteration\n", "model arithmetic", flops / 1e9);
-    printf("  %-28s %10.1f GFLOP/s = %.0f%% of the measured peak %.0f GFLOP/s\n", "model speed",
-           gflops, 100.0 * gflops / peak_gflops, peak_gflops);
+    printf("  %-28s %10.1f GFLOP/s = %.0f%% of the measured %s peak %.0f GFLOP/s\n", "model speed",
+           gflops, 100.0 * gflops / peak_gflops, precision_name(matmul_precision()), peak_gflops);
     printf("  breakdown (mean per iteration):\n");
     double accounted = 0.0;
     for (int op = 0; op < NUM_PROFILED_OPS; op++) {
@@ -146,6 +253,51 @@ static void bench_training(const Shape *shape, double peak_gflops) {
     free(targets);
     adamw_free(&opt);
     gpt_free(&model);
+    return median;
+}
+
+// ---- the default recipe beside a busy process
+
+// A child process spinning on `core` until killed.
+static pid_t start_busy_loop(int core) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(core, &set);
+        sched_setaffinity(0, sizeof set, &set);
+        volatile unsigned long spin = 0;
+        for (;;) spin++;
+    }
+    return pid;
+}
+
+// The default recipe beside a busy loop pinned to the last core: bin/train's
+// default (every core, the thread tuner choosing), all threads fixed, one
+// thread fixed. Mean ms per step over `iters` steps (the tuner's trials and
+// its first steps on the slow count included).
+static void bench_busy(const Shape *shape, double peak, int threads) {
+    if (threads < 2) return;
+    pid_t busy = start_busy_loop(threads - 1);
+    if (busy < 0) return;
+    Shape busy_shape = *shape;
+    busy_shape.iters = 300;
+    double tuned, shared, alone;
+    ThreadTuner tuner;
+    thread_tuner_init(&tuner, threads, 1);
+    bench_training(&busy_shape, peak, 0, &tuner, &tuned);
+    omp_set_num_threads(threads);
+    bench_training(&busy_shape, peak, 0, NULL, &shared);
+    omp_set_num_threads(1);
+    bench_training(&busy_shape, peak, 0, NULL, &alone);
+    omp_set_num_threads(threads);
+    kill(busy, SIGKILL);
+    waitpid(busy, NULL, 0);
+    printf("\nbusy machine [%s], %s, a busy loop pinned to core %d, mean of %d steps:\n"
+           "  default (thread tuner, up to %d threads) %.1f ms/iter, %d threads fixed %.1f, "
+           "1 thread %.1f: default / 1 thread = %.2f\n",
+           precision_name(matmul_precision()), shape->name, threads - 1, busy_shape.iters,
+           threads, tuned, threads, shared, alone, tuned / alone);
 }
 
 // ---- sampling with the KV cache, one thread
@@ -157,7 +309,7 @@ static void bench_sampling(void) {
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 1);
     KVCache cache;
-    kv_cache_init(&cache, &model);
+    kv_cache_init_samples(&cache, &model, 1, 32);
     Sampler sampler;
     sampler_init(&sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 1);
     int n = 20000;
@@ -170,24 +322,67 @@ static void bench_sampling(void) {
         double seconds = now_seconds() - start;
         if (seconds < best) best = seconds;
     }
-    printf("\nsampling, default shape, 1 thread, KV cache: %.0f tokens/s (best of 3 x %d tokens)\n",
+    printf("\nsampling, default shape, 1 thread, KV cache, --slide 32: %.0f tokens/s (best of 3 x %d tokens)\n",
            n / best, n);
     sampler_free(&sampler);
     kv_cache_free(&cache);
     gpt_free(&model);
 }
 
+// bin/bench --steps: only the training steps of both shapes in both
+// precisions, as the summary lines below (what scripts/compare_pytorch.py
+// alternates with PyTorch's).
+static int bench_steps_only(int threads) {
+    omp_set_num_threads(threads);
+    Shape shapes[] = {{"default recipe", 4, 4, 128, 64, 12, 30},
+                      {"larger shape", 6, 6, 384, 256, 8, 5}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        double ms[2];
+        for (int p = 0; p < 2; p++) {
+            matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+            ms[p] = bench_training(&shapes[i], 1.0, 0, NULL, NULL);
+        }
+        printf("  %-16s fp32 %8.1f   bf16 %8.1f\n", shapes[i].name, ms[0], ms[1]);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int threads = omp_get_num_procs();
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    if (argc > 1 && !strcmp(argv[1], "--steps")) return bench_steps_only(threads);
     printf("bench: %d threads%s\n", threads, quick ? " (quick)" : "");
     double peak1 = fma_probe_gflops(1), peak = fma_probe_gflops(threads);
     printf("fp32 FMA peak (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n", peak1, peak,
            threads);
+    double dot1 = bf16_probe_gflops(0, 1), dot = bf16_probe_gflops(0, threads);
+    double amx1 = bf16_probe_gflops(1, 1), amx = bf16_probe_gflops(1, threads);
+    if (dot > 0)
+        printf("bf16 dot peak, AVX512_BF16 vdpbf16ps (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n",
+               dot1, dot, threads);
+    if (amx > 0)
+        printf("bf16 tile peak, AMX tdpbf16ps (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n",
+               amx1, amx, threads);
+    if (dot == 0 && amx == 0) printf("bf16: no bf16 instructions on this CPU (bf16 runs as fp32 arithmetic)\n");
+    double bf16_peak = amx > 0 ? amx : dot > 0 ? dot : peak;
+    printf("bf16 products run on: %s\n", matmul_bf16_kernel_name());
     omp_set_num_threads(threads);
     Shape shapes[] = {{"default recipe", 4, 4, 128, 64, 12, quick ? 5 : 50},
                       {"larger shape", 6, 6, 384, 256, 8, quick ? 2 : 7}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) bench_training(&shapes[i], peak);
+    double ms[2][2];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int p = 0; p < 2; p++) {
+            matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+            ms[i][p] = bench_training(&shapes[i], p ? bf16_peak : peak, 1, NULL, NULL);
+        }
+    printf("\nsummary, %d threads, ms/iter (median):\n", threads);
+    for (size_t i = 0; i < 2; i++)
+        printf("  %-16s fp32 %8.1f   bf16 %8.1f   (bf16 %.2fx faster)\n", shapes[i].name,
+               ms[i][0], ms[i][1], ms[i][0] / ms[i][1]);
+    matmul_set_precision(precision_default());
+    bench_busy(&shapes[0], peak, threads);
+    matmul_set_precision(PRECISION_FP32);
     bench_sampling();
     return 0;
 }

@@ -1,10 +1,16 @@
 #!/usr/bin/python3
 """The same model in PyTorch, beside ours, on this machine.
 
-    scripts/compare_pytorch.py bench [--threads 2]
+    scripts/compare_pytorch.py bench [--threads 2] [--rounds 3]
         Times a training step (forward, backward, clip, AdamW) of the default
-        recipe and the larger shape in PyTorch, then runs our bin/bench in the
-        same session, so the figures compare.
+        recipe and the larger shape in PyTorch, in fp32 and under bf16
+        autocast (torch.autocast("cpu", dtype=torch.bfloat16)), and ours
+        (bin/bench --steps, fp32 and bf16), in alternating rounds, and
+        prints the medians and the medians of the rounds' ratios. PyTorch's fp32 products run on whatever libblas.so.3
+        is installed: the script says which (OpenBLAS's
+        openblas_get_corename), and runs without OPENBLAS_CORETYPE and
+        OPENBLAS_L2_SIZE in the environment, so that OpenBLAS picks its own
+        kernel for this CPU (it restarts itself without them).
 
     scripts/compare_pytorch.py train [--seed 1337]
         Trains the same model with the default recipe in PyTorch (random
@@ -20,14 +26,29 @@ Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`)
 and numpy. Not part of the tests or CI.
 """
 import argparse
+import ctypes
 import json
 import math
 import os
+import re
 import statistics
 import struct
 import subprocess
 import sys
 import time
+
+# OpenBLAS reads these when it is loaded (at `import torch`); some machines
+# set OPENBLAS_CORETYPE=Haswell, which keeps it off its AVX-512 kernels. The
+# bench command restarts the script without them, before that import, and
+# gives them back to our own benchmark.
+OPENBLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ORIGINAL_OPENBLAS = {}
+if __name__ == "__main__" and sys.argv[1:2] == ["bench"] and \
+        "COMPARE_PYTORCH_SAVED_OPENBLAS" not in os.environ:
+    _env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARIABLES}
+    _env["COMPARE_PYTORCH_SAVED_OPENBLAS"] = json.dumps(
+        {k: os.environ[k] for k in OPENBLAS_VARIABLES if k in os.environ})
+    os.execve(sys.executable, [sys.executable] + sys.argv, _env)
 
 import numpy as np
 import torch
@@ -211,44 +232,107 @@ def train(args):
 SHAPES = [("default recipe", 4, 4, 128, 64, 12), ("larger shape", 6, 6, 384, 256, 8)]
 
 
+def blas_in_use():
+    """The BLAS library this process loaded, and OpenBLAS's name for its kernel."""
+    libs = sorted({line.split()[-1] for line in open("/proc/self/maps")
+                   if "blas" in line and line.split()[-1].startswith("/")})
+    for path in libs:
+        try:
+            corename = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        corename.restype = ctypes.c_char_p
+        return f"{path}, OpenBLAS kernel {corename().decode()}"
+    return f"{', '.join(libs) or 'no BLAS library loaded'} (not OpenBLAS)"
+
+
+def time_pytorch(name, layers, heads, dim, context, batch, bf16):
+    torch.manual_seed(0)
+    model = TinyGPT(65, context, layers, heads, dim)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+    x = torch.randint(0, 65, (batch, context))
+    y = torch.randint(0, 65, (batch, context))
+    iters = 30 if dim <= 128 else 5
+    times = []
+    for it in range(iters + 3):
+        start = time.perf_counter()
+        # autocast: the products in bf16 (oneDNN), master weights, optimizer in fp32
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if it >= 3:
+            times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times), iters
+
+
+def ours_steps():
+    """Our training steps, both shapes and precisions: {(shape, precision): ms}."""
+    env = dict(os.environ)
+    env.update(ORIGINAL_OPENBLAS)  # ours does not use it; leave the user's setting
+    run = subprocess.run([os.path.join(ROOT, "bin", "bench"), "--steps"], cwd=ROOT, check=True,
+                         env=env, stdout=subprocess.PIPE, text=True)
+    ours = {}
+    for line in run.stdout.splitlines():
+        m = re.match(r"\s+(default recipe|larger shape)\s+fp32\s+([\d.]+)\s+bf16\s+([\d.]+)", line)
+        if m:
+            ours[m.group(1), "fp32"], ours[m.group(1), "bf16"] = float(m.group(2)), float(m.group(3))
+    return ours
+
+
 def bench(args):
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    for name, layers, heads, dim, context, batch in SHAPES:
-        model = TinyGPT(65, context, layers, heads, dim)
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                                 {"params": no_decay, "weight_decay": 0.0}],
-                                lr=1e-3, betas=(0.9, 0.99))
-        x = torch.randint(0, 65, (batch, context))
-        y = torch.randint(0, 65, (batch, context))
-        iters = 30 if dim <= 128 else 5
-        times = []
-        for it in range(iters + 3):
-            start = time.perf_counter()
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            if it >= 3:
-                times.append(1e3 * (time.perf_counter() - start))
-        ms = statistics.median(times)
-        print(f"PyTorch {torch.__version__}, {args.threads} threads, {name}: "
-              f"{ms:.1f} ms/iter (median of {iters}), {batch * context / ms * 1e3:.0f} tokens/s")
-    sys.stdout.flush()
-    print("\nours, same session (make bench):")
-    sys.stdout.flush()
-    subprocess.run(["make", "-s", "bench"], cwd=ROOT, check=True)
+    print(f"PyTorch {torch.__version__}, {args.threads} threads; BLAS: {blas_in_use()}")
+    print("OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this run (OpenBLAS picks its own kernel); "
+          f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
+    subprocess.run(["make", "-s", "bin/bench"], cwd=ROOT, check=True)
+    # Rounds alternate PyTorch and ours, so that both see the same machine;
+    # each round gives a ratio per figure, and the medians are quoted.
+    keys = [(name, precision) for name, *_ in SHAPES for precision in ("fp32", "bf16")]
+    pytorch = {k: [] for k in keys}
+    ours = {k: [] for k in keys}
+    for round_ in range(args.rounds):
+        for name, layers, heads, dim, context, batch in SHAPES:
+            for precision in ("fp32", "bf16"):
+                ms, _ = time_pytorch(name, layers, heads, dim, context, batch, precision == "bf16")
+                pytorch[name, precision].append(ms)
+        for k, ms in ours_steps().items():
+            ours[k].append(ms)
+        print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
+            f"{n} {p}: PyTorch {pytorch[n, p][-1]:.1f} ours {ours[n, p][-1]:.1f}" for n, p in keys))
+        sys.stdout.flush()
+    med = statistics.median
+    print(f"\nside by side, {args.threads} threads, ms/iter, medians of {args.rounds} alternating rounds"
+          " (ratio = PyTorch's time / ours, median of the rounds' ratios; above 1, ours is faster):")
+    print(f"  {'':16s} {'ours fp32':>10s} {'ours bf16':>10s} {'PyTorch fp32':>13s} {'PyTorch bf16':>13s}"
+          f" {'vs fp32':>8s} {'vs bf16':>8s} {'PyTorch bf16 / our best':>26s}")
+    for name, *_ in SHAPES:
+        of, ob = med(ours[name, "fp32"]), med(ours[name, "bf16"])
+        pf, pb = med(pytorch[name, "fp32"]), med(pytorch[name, "bf16"])
+        rf = med([p / o for p, o in zip(pytorch[name, "fp32"], ours[name, "fp32"])])
+        rb = med([p / o for p, o in zip(pytorch[name, "bf16"], ours[name, "bf16"])])
+        best = med([p / min(o32, o16) for p, o32, o16 in
+                    zip(pytorch[name, "bf16"], ours[name, "fp32"], ours[name, "bf16"])])
+        print(f"  {name:16s} {of:10.1f} {ob:10.1f} {pf:13.1f} {pb:13.1f} {rf:7.2f}x {rb:7.2f}x"
+              f" {best:25.2f}x")
+    print("  (last column: PyTorch bf16 autocast against our faster precision)")
 
 
 def main():
+    ORIGINAL_OPENBLAS.update(json.loads(os.environ.get("COMPARE_PYTORCH_SAVED_OPENBLAS", "{}")))
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench")
     b.add_argument("--threads", type=int, default=os.cpu_count())
+    b.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     t = sub.add_parser("train")
     t.add_argument("--seed", type=int, default=1337)
     t.add_argument("--no-bias", action="store_true", help="no Linear biases (nanoGPT's setting)")

@@ -45,7 +45,7 @@ echo "$candidates" | while read -r flags; do
     run="$out/$i"
     start=$(date +%s.%N)
     # shellcheck disable=SC2086
-    OMP_WAIT_POLICY=passive bin/train $common $flags --out "$run" > "$run.txt" 2>&1 || true
+    bin/train $common $flags --out "$run" > "$run.txt" 2>&1 || true
     end=$(date +%s.%N)
     val=$(sed -n 's/.*final val loss \([0-9.]*\).*/\1/p' "$run.txt")
     iters=$(sed -n 's/^done: \([0-9]*\) iterations.*/\1/p' "$run.txt")

@@ -108,6 +108,7 @@ SUITE(suite_inference);
 SUITE(suite_atlas);
 SUITE(suite_recipes);
 SUITE(suite_mpi);
+SUITE(suite_threads);
 
 int main(int argc, char **argv) {
     // An optional argument runs only the suites whose name contains it.
@@ -120,7 +121,8 @@ int main(int argc, char **argv) {
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
                   {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust},
                   {"layout", suite_layout}, {"bf16", suite_bf16}, {"inference", suite_inference},
-                  {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi}};
+                  {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
+                  {"threads", suite_threads}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
         printf("# %s\n", suites[i].name);

@@ -1,6 +1,9 @@
-// test_sample.c: the KV cache against the full forward, the sampler's
-// filters, and bin/sample's behaviour.
+// test_sample.c: the KV cache against the full forward in every sliding mode,
+// exact greedy decoding against a full-forward reference decode, samples
+// generated together against each alone, the sampler's filters, and
+// bin/sample's behaviour.
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,50 +32,81 @@ static const float *full_forward_last(GPT *full, const int *tokens, int n) {
     return full->scratch.logits + (long)(n - 1) * full->config.vocab_size;
 }
 
+// For each slide S (1 exact, 2, T/2, T): 5x the context of random tokens
+// one step at a time. After every step the cache holds the last `len` of
+// the tokens given, len follows the policy (T - S + 1 .. T once the window
+// has filled), and its logits equal a full forward over that window.
 static void test_cache_matches_full_forward(void) {
     int V = 11, T = 8;
     GPT model;
     build_random_model(&model, V, T);
     gpt_alloc_training(&model, 1, T);
-    KVCache cache;
-    kv_cache_init(&cache, &model);
-    Rng rng;
-    rng_seed(&rng, 5);
-    double worst = 0.0;
-    int slid = 0;
-    for (int step = 0; step < 40; step++) { // 5x the context: the window slides often
-        int token = (int)rng_below(&rng, V);
-        const float *cached = kv_cache_step(&cache, token);
-        if (cache.len < T && step >= T) slid = 1;
-        float cached_copy[64];
-        memcpy(cached_copy, cached, V * sizeof(float));
-        const float *full = full_forward_last(&model, cache.tokens, cache.len);
-        for (int i = 0; i < V; i++) {
-            double d = fabs(cached_copy[i] - full[i]);
-            if (d > worst) worst = d;
+    const int slides[] = {1, 2, T / 2, T};
+    for (size_t s = 0; s < sizeof slides / sizeof slides[0]; s++) {
+        int slide = slides[s];
+        KVCache cache;
+        kv_cache_init_samples(&cache, &model, 1, slide);
+        Rng rng;
+        rng_seed(&rng, 5);
+        int given[40];
+        double worst = 0.0;
+        // the first slide at step T, then one every S steps
+        int slid = 0, bad_len = 0, bad_window = 0, expected_slides = (40 - T - 1) / slide + 1;
+        for (int step = 0; step < 40; step++) { // the window slides often
+            given[step] = (int)rng_below(&rng, V);
+            int before = cache.len;
+            const float *cached = kv_cache_step(&cache, given[step]);
+            slid += before == T;
+            int expected_len = before == T ? T - slide + 1 : before + 1;
+            bad_len += cache.len != expected_len;
+            bad_window += memcmp(cache.tokens, given + step + 1 - cache.len,
+                                 cache.len * sizeof(int)) != 0;
+            float cached_copy[64];
+            memcpy(cached_copy, cached, V * sizeof(float));
+            const float *full = full_forward_last(&model, cache.tokens, cache.len);
+            for (int i = 0; i < V; i++) {
+                double d = fabs(cached_copy[i] - full[i]);
+                if (d > worst) worst = d;
+            }
         }
+        CHECK_MSG(slid == expected_slides, "slide %d: %d slides in 40 steps, expected %d", slide,
+                  slid, expected_slides);
+        CHECK_MSG(!bad_len, "slide %d: the window's length was wrong %d times", slide, bad_len);
+        CHECK_MSG(!bad_window, "slide %d: the window was not the last tokens %d times", slide,
+                  bad_window);
+        CHECK_MSG(worst <= 1e-4, "slide %d: largest |cached - full| logit difference %g", slide,
+                  worst);
+        kv_cache_free(&cache);
     }
-    CHECK(slid);
-    CHECK_MSG(worst <= 1e-4, "largest |cached - full| logit difference %g", worst);
-    kv_cache_free(&cache);
     gpt_free(&model);
 }
 
-// The default shape (4 layers, 4 heads, 128 wide, 64 positions), so that the
-// cache's products run on whole vector tiles: a 10-token prompt, appends of
-// several tokens at a time, then single steps through two slides. Every
-// append's logits are checked, and the cache's keys at every position.
-static void test_cache_matches_full_forward_default_shape(void) {
+// A model of the default shape (4 layers, 4 heads, 128 wide, 64 positions,
+// 65 characters), its weights spread by `spread` x N(0,1) from `seed`, so
+// that its logits differ clearly from position to position.
+static void build_default_shape_model(GPT *model, float spread, uint64_t seed) {
     GPTConfig cfg = {65, 64, 4, 4, 128};
-    GPT model;
-    gpt_build(&model, &cfg);
-    gpt_init_params(&model, 3);
+    gpt_build(model, &cfg);
+    gpt_init_params(model, 3);
     Rng rng;
-    rng_seed(&rng, 8);
-    for (size_t i = 0; i < model.num_params; i++) model.params_memory[i] += 0.05f * rng_normal(&rng);
+    rng_seed(&rng, seed);
+    for (size_t i = 0; i < model->num_params; i++)
+        model->params_memory[i] += spread * rng_normal(&rng);
+}
+
+// The default shape, so that the cache's products run on whole vector
+// tiles, sliding by half the context: a 10-token prompt, appends of several
+// tokens at a time, then single steps through two slides. Every append's
+// logits are checked, and the cache's keys at every position.
+static void test_cache_matches_full_forward_default_shape(void) {
+    GPT model;
+    build_default_shape_model(&model, 0.05f, 8);
+    GPTConfig cfg = model.config;
     gpt_alloc_training(&model, 1, cfg.context);
     KVCache cache;
-    kv_cache_init(&cache, &model);
+    kv_cache_init_samples(&cache, &model, 1, cfg.context / 2);
+    Rng rng;
+    rng_seed(&rng, 8);
     double worst_logit = 0.0, worst_key = 0.0;
     int tokens[16];
     const int chunks[] = {10, 1, 3, 7, 2};
@@ -112,25 +146,134 @@ static void test_cache_matches_full_forward_default_shape(void) {
     gpt_free(&model);
 }
 
-static void test_greedy_is_argmax_of_full_forward(void) {
-    int V = 9, T = 6;
+// The exact mode (the default) against the reference it stands for:
+// greedy decoding of 3 x context characters from one start character,
+// where the reference runs a full forward over the last `context`
+// characters at every step and takes the argmax (nanoGPT's generate with
+// temperature -> 0). The same characters, and logits within 1e-4 at every
+// step. The default shape, so the window slides 2 x context times; weights
+// spread so that greedy decoding wanders over 34 characters (smaller ones
+// settle into a loop of two) with the top two logits never closer than
+// 0.002.
+static void test_exact_greedy_equals_reference_decode(void) {
     GPT model;
-    build_random_model(&model, V, T);
-    gpt_alloc_training(&model, 1, T);
+    build_default_shape_model(&model, 0.2f, 9);
+    int T = model.config.context, V = model.config.vocab_size, steps = 3 * T;
+    gpt_alloc_inference(&model, 1, T);
+    int *reference = xcalloc(steps + 1, sizeof(int)), *cached = xcalloc(steps + 1, sizeof(int));
+    reference[0] = cached[0] = 7;
     KVCache cache;
     kv_cache_init(&cache, &model);
-    Sampler sampler;
-    sampler_init(&sampler, V, 0.0f, 0, 1.0f, 1);
-    const float *logits = kv_cache_step(&cache, 3);
-    for (int step = 0; step < 30; step++) {
-        int chosen = sampler_sample(&sampler, logits);
-        const float *full = full_forward_last(&model, cache.tokens, cache.len);
-        CHECK_MSG(chosen == argmax(full, V), "step %d: greedy %d, argmax %d", step, chosen,
-                  argmax(full, V));
-        logits = kv_cache_step(&cache, chosen);
+    const float *logits = kv_cache_step(&cache, cached[0]);
+    double worst = 0.0;
+    int first_difference = -1, distinct = 0;
+    int seen[65] = {0};
+    for (int i = 1; i <= steps; i++) {
+        int window = i < T ? i : T;
+        const float *full = full_forward_last(&model, reference + i - window, window);
+        reference[i] = argmax(full, V);
+        cached[i] = argmax(logits, V);
+        for (int v = 0; v < V; v++) {
+            double d = fabs(logits[v] - full[v]);
+            if (d > worst) worst = d;
+        }
+        if (cached[i] != reference[i] && first_difference < 0) first_difference = i;
+        distinct += !seen[cached[i]]++;
+        if (first_difference >= 0) break;
+        if (i < steps) logits = kv_cache_step(&cache, cached[i]);
+        if (i >= T) CHECK(cache.len == T);
     }
-    sampler_free(&sampler);
+    CHECK_MSG(first_difference < 0, "character %d: cached %d, reference %d", first_difference,
+              first_difference >= 0 ? cached[first_difference] : 0,
+              first_difference >= 0 ? reference[first_difference] : 0);
+    CHECK_MSG(worst <= 1e-4, "largest |cached - reference| logit difference %g", worst);
+    CHECK_MSG(distinct >= 20, "only %d distinct characters: a weak test", distinct);
     kv_cache_free(&cache);
+    free(reference);
+    free(cached);
+    gpt_free(&model);
+}
+
+// K samples of `steps` characters from one start character, generated
+// together with sampler seeds seed + k and temperature 1: their characters
+// into text (K,steps), the logits each was drawn from into logits_seen
+// (K,steps,V).
+static void generate_samples(GPT *model, int K, int slide, int steps, uint64_t seed, int *text,
+                             float *logits_seen) {
+    int V = model->config.vocab_size;
+    KVCache cache;
+    kv_cache_init_samples(&cache, model, K, slide);
+    Sampler *samplers = xcalloc(K, sizeof(Sampler));
+    sampler_init_samples(samplers, K, V, 1.0f, 0, 1.0f, seed);
+    int *start = xcalloc(K, sizeof(int)), *next = xcalloc(K, sizeof(int));
+    for (int k = 0; k < K; k++) start[k] = 2;
+    const float *logits = kv_cache_append(&cache, start, 1);
+    for (int i = 0; i < steps; i++) {
+        for (int k = 0; k < K; k++) {
+            const float *logits_k = logits + (long)k * V;
+            memcpy(logits_seen + ((long)k * steps + i) * V, logits_k, V * sizeof(float));
+            next[k] = text[(long)k * steps + i] = sampler_sample(&samplers[k], logits_k);
+        }
+        logits = kv_cache_step_samples(&cache, next);
+    }
+    for (int k = 0; k < K; k++) sampler_free(&samplers[k]);
+    free(samplers);
+    free(start);
+    free(next);
+    kv_cache_free(&cache);
+}
+
+// Generates `max_samples` samples alone (seed + k, one thread), then K =
+// 1..max_samples together on 1 and 2 threads: sample k the same characters
+// and, bit for bit, the same logits every time.
+static void check_together_equals_alone(GPT *model, int slide, int steps, int max_samples) {
+    int V = model->config.vocab_size, threads = omp_get_max_threads();
+    long per_sample = (long)steps * V;
+    int *alone_text = xcalloc((size_t)max_samples * steps, sizeof(int));
+    int *text = xcalloc((size_t)max_samples * steps, sizeof(int));
+    float *alone_logits = xcalloc((size_t)max_samples * per_sample, sizeof(float));
+    float *logits = xcalloc((size_t)max_samples * per_sample, sizeof(float));
+    omp_set_num_threads(1);
+    for (int k = 0; k < max_samples; k++)
+        generate_samples(model, 1, slide, steps, 100 + k, alone_text + (long)k * steps,
+                         alone_logits + k * per_sample);
+    for (int K = 1; K <= max_samples; K++)
+        for (int t = 1; t <= 2; t++) {
+            omp_set_num_threads(t);
+            generate_samples(model, K, slide, steps, 100, text, logits);
+            for (int k = 0; k < K; k++) {
+                CHECK_MSG(!memcmp(text + (long)k * steps, alone_text + (long)k * steps,
+                                  steps * sizeof(int)),
+                          "slide %d, %d samples, %d threads: sample %d differs from it alone",
+                          slide, K, t, k);
+                CHECK_MSG(!memcmp(logits + k * per_sample, alone_logits + k * per_sample,
+                                  per_sample * sizeof(float)),
+                          "slide %d, %d samples, %d threads: sample %d's logits differ from its "
+                          "own alone", slide, K, t, k);
+            }
+        }
+    // the samples are not all the same text
+    CHECK(max_samples < 2 || memcmp(alone_text, alone_text + steps, steps * sizeof(int)));
+    omp_set_num_threads(threads);
+    free(alone_text);
+    free(text);
+    free(alone_logits);
+    free(logits);
+}
+
+// K samples generated together (one batched step for all K) against each
+// generated alone: a small model, K = 1..4, exact and sliding by 3 through
+// many slides; and the default shape (whole vector tiles, the threads
+// sharing blocks of a window's rows), K = 1..3, exact, through 16 slides.
+static void test_samples_together_equal_alone(void) {
+    GPT small;
+    build_random_model(&small, 11, 8);
+    check_together_equals_alone(&small, 1, 30, 4);
+    check_together_equals_alone(&small, 3, 30, 4);
+    gpt_free(&small);
+    GPT model;
+    build_default_shape_model(&model, 0.2f, 9);
+    check_together_equals_alone(&model, 1, 80, 3);
     gpt_free(&model);
 }
 
@@ -233,12 +376,67 @@ static void test_sample_program(void) {
     free(a);
     free(b);
     free(c);
-    // the statistics line
+    // the statistics line, which names the mode
     snprintf(cmd, sizeof cmd, "bin/sample --ckpt %s -n 50 2>&1 >/dev/null", ckpt);
     CHECK(run_command(cmd, out1) == 0);
     a = read_text_file(out1);
-    CHECK(a && strstr(a, "50 tokens") && strstr(a, "tokens/s"));
+    CHECK_MSG(a && strstr(a, "50 tokens") && strstr(a, "tokens/s") && strstr(a, "exact"),
+              "said: %s", a ? a : "");
     free(a);
+    snprintf(cmd, sizeof cmd,
+             "bin/sample --ckpt %s -n 50 --slide 8 --num-samples 2 2>&1 >/dev/null", ckpt);
+    CHECK(run_command(cmd, out1) == 0);
+    a = read_text_file(out1);
+    CHECK_MSG(a && strstr(a, "100 tokens") && strstr(a, "--slide 8") && strstr(a, "2 samples"),
+              "said: %s", a ? a : "");
+    free(a);
+}
+
+// --num-samples K: K texts separated by a line of dashes, sample k the
+// same bytes as --seed 7+k alone, for K = 1..4, exact and with --slide 5;
+// and the same with 2 threads.
+static void test_sample_program_num_samples(void) {
+    const char *ckpt = write_checkpoint();
+    const char *dir = make_temp_dir();
+    char cmd[1024], path[512];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    const char *modes[] = {"", "--slide 5"};
+    for (int m = 0; m < 2; m++) {
+        char *alone[4];
+        for (int k = 0; k < 4; k++) {
+            snprintf(cmd, sizeof cmd,
+                     "bin/sample --ckpt %s --prompt 'To be' -n 40 --seed %d %s --quiet", ckpt,
+                     7 + k, modes[m]);
+            CHECK(run_command(cmd, path) == 0);
+            alone[k] = read_text_file(path);
+        }
+        for (int K = 1; K <= 4; K++)
+            for (int threads = 1; threads <= 2; threads++) {
+                snprintf(cmd, sizeof cmd,
+                         "bin/sample --ckpt %s --prompt 'To be' -n 40 --seed 7 %s --num-samples %d "
+                         "--threads %d --quiet", ckpt, modes[m], K, threads);
+                CHECK(run_command(cmd, path) == 0);
+                char *all = read_text_file(path);
+                // sample k, then (before sample k+1) a line of dashes
+                const char *at = all ? all : "";
+                for (int k = 0; k < K && alone[k]; k++) {
+                    size_t len = strlen(alone[k]);
+                    CHECK_MSG(!strncmp(at, alone[k], len), "'%s' %d samples, %d threads: sample %d "
+                              "differs from --seed %d alone", modes[m], K, threads, k, 7 + k);
+                    at += strlen(at) < len ? strlen(at) : len;
+                    if (k + 1 < K) {
+                        CHECK_MSG(!strncmp(at, "---------------\n", 16),
+                                  "no separator after sample %d", k);
+                        at += strlen(at) < 16 ? strlen(at) : 16;
+                    }
+                }
+                CHECK_MSG(*at == '\0', "'%s' %d samples: more output than the samples: '%s'",
+                          modes[m], K, at);
+                free(all);
+            }
+        CHECK(alone[0] && alone[1] && strcmp(alone[0], alone[1]));
+        for (int k = 0; k < 4; k++) free(alone[k]);
+    }
 }
 
 static void test_sample_bad_input(void) {
@@ -258,13 +456,24 @@ static void test_sample_bad_input(void) {
     msg = read_text_file(out);
     CHECK(msg && strstr(msg, "warning") && strstr(msg, "abc"));
     free(msg);
+    // usage errors: exit 2 and one line (the checkpoint's context is 16)
     const char *bad[] = {"-n -5", "-n lots", "--temperature -1", "--top-k -2", "--top-p 0",
-                         "--top-p 1.5", "--no-such-flag"};
+                         "--top-p 1.5", "--no-such-flag", "--num-samples 0", "--num-samples -3",
+                         "--num-samples 100000", "--num-samples many", "--slide 0", "--slide -1",
+                         "--slide 17", "--slide 2.5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "bin/sample --ckpt %s %s", ckpt, bad[i]);
         int status = run_command(cmd, out);
         CHECK_MSG(status == 2, "'%s' exited %d, expected 2", bad[i], status);
+        msg = read_text_file(out);
+        const char *newline = msg ? strchr(msg, '\n') : NULL;
+        CHECK_MSG(msg && !strncmp(msg, "error: ", 7) && newline && newline[1] == '\0',
+                  "'%s' said: %s", bad[i], msg ? msg : "");
+        free(msg);
     }
+    // the largest slide, the context, is allowed
+    snprintf(cmd, sizeof cmd, "bin/sample --ckpt %s --slide 16 -n 40 --quiet", ckpt);
+    CHECK(run_command(cmd, out) == 0);
     // missing and non-checkpoint files: the loader's one-line error
     snprintf(cmd, sizeof cmd, "bin/sample --ckpt %s/nothing.safetensors", dir);
     CHECK(run_command(cmd, out) == 1);
@@ -276,11 +485,16 @@ static void test_sample_bad_input(void) {
 }
 
 void suite_sample(void) {
-    run_test("sample: KV-cache logits equal the full forward, across slides", test_cache_matches_full_forward);
+    run_test("sample: KV-cache logits equal the full forward, every slide",
+             test_cache_matches_full_forward);
     run_test("sample: KV cache at the default shape, multi-token appends and slides",
              test_cache_matches_full_forward_default_shape);
-    run_test("sample: greedy equals argmax of the full forward", test_greedy_is_argmax_of_full_forward);
+    run_test("sample: exact greedy decoding equals a full-forward reference decode",
+             test_exact_greedy_equals_reference_decode);
+    run_test("sample: samples generated together equal each alone",
+             test_samples_together_equal_alone);
     run_test("sample: top-k, top-p and temperature", test_top_k_and_top_p);
     run_test("sample: bin/sample output and seeds", test_sample_program);
+    run_test("sample: bin/sample --num-samples", test_sample_program_num_samples);
     run_test("sample: bad input", test_sample_bad_input);
 }

@@ -22,17 +22,11 @@ const Recipe *recipe_for(float minutes) {
     return best;
 }
 
-static Option *find_option(Option table[NUM_TRAIN_OPTIONS], const char *name) {
-    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return &table[i];
-    return NULL;
-}
-
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
-        if (find_option(table, shape[i])->given) return NULL;
+        if (train_option_given(table, shape[i])) return NULL;
     const Recipe *r = recipe_for(o->minutes);
     const struct {
         const char *flag;
@@ -50,9 +44,9 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
                   {"--dropout", &o->dropout, r->dropout},
                   {"--weight-decay", &o->weight_decay, r->weight_decay}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!find_option(table, ints[i].flag)->given) *ints[i].target = ints[i].value;
+        if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (!find_option(table, floats[i].flag)->given) *floats[i].target = floats[i].value;
+        if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
     return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include "../base/files.h"
 #include "../lib/checkpoint.h"
+#include "../model/matmul.h"
 #include "../viz/heatmap.h"
 #include "distributed.h"
 #include "recipes.h"
@@ -27,7 +28,7 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     char *saved_json;
     load_state(paths, &run->model, &run->opt, &run->rng, &saved_json);
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
-                              &run->model.config, &run->saved_argv, &run->saved_argc);
+                              &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
 }
 
@@ -63,7 +64,7 @@ static void share_resumed_run(Run *run, int argc, char **argv) {
     distributed_broadcast(json, (size_t)len);
     if (run->rank != 0) {
         train_merge_saved_options(&run->o, run->table, argc, argv, json, "rank 0's checkpoint",
-                                  &shape, &run->saved_argv, &run->saved_argc);
+                                  &shape, &run->saved_flags, &run->num_saved_flags);
         gpt_build(&run->model, &shape);
         adamw_init(&run->opt, run->model.num_params);
     }
@@ -141,21 +142,12 @@ static double bytes_needed(const GPTConfig *cfg, int B, int T) {
     return gpt_memory_bytes(cfg, B, T, 1) + 2.0 * (double)gpt_num_params(cfg) * sizeof(float);
 }
 
-void run_start(Run *run, int argc, char **argv) {
-    memset(run, 0, sizeof *run);
-    char err[2048];
-    TrainOptions *o = &run->o;
-    distributed_init();
-    run->rank = distributed_rank();
-    run->procs = distributed_size();
-    train_parse_options(o, run->table, argc, argv);
-    check_new_flags(o, run->table);
-    distributed_agree("the flags or the binary", flags_fingerprint(argc, argv));
-    run_paths(&run->paths, o->out);
-
-    Vocab ckpt_vocab = {0};
+// A resumed run: rank 0 loads the folder (its vocabulary into *ckpt_vocab)
+// and shares it. A fresh run: refuses to overwrite a checkpoint without --force.
+static void resume_or_refuse_overwrite(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
+    const TrainOptions *o = &run->o;
     if (o->resume) {
-        if (run->rank == 0) resume_run(run, argc, argv, &ckpt_vocab);
+        if (run->rank == 0) resume_run(run, argc, argv, ckpt_vocab);
         distributed_agree("resuming", 0);
         if (run->procs > 1) share_resumed_run(run, argc, argv);
     } else if (run->rank == 0 && (file_exists(run->paths.model_path) ||
@@ -163,10 +155,12 @@ void run_start(Run *run, int argc, char **argv) {
         die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
             o->out);
     }
-    const Recipe *recipe = o->resume ? NULL : recipe_apply(o, run->table);
-    GPT init = {0};
-    Vocab init_vocab = {0};
-    if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
+}
+
+// The flags as they stand after a resume, a recipe or --init-from; and the
+// batch's split into processes x micro-batches of micro_rows rows.
+static void check_flags_and_split_batch(Run *run) {
+    const TrainOptions *o = &run->o;
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
     run->accum = o->accum;
@@ -178,26 +172,46 @@ void run_start(Run *run, int argc, char **argv) {
                     run->accum);
     }
     run->micro_rows = o->batch / (run->procs * run->accum);
-    omp_set_num_threads(o->threads);
+}
 
+// What loading the corpus found, for the run's summary.
+typedef struct {
+    size_t chars;  // in all its files, before the validation split
+    int num_files;
+    int appended;  // characters a fine-tuned run added to its checkpoint's vocabulary
+} CorpusLoaded;
+
+// The corpus of --data, numbered as the checkpoint numbers its characters
+// when the run is fine-tuned (--init-from: init_vocab fresh, ckpt_vocab
+// resumed). A resumed run's vocabulary must be its checkpoint's.
+static CorpusLoaded load_corpus(Run *run, const Vocab *ckpt_vocab, const Vocab *init_vocab) {
+    char err[2048];
+    const TrainOptions *o = &run->o;
     Corpus *corpus = &run->corpus;
-    int num_files = 0, appended = 0;
-    if (!corpus_load_files(corpus, o->data, o->val_fraction, &num_files, err, sizeof err))
+    CorpusLoaded loaded = {0};
+    if (!corpus_load_files(corpus, o->data, o->val_fraction, &loaded.num_files, err, sizeof err))
         die("%s", err);
-    size_t corpus_chars = corpus->num_tokens;
+    loaded.chars = corpus->num_tokens;
     // a fine-tuned run numbers its characters as its checkpoint does
-    const Vocab *base_vocab = !o->init_from ? NULL : o->resume ? &ckpt_vocab : &init_vocab;
-    if (base_vocab && (appended = corpus_adopt_vocab(corpus, base_vocab)) < 0)
+    const Vocab *base_vocab = !o->init_from ? NULL : o->resume ? ckpt_vocab : init_vocab;
+    if (base_vocab && (loaded.appended = corpus_adopt_vocab(corpus, base_vocab)) < 0)
         die("%s: its characters and %s's make more than %d", o->data, o->init_from,
             VOCAB_MAX_SIZE);
     if (!corpus_check_splits(corpus, o->data, o->context, err, sizeof err)) die("%s", err);
-    if (o->resume && run->rank == 0 && !vocab_equal(&corpus->vocab, &ckpt_vocab))
+    if (o->resume && run->rank == 0 && !vocab_equal(&corpus->vocab, ckpt_vocab))
         die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
             "with the corpus the run was started on",
-            o->data, corpus->vocab.size, ckpt_vocab.size);
-    vocab_free(&ckpt_vocab);
+            o->data, corpus->vocab.size, ckpt_vocab->size);
+    return loaded;
+}
 
-    GPTConfig cfg = {corpus->vocab.size, o->context, o->layers, o->heads, o->dim};
+// The model's shape (the corpus's vocabulary, the flags' sizes), refused
+// when invalid or when it and a micro-batch would not fit in the machine's
+// memory. Sets the batch's B x T.
+static GPTConfig checked_model_shape(Run *run) {
+    char err[2048];
+    const TrainOptions *o = &run->o;
+    GPTConfig cfg = {run->corpus.vocab.size, o->context, o->layers, o->heads, o->dim};
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
@@ -206,42 +220,56 @@ void run_start(Run *run, int argc, char **argv) {
     if (need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
             need / 1e9, have / 1e9);
-    if (!o->resume) {
-        gpt_build(&run->model, &cfg);
-        gpt_init_params(&run->model, o->seed);
-        if (o->init_from) copy_init_weights(&run->model, &init);
-        adamw_init(&run->opt, run->model.num_params);
-        // batches draw from their own stream, so init changes never shift them
-        rng_seed(&run->rng, o->seed ^ 0x6a09e667f3bcc909ull);
-    }
-    gpt_free(&init);
-    vocab_free(&init_vocab);
+    return cfg;
+}
+
+// A fresh run's model (from --seed, then --init-from's weights when given),
+// optimizer and batch stream.
+static void build_fresh_model(Run *run, const GPTConfig *cfg, const GPT *init) {
+    const TrainOptions *o = &run->o;
+    gpt_build(&run->model, cfg);
+    gpt_init_params(&run->model, o->seed);
+    if (o->init_from) copy_init_weights(&run->model, init);
+    adamw_init(&run->opt, run->model.num_params);
+    // batches draw from their own stream, so init changes never shift them
+    rng_seed(&run->rng, o->seed ^ 0x6a09e667f3bcc909ull);
+}
+
+// Everything a step writes into: the model's activations and gradients,
+// a micro-batch's gradient (--accum), the cross-process sum's scratch, and
+// the batch (B x T inputs and targets).
+static void alloc_run_buffers(Run *run) {
     gpt_alloc_training(&run->model, run->micro_rows, run->T);
     if (run->accum > 1) run->grad_micro = xcalloc(run->model.num_params, sizeof(float));
     if (run->procs > 1)
         run->reduce_scratch = xcalloc(distributed_scratch_floats(run->model.num_params), sizeof(float));
-    run->options_json = train_options_to_json(run->table);
+    size_t tokens = (size_t)run->B * run->T;
+    run->batch = (Batch){xmalloc(tokens * sizeof(int)), xmalloc(tokens * sizeof(int))};
+}
 
+// log.csv in --out (created), appended to by a resumed run.
+static void open_run_log(Run *run) {
     if (run->rank == 0) {
-        ensure_dir(o->out);
-        run->log = open_log(&run->paths, o->resume, run->opt.step);
+        ensure_dir(run->o.out);
+        run->log = open_log(&run->paths, run->o.resume, run->opt.step);
     } else {
         run->log = fopen("/dev/null", "w"); // rank 0 alone writes the folder
         if (!run->log) die("/dev/null: cannot open");
     }
-    run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
-                               o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
-    size_t tokens = (size_t)run->B * run->T;
-    run->batch = (Batch){xmalloc(tokens * sizeof(int)), xmalloc(tokens * sizeof(int))};
-    run->train = corpus_train(corpus);
-    run->val = corpus_val(corpus);
+}
+
+// The run's summary on stdout: corpus, fine-tuning, recipe, model, batch split, resume.
+static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
+                          const GPTConfig *cfg) {
+    const TrainOptions *o = &run->o;
     char files[32] = "";
-    if (num_files > 1) snprintf(files, sizeof files, " (%d files)", num_files);
+    if (loaded->num_files > 1) snprintf(files, sizeof files, " (%d files)", loaded->num_files);
     printf("corpus %s%s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
-           files, corpus_chars, cfg.vocab_size, run->train.len, run->val.len);
+           files, loaded->chars, cfg->vocab_size, run->train.len, run->val.len);
+    int appended = loaded->appended;
     if (o->init_from && !o->resume)
         printf("fine-tuning %s: %d new character%s appended to its vocabulary of %d\n",
-               o->init_from, appended, appended == 1 ? "" : "s", cfg.vocab_size - appended);
+               o->init_from, appended, appended == 1 ? "" : "s", cfg->vocab_size - appended);
     if (recipe)
         printf("recipe for %g minutes (flags given win): --layers %d --heads %d --dim %d "
                "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
@@ -250,20 +278,63 @@ void run_start(Run *run, int argc, char **argv) {
                (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
                (double)o->weight_decay);
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
-           cfg.layers, cfg.heads, cfg.dim, cfg.context, run->model.num_params, run->B, o->threads);
+           cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
+           o->threads);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
                run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
                run->accum > 1 ? "es" : "", run->micro_rows);
     if (o->resume) printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
     fflush(stdout);
+}
 
-    if (o->heatmaps_every > 0) {
-        make_probe(&run->probe, o->probe, corpus, run->T);
-        if (!heatmaps_check_size(cfg.layers, cfg.heads, run->probe.len, HEATMAP_DEFAULT_CELL, err,
-                                 sizeof err))
-            die("--heatmaps-every: %s", err);
-    }
+// --heatmaps-every: the probe text, refused when its pictures would be too large.
+static void make_heatmap_probe(Run *run, const GPTConfig *cfg) {
+    char err[2048];
+    make_probe(&run->probe, run->o.probe, &run->corpus, run->T);
+    if (!heatmaps_check_size(cfg->layers, cfg->heads, run->probe.len, HEATMAP_DEFAULT_CELL, err,
+                             sizeof err))
+        die("--heatmaps-every: %s", err);
+}
+
+void run_start(Run *run, int argc, char **argv) {
+    memset(run, 0, sizeof *run);
+    TrainOptions *o = &run->o;
+    distributed_init();
+    run->rank = distributed_rank();
+    run->procs = distributed_size();
+    train_parse_options(o, run->table, argc, argv);
+    check_new_flags(o, run->table);
+    distributed_agree("the flags or the binary", flags_fingerprint(argc, argv));
+    run_paths(&run->paths, o->out);
+
+    Vocab ckpt_vocab = {0}; // a resumed run's checkpoint's
+    resume_or_refuse_overwrite(run, argc, argv, &ckpt_vocab);
+    const Recipe *recipe = o->resume ? NULL : recipe_apply(o, run->table);
+    GPT init = {0};
+    Vocab init_vocab = {0};
+    if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
+    check_flags_and_split_batch(run);
+    omp_set_num_threads(o->threads);
+    thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
+    precision_apply_option(o->precision);
+
+    CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
+    vocab_free(&ckpt_vocab);
+    GPTConfig cfg = checked_model_shape(run);
+    if (!o->resume) build_fresh_model(run, &cfg, &init);
+    gpt_free(&init);
+    vocab_free(&init_vocab);
+    alloc_run_buffers(run);
+    run->options_json = train_options_to_json(run->table);
+    open_run_log(run);
+    run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
+                               o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
+    run->train = corpus_train(&run->corpus);
+    run->val = corpus_val(&run->corpus);
+    print_summary(run, recipe, &loaded, &cfg);
+
+    if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     kv_cache_init(&run->sample_cache, &run->model);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
     distributed_agree("the corpus or the flags", run_fingerprint(run));
@@ -372,6 +443,6 @@ void run_free(Run *run) {
     adamw_free(&run->opt);
     gpt_free(&run->model);
     corpus_free(&run->corpus);
-    train_free_saved_argv(run->saved_argv, run->saved_argc);
+    train_free_saved_flags(run->saved_flags, run->num_saved_flags);
     memset(run, 0, sizeof *run);
 }

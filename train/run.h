@@ -12,13 +12,14 @@
 #include "adamw.h"
 #include "progress.h"
 #include "run_folder.h"
+#include "thread_tuner.h"
 #include "train_options.h"
 
 typedef struct {
     TrainOptions o;
     Option table[NUM_TRAIN_OPTIONS];
-    char **saved_argv; // a resumed run's saved flags; o's strings may point into them
-    int saved_argc;
+    char **saved_flags; // a resumed run's saved flags; o's strings may point into them
+    int num_saved_flags;
     char *options_json; // the run's flags, saved with each checkpoint
     RunPaths paths;
     Corpus corpus;
@@ -41,6 +42,7 @@ typedef struct {
     float *reduce_scratch;  // scratch of the sum across processes (distributed.h)
     int stop_agreed;        // some process was asked to stop (summed with the gradients)
     double reduce_seconds;  // time spent summing gradients across processes
+    ThreadTuner threads;    // the thread count of each step (fixed by --threads)
 } Run;
 
 // Parse the flags and set the run up: a fresh run (refusing to overwrite a

@@ -38,6 +38,10 @@ static int finish(Run *run, int interrupted, float last_val, double run_seconds,
     const TrainOptions *o = &run->o;
     if (interrupted || run->opt.step < o->iters) {
         run_save(run);
+        // A batch system's SIGTERM reaches every process, not only mpirun;
+        // were another rank to exit first, mpirun would end the job and kill
+        // rank 0 mid-save. So every rank waits for rank 0's save.
+        if (run->procs > 1) distributed_broadcast(&run->opt.step, sizeof run->opt.step);
         printf("%s%s at step %ld: saved %s; continue with --resume\n", live ? "\n" : "",
                interrupted ? "interrupted" : "stopped", run->opt.step, run->paths.model_path);
         return interrupted ? 128 + interrupted : 0; // 130 SIGINT, 143 SIGTERM
@@ -121,16 +125,21 @@ int main(int argc, char **argv) {
     TimeBudget budget;
     time_budget_init(&budget, o->resume ? 0.0f : o->minutes, run_start_time);
     if (budget.budget_seconds > 0) o->iters = run.adamw.iters = 1000000000; // until the plan
-    int tokens_per_step = run.B * run.T, live = isatty(STDOUT_FILENO);
+    // Under mpirun, stdout is mpirun's pseudo-terminal, not the user's: a line
+    // every step there can block rank 0 (and so every rank) once mpirun stops
+    // reading it to end the job, so several processes print plain lines.
+    int tokens_per_step = run.B * run.T, live = isatty(STDOUT_FILENO) && run.procs == 1;
     ProgressWindow window = {0};
     float last_val = 0.0f / 0.0f, ms_per_iter = 0.0f, tokens_per_s = 0.0f;
     long steps_run = 0;
     while (run.opt.step < o->iters && !run_should_stop(&run, stop_requested) &&
            !(o->stop_at > 0 && run.opt.step >= o->stop_at)) {
+        thread_tuner_next(&run.threads); // the fastest thread count now (thread_tuner.h)
         double t0 = now_seconds();
         float lr = lr_at(&run.adamw, run.opt.step);
         float loss = train_step(&run, lr, stop_requested); // forward, backward, clip, AdamW update
         double dt = now_seconds() - t0;
+        thread_tuner_record(&run.threads, dt);
         train_seconds += dt;
         steps_run++;
         progress_add_step(&window, dt, loss);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../base/util.h"
+#include "../model/matmul.h"
 #include "distributed.h"
 
 TrainOptions train_default_options(void) {
@@ -18,7 +19,8 @@ TrainOptions train_default_options(void) {
                           .grad_clip = 1.0f, .val_fraction = 0.1f,
                           .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
                           .threads = omp_get_num_procs(), .eval_every = 250,
-                          .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1};
+                          .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1,
+                          .precision = precision_name(precision_default())};
 }
 
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
@@ -42,7 +44,10 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--val-fraction", OPT_FLOAT, &o->val_fraction, "last fraction of the corpus held out",
          0.0001, 0.9999, 0},
         {"--seed", OPT_U64, &o->seed, "random seed (init and batches)", 0, -1, 0},
-        {"--threads", OPT_INT, &o->threads, "OpenMP threads (defaults to the number of cores)", 1, 1024, 0},
+        {"--threads", OPT_INT, &o->threads,
+         "OpenMP threads; unset: up to every core, the count chosen step by step (fastest on a "
+         "busy machine)", 1, 1024, 0},
+        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
         {"--eval-every", OPT_INT, &o->eval_every, "evaluate and checkpoint every N iterations",
          1, 1e9, 0},
         {"--eval-batches", OPT_INT, &o->eval_batches, "batches per evaluation and split", 1,
@@ -109,7 +114,7 @@ char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     cJSON *array = cJSON_CreateArray();
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
         if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") ||
-            !strcmp(t[i].name, "--minutes") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
+            !strcmp(t[i].name, "--minutes") || !strcmp(t[i].name, "--threads") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
             continue;
         char value[1024];
         options_format_value(&t[i], value, sizeof value);
@@ -122,35 +127,35 @@ char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     return json;
 }
 
-// A saved JSON array of strings as an argv, argv[0] naming where it came
-// from (the option parser quotes argv[0] in its errors).
-static char **json_to_argv(const char *json, const char *saved_from, int *argc) {
+// A saved JSON array of strings as a list of flags (*num_flags of them,
+// NULL after the last).
+static char **json_to_flags(const char *json, const char *saved_from, int *num_flags) {
     cJSON *array = cJSON_Parse(json);
     if (!cJSON_IsArray(array)) die("%s: saved options are not a JSON array", saved_from);
     int n = cJSON_GetArraySize(array);
-    char **argv = xcalloc((size_t)n + 2, sizeof(char *));
-    argv[0] = strdup("saved");
+    char **flags = xcalloc((size_t)n + 1, sizeof(char *));
     for (int i = 0; i < n; i++) {
         cJSON *item = cJSON_GetArrayItem(array, i);
         if (!cJSON_IsString(item)) die("%s: saved options: item %d is not a string", saved_from, i);
-        argv[i + 1] = strdup(item->valuestring);
+        flags[i] = strdup(item->valuestring);
     }
     cJSON_Delete(array);
-    *argc = n + 1;
-    return argv;
+    *num_flags = n;
+    return flags;
 }
 
 void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc,
                                char **argv, const char *saved_json, const char *saved_from,
-                               const GPTConfig *shape, char ***saved_argv, int *saved_argc) {
+                               const GPTConfig *shape, char ***saved_flags, int *num_saved_flags) {
     char err[2048];
     int user_given[NUM_TRAIN_OPTIONS];
     const char *out = o->out;
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) user_given[i] = table[i].given;
-    *saved_argv = json_to_argv(saved_json, saved_from, saved_argc);
+    *saved_flags = json_to_flags(saved_json, saved_from, num_saved_flags);
     *o = train_default_options();
     train_option_table(o, table);
-    if (options_parse(table, NUM_TRAIN_OPTIONS, *saved_argc, *saved_argv, err, sizeof err) != 1)
+    if (options_parse_flags(table, NUM_TRAIN_OPTIONS, *num_saved_flags, *saved_flags, err,
+                            sizeof err) != 1)
         die("%s: saved options do not parse: %s", saved_from, err);
     // Parse the given flags over the saved values, so the error messages
     // name this program and the given flags keep their "given" marks.
@@ -175,7 +180,7 @@ void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
     o->out = out;
 }
 
-void train_free_saved_argv(char **saved_argv, int saved_argc) {
-    for (int i = 0; i < saved_argc; i++) free(saved_argv[i]);
-    free(saved_argv);
+void train_free_saved_flags(char **saved_flags, int num_saved_flags) {
+    for (int i = 0; i < num_saved_flags; i++) free(saved_flags[i]);
+    free(saved_flags);
 }

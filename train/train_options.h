@@ -20,9 +20,10 @@ typedef struct {
     int accum;
     float dropout, minutes;
     const char *init_from;
+    const char *precision;
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 31
+#define NUM_TRAIN_OPTIONS 32
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
@@ -36,19 +37,20 @@ int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name);
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv);
 
 // The run's flags as a JSON array of strings (what --resume restores);
-// --resume, --force, --stop-at and --minutes describe a call, not the run,
-// and are left out (a --minutes run saves the --iters it chose). The caller frees it.
+// --resume, --force, --stop-at, --minutes and --threads describe a call or
+// the machine, not the run, and are left out (a --minutes run saves the --iters it chose). The caller frees it.
 char *train_options_to_json(const Option table[NUM_TRAIN_OPTIONS]);
 
 // A resumed run: the saved flags (JSON from train_options_to_json) are the
 // defaults and the flags given now override them, except the model's shape,
 // which the checkpoint fixes (a contradicting shape flag dies). *o and table
-// are re-filled; string options point into *saved_argv, which the caller
-// frees with train_free_saved_argv. `saved_from` names the file for errors.
+// are re-filled; string options point into *saved_flags (*num_saved_flags
+// strings), which the caller frees with train_free_saved_flags. `saved_from`
+// names the file for errors.
 void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc,
                                char **argv, const char *saved_json, const char *saved_from,
-                               const GPTConfig *checkpoint_shape, char ***saved_argv,
-                               int *saved_argc);
-void train_free_saved_argv(char **saved_argv, int saved_argc);
+                               const GPTConfig *checkpoint_shape, char ***saved_flags,
+                               int *num_saved_flags);
+void train_free_saved_flags(char **saved_flags, int num_saved_flags);
 
 #endif

@@ -1,0 +1,75 @@
+// cpu_features.c: CPUID and XGETBV queries behind cpu_features.h.
+#include "cpu_features.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+// XCR0, the register state the OS saves on a context switch. Read with the
+// instruction's bytes (xgetbv needs -mxsave otherwise); only called once
+// CPUID said OSXSAVE is set, so the instruction exists.
+static uint64_t read_xcr0(void) {
+    uint32_t eax, edx;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((uint64_t)edx << 32) | eax;
+}
+
+static int detect_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 27))) return 0; // OSXSAVE: XGETBV usable
+    // XCR0 bits 1, 2 (SSE, AVX) and 5, 6, 7 (opmask, upper ZMM0-15, ZMM16-31)
+    if ((read_xcr0() & 0xe6) != 0xe6) return 0;
+    if (__get_cpuid_max(0, 0) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(b & (1u << 16))) return 0; // AVX512F
+    if (!(b & (1u << 30))) return 0; // AVX512BW (the kernels' 16-bit moves)
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 5) & 1; // AVX512_BF16: CPUID.(EAX=7,ECX=1):EAX bit 5
+}
+
+// Linux: the tile data (XTILEDATA, state component 18) is off for a process
+// until it asks for it; without the permission the first tile instruction
+// would kill it with SIGILL.
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static int detect_amx_bf16(void) {
+    if (!detect_avx512_bf16()) return 0; // the kernels also use AVX-512 to convert
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) return 0; // AMX-BF16, AMX-TILE
+    // XCR0 bits 17, 18: the OS manages the tile configuration and data
+    if ((read_xcr0() & 0x60000) != 0x60000) return 0;
+#if defined(__linux__)
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
+}
+#else
+static int detect_avx512_bf16(void) { return 0; }
+static int detect_amx_bf16(void) { return 0; }
+#endif
+
+// Each answer is computed once; racing first calls compute the same one.
+static int cached_answer(int *cached, int (*detect)(void)) {
+    int answer = __atomic_load_n(cached, __ATOMIC_RELAXED);
+    if (answer < 0) {
+        answer = detect();
+        __atomic_store_n(cached, answer, __ATOMIC_RELAXED);
+    }
+    return answer;
+}
+
+int cpu_has_avx512_bf16(void) {
+    static int cached = -1;
+    return cached_answer(&cached, detect_avx512_bf16);
+}
+
+int cpu_has_amx_bf16(void) {
+    static int cached = -1;
+    return cached_answer(&cached, detect_amx_bf16);
+}

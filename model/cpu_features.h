@@ -1,0 +1,18 @@
+// cpu_features.h: what this CPU can run, asked of the CPU itself (CPUID and
+// the OS's saved-state mask), at run time, so one binary built for an older
+// CPU never executes an instruction the one it runs on lacks.
+#ifndef CPU_FEATURES_H
+#define CPU_FEATURES_H
+
+// AVX-512 with the BF16 dot product (vdpbf16ps), and the OS saving the
+// 512-bit registers: Intel Cooper Lake / Sapphire Rapids and later, AMD Zen 4
+// and later. 0 on any other CPU, and on non-x86 builds.
+int cpu_has_avx512_bf16(void);
+
+// AMX tiles with the BF16 tile product (tdpbf16ps), and Linux's permission
+// to use them: the first call asks the kernel for it (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA, process-wide), and answers 0 if the
+// CPU lacks AMX or the kernel refuses. Intel Sapphire Rapids and later.
+int cpu_has_amx_bf16(void);
+
+#endif

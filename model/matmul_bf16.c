@@ -1,0 +1,399 @@
+// matmul_bf16.c: bf16 conversion, pair-interleaved packing and the bf16
+// register tiles (vdpbf16ps, or its fp32 equivalent on other CPUs). The
+// layouts and the contract are in matmul_bf16.h.
+#include "matmul_bf16.h"
+
+#include <string.h>
+
+#include "cpu_features.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_BF16_KERNELS 1
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
+#else
+#define HAVE_BF16_KERNELS 0
+#endif
+
+#define NOINLINE __attribute__((noinline))
+#define ROWS 6          // rows of C per register tile, as in matmul.c
+#define CHUNK_ROWS 24   // rows of C per work item (4 tiles share a block of B)
+#define KCP 128         // pairs of K per pass: a 128 x 64 block of B, 32 KB, stays in L1
+
+static Bf16Kernel kernel_limit = BF16_AMX;
+
+void bf16_limit_kernel(Bf16Kernel limit) { kernel_limit = limit; }
+
+Bf16Kernel bf16_kernel(void) {
+    if (!HAVE_BF16_KERNELS) return BF16_PORTABLE;
+    if (kernel_limit >= BF16_AMX && cpu_has_amx_bf16()) return BF16_AMX;
+    if (kernel_limit >= BF16_AVX512 && cpu_has_avx512_bf16()) return BF16_AVX512;
+    return BF16_PORTABLE;
+}
+
+const char *bf16_kernel_name(Bf16Kernel kernel) {
+    return kernel == BF16_AMX ? "AMX-BF16" : kernel == BF16_AVX512 ? "AVX512_BF16" : "portable (fp32 instructions)";
+}
+
+// AMX tiles take K in steps of 32 and rows of A in pairs of 16-row tiles:
+// the layouts are padded to those (with zeros) when AMX runs them.
+int bf16_kpad(int k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31 : (k + 1) & ~1; }
+int bf16_rows_pad(int m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31 : m; }
+
+static inline int padded_width(int width) { return (width + 15) & ~15; }
+
+size_t bf16_packed_size(int k, int n) {
+    if (n <= 0) return 0;
+    int last0 = (n - 1) / BF16_PANEL * BF16_PANEL;
+    return (size_t)bf16_kpad(k) * (size_t)(last0 + padded_width(n - last0));
+}
+
+// ---- conversion and packing
+
+#if HAVE_BF16_KERNELS
+// 32 floats -> 32 bf16 with the hardware's rounding (the same as
+// bf16_from_float's).
+BF16_TARGET static void convert_row_native(bf16 *dst, const float *src, int n) {
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512(dst + i, (__m512i)h);
+    }
+    for (; i < n; i++) dst[i] = bf16_from_float(src[i]);
+}
+#endif
+
+// One row of dst from src's row r (any strides).
+static void convert_row(bf16 *dst, const float *src, long s_col, int cols) {
+#if HAVE_BF16_KERNELS
+    if (s_col == 1 && bf16_kernel() != BF16_PORTABLE) {
+        convert_row_native(dst, src, cols);
+        return;
+    }
+#endif
+    for (int c = 0; c < cols; c++) dst[c] = bf16_from_float(src[(long)c * s_col]);
+}
+
+// dst rows [r0, r1) from src's rows, read along src's rows (s_col == 1) or
+// with any strides.
+static void convert_rows(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col,
+                         int r0, int r1, int cols, int kpad) {
+    for (int r = r0; r < r1; r++) {
+        convert_row(dst + (long)r * ld_dst, src + (long)r * s_row, s_col, cols);
+        memset(dst + (long)r * ld_dst + cols, 0, (size_t)(kpad - cols) * sizeof(bf16));
+    }
+}
+
+// The same for a transposed read (s_row == 1): for each source row, a
+// contiguous run of r1 - r0 <= 16 floats, so no cache line is fetched twice.
+static void convert_rows_transposed(bf16 *dst, long ld_dst, const float *src, long s_col,
+                                    int r0, int r1, int cols, int kpad) {
+    for (int c = 0; c < cols; c++) {
+        const float *s = src + (long)c * s_col;
+        for (int r = r0; r < r1; r++) dst[(long)r * ld_dst + c] = bf16_from_float(s[r]);
+    }
+    for (int r = r0; r < r1; r++)
+        memset(dst + (long)r * ld_dst + cols, 0, (size_t)(kpad - cols) * sizeof(bf16));
+}
+
+void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
+                  int cols, int shared) {
+    enum { BLOCK = 16 };
+    int blocks = (rows + BLOCK - 1) / BLOCK, transposed = s_row == 1 && s_col != 1;
+    int kpad = bf16_kpad(cols), rows_pad = bf16_rows_pad(rows);
+    if (shared) {
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int bl = 0; bl < blocks; bl++) {
+            int r0 = bl * BLOCK, r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
+            if (transposed) convert_rows_transposed(dst, ld_dst, src, s_col, r0, r1, cols, kpad);
+            else convert_rows(dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
+        }
+#pragma omp single
+        for (int r = rows; r < rows_pad; r++) memset(dst + (long)r * ld_dst, 0, (size_t)kpad * sizeof(bf16));
+    } else {
+        for (int r0 = 0; r0 < rows; r0 += BLOCK) {
+            int r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
+            if (transposed) convert_rows_transposed(dst, ld_dst, src, s_col, r0, r1, cols, kpad);
+            else convert_rows(dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
+        }
+        for (int r = rows; r < rows_pad; r++) memset(dst + (long)r * ld_dst, 0, (size_t)kpad * sizeof(bf16));
+    }
+}
+
+// Panel pn of the packed B (the layout in matmul_bf16.h).
+static void pack_panel(bf16 *packed, const float *src, long s_row, long s_col, int k, int n,
+                       int pn) {
+    int kpad = bf16_kpad(k), j0 = pn * BF16_PANEL;
+    int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
+    bf16 *panel = packed + (long)j0 * kpad;
+    // element (p, j) -> panel[(p/2) * 2wp + 2j + p%2]; src read along its
+    // contiguous direction
+    if (s_row == 1) {
+        for (int j = 0; j < width; j++) {
+            const float *col = src + (long)(j0 + j) * s_col;
+            for (int p = 0; p < k; p++)
+                panel[(long)(p >> 1) * 2 * wp + 2 * j + (p & 1)] = bf16_from_float(col[p]);
+        }
+    } else {
+        for (int p = 0; p < k; p++) {
+            const float *row = src + (long)p * s_row + (long)j0 * s_col;
+            bf16 *dst = panel + (long)(p >> 1) * 2 * wp + (p & 1);
+            for (int j = 0; j < width; j++) dst[2 * j] = bf16_from_float(row[(long)j * s_col]);
+        }
+    }
+    // the pad: the rows past k, and the columns past width
+    if (k & 1)
+        for (int j = 0; j < wp; j++) panel[(long)(k >> 1) * 2 * wp + 2 * j + 1] = 0;
+    if (kpad > bf16_even(k))
+        memset(panel + (long)bf16_even(k) * wp, 0, (size_t)(kpad - bf16_even(k)) * wp * sizeof(bf16));
+    if (wp != width)
+        for (int q = 0; q < kpad / 2; q++)
+            memset(panel + (long)q * 2 * wp + 2 * width, 0, (size_t)(wp - width) * 2 * sizeof(bf16));
+}
+
+void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared) {
+    int panels = (n + BF16_PANEL - 1) / BF16_PANEL;
+    if (shared) {
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int pn = 0; pn < panels; pn++) pack_panel(packed, src, s_row, s_col, k, n, pn);
+    } else {
+        for (int pn = 0; pn < panels; pn++) pack_panel(packed, src, s_row, s_col, k, n, pn);
+    }
+}
+
+// ---- register tiles: R rows x `cols` (<= 16 NV) columns of C, over `pairs`
+// pairs of K; b is the block of a panel of padded width wp at the first pair.
+
+#if HAVE_BF16_KERNELS
+#define DEFINE_NATIVE_TILE(name, R, NV)                                                          \
+    BF16_TARGET static NOINLINE void name(float *c, int ldc, const bf16 *a, long lda,            \
+                                          const bf16 *b, int pairs, int wp, int cols,            \
+                                          int accumulate) {                                      \
+        int tail = cols - ((NV)-1) * 16;                                                         \
+        __mmask16 last = tail >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << tail) - 1);        \
+        __m512 acc[R][NV];                                                                       \
+        for (int r = 0; r < R; r++)                                                              \
+            for (int v = 0; v < NV; v++)                                                         \
+                acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == (NV)-1 ? last : 0xffff,     \
+                                                               c + (long)r * ldc + 16 * v)        \
+                                       : _mm512_setzero_ps();                                    \
+        for (int q = 0; q < pairs; q++) {                                                        \
+            const bf16 *b_q = b + (long)q * 2 * wp;                                              \
+            __m512bh b_v[NV];                                                                    \
+            for (int v = 0; v < NV; v++) b_v[v] = (__m512bh)_mm512_loadu_si512(b_q + 32 * v);   \
+            for (int r = 0; r < R; r++) {                                                        \
+                int pair;                                                                        \
+                memcpy(&pair, a + (long)r * lda + 2 * q, sizeof pair);                           \
+                __m512bh a_rq = (__m512bh)_mm512_set1_epi32(pair);                               \
+                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_rq, b_v[v]); \
+            }                                                                                    \
+        }                                                                                        \
+        for (int r = 0; r < R; r++)                                                              \
+            for (int v = 0; v < NV; v++)                                                         \
+                _mm512_mask_storeu_ps(c + (long)r * ldc + 16 * v, v == (NV)-1 ? last : 0xffff,   \
+                                      acc[r][v]);                                                \
+    }
+#define DEFINE_NATIVE_TILES(R)                    \
+    DEFINE_NATIVE_TILE(native_##R##x1, R, 1)      \
+    DEFINE_NATIVE_TILE(native_##R##x2, R, 2)      \
+    DEFINE_NATIVE_TILE(native_##R##x3, R, 3)      \
+    DEFINE_NATIVE_TILE(native_##R##x4, R, 4)
+DEFINE_NATIVE_TILES(6)
+DEFINE_NATIVE_TILES(4)
+DEFINE_NATIVE_TILES(2)
+DEFINE_NATIVE_TILES(1)
+
+typedef void (*NativeTile)(float *, int, const bf16 *, long, const bf16 *, int, int, int, int);
+static const NativeTile native_tiles[4][4] = {
+    {native_1x1, native_1x2, native_1x3, native_1x4},
+    {native_2x1, native_2x2, native_2x3, native_2x4},
+    {native_4x1, native_4x2, native_4x3, native_4x4},
+    {native_6x1, native_6x2, native_6x3, native_6x4},
+};
+
+static void tile_native(float *c, int ldc, const bf16 *a, long lda, const bf16 *b, int pairs,
+                        int wp, int rows, int cols, int accumulate) {
+    int nv = wp / 16 - 1;
+    for (int r = 0; r < rows;) {
+        int step = rows - r >= 6 ? 6 : rows - r >= 4 ? 4 : rows - r >= 2 ? 2 : 1;
+        int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
+        native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * lda, lda, b, pairs, wp, cols,
+                                accumulate);
+        r += step;
+    }
+}
+#endif
+
+// ---- AMX: C blocks of 32 x 32 in four 16 x 16 fp32 tiles (tmm0-3),
+// two 16 x 32 tiles of A (tmm4-5) and two 16-pair x 16 tiles of B (tmm6-7)
+// per step of 32 along K; every tile is 16 rows of 64 bytes.
+
+#if HAVE_BF16_KERNELS
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+// Palette 1, tiles 0-7 all 16 rows of 64 bytes. In static storage: GCC 12
+// dropped the stores that filled a local copy before ldtilecfg, as if the
+// instruction did not read them (the garbage left there faulted).
+static const TileConfig tile_config __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+AMX_TARGET static void amx_configure(void) { _tile_loadconfig(&tile_config); }
+
+AMX_TARGET static void amx_release(void) { _tile_release(); }
+
+// C (rows, cols) (+)= A (32 padded rows, kpad) . the 16 or 32 columns of a
+// panel of padded width wp that b points at; rows, cols <= 32. A block
+// that does not fill the 32 x 32 goes through a local buffer, so that no
+// tile store writes past C's rows or columns.
+AMX_TARGET static void amx_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b,
+                                 int wp, int kpad, int rows, int cols, int accumulate) {
+    float local[32 * 32];
+    int direct = rows == 32 && cols == 32, two = cols > 16;
+    float *cp = direct ? c : local;
+    long ldcp = direct ? ldc : 32;
+    if (!direct && accumulate) {
+        memset(local, 0, sizeof local);
+        for (int r = 0; r < rows; r++) memcpy(local + r * 32, c + (long)r * ldc, (size_t)cols * sizeof(float));
+    }
+    if (accumulate) {
+        _tile_loadd(0, cp, ldcp * 4);
+        _tile_loadd(2, cp + 16 * ldcp, ldcp * 4);
+        if (two) {
+            _tile_loadd(1, cp + 16, ldcp * 4);
+            _tile_loadd(3, cp + 16 * ldcp + 16, ldcp * 4);
+        }
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int k = 0; k < kpad; k += 32) {
+        const bf16 *b_k = b + (long)(k / 2) * 2 * wp;
+        _tile_loadd(4, a + k, lda * 2);
+        _tile_loadd(5, a + 16 * lda + k, lda * 2);
+        _tile_loadd(6, b_k, wp * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(2, 5, 6);
+        if (two) {
+            _tile_loadd(7, b_k + 32, wp * 4);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, cp, ldcp * 4);
+    _tile_stored(2, cp + 16 * ldcp, ldcp * 4);
+    if (two) {
+        _tile_stored(1, cp + 16, ldcp * 4);
+        _tile_stored(3, cp + 16 * ldcp + 16, ldcp * 4);
+    }
+    if (!direct)
+        for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc, local + r * 32, (size_t)cols * sizeof(float));
+}
+#endif
+
+// The same tile in fp32 arithmetic: per pair, the odd product then the even
+// one, each exact, each added with one rounding, as vdpbf16ps does.
+static void tile_portable(float *c, int ldc, const bf16 *a, long lda, const bf16 *b, int pairs,
+                          int wp, int rows, int cols, int accumulate) {
+    float acc[ROWS][BF16_PANEL], b_even[BF16_PANEL], b_odd[BF16_PANEL];
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[(long)r * ldc + j] : 0.0f;
+    for (int q = 0; q < pairs; q++) {
+        const bf16 *b_q = b + (long)q * 2 * wp;
+        for (int j = 0; j < cols; j++) {
+            b_even[j] = bf16_to_float(b_q[2 * j]);
+            b_odd[j] = bf16_to_float(b_q[2 * j + 1]);
+        }
+        for (int r = 0; r < rows; r++) {
+            float a_even = bf16_to_float(a[(long)r * lda + 2 * q]);
+            float a_odd = bf16_to_float(a[(long)r * lda + 2 * q + 1]);
+            for (int j = 0; j < cols; j++) {
+                acc[r][j] += a_odd * b_odd[j];
+                acc[r][j] += a_even * b_even[j];
+            }
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) c[(long)r * ldc + j] = acc[r][j];
+}
+
+// ---- the product
+
+// Rows [i0, i1) x the panel at column j0 of C, over all of K.
+static void gemm_item(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int i0,
+                      int i1, int j0, int k, int n, int accumulate, Bf16Kernel kernel) {
+    int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
+    int kpad = bf16_kpad(k);
+    const bf16 *panel = b_packed + (long)j0 * kpad;
+    if (k == 0) { // an empty sum
+        for (int i = i0; i < i1 && !accumulate; i++)
+            memset(c + (long)i * ldc + j0, 0, (size_t)width * sizeof(float));
+        return;
+    }
+#if HAVE_BF16_KERNELS
+    if (kernel == BF16_AMX) {
+        for (int i = i0; i < i1; i += 32)
+            for (int j = 0; j < width; j += 32)
+                amx_block(c + (long)i * ldc + j0 + j, ldc, a + (long)i * lda, lda, panel + 2 * j,
+                          wp, kpad, i1 - i < 32 ? i1 - i : 32, width - j < 32 ? width - j : 32,
+                          accumulate);
+        return;
+    }
+#endif
+    int pairs = kpad / 2;
+    for (int q0 = 0; q0 < pairs; q0 += KCP) {
+        int qn = pairs - q0 < KCP ? pairs - q0 : KCP;
+        int acc = accumulate || q0 > 0; // later passes add to the earlier ones
+        for (int i = i0; i < i1; i += ROWS) {
+            int rows = i1 - i < ROWS ? i1 - i : ROWS;
+            float *c_tile = c + (long)i * ldc + j0;
+            const bf16 *a_tile = a + (long)i * lda + 2 * q0;
+            const bf16 *b_block = panel + (long)q0 * 2 * wp;
+#if HAVE_BF16_KERNELS
+            if (kernel == BF16_AVX512) {
+                tile_native(c_tile, ldc, a_tile, lda, b_block, qn, wp, rows, width, acc);
+                continue;
+            }
+#endif
+            tile_portable(c_tile, ldc, a_tile, lda, b_block, qn, wp, rows, width, acc);
+        }
+    }
+}
+
+void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+               int n, int accumulate, int shared) {
+    Bf16Kernel kernel = bf16_kernel();
+    // AMX: 32 rows (two row tiles) per item; the others: 4 register tiles
+    int chunk = kernel == BF16_AMX ? 32 : CHUNK_ROWS;
+    int panels = (n + BF16_PANEL - 1) / BF16_PANEL, items = (m + chunk - 1) / chunk * panels;
+    int tiles_configured = 0; // each thread sets up its own tile registers
+#define GEMM_ITEM(item)                                                                           \
+    do {                                                                                          \
+        int i0_ = (item) / panels * chunk, i1_ = i0_ + chunk < m ? i0_ + chunk : m;              \
+        if (kernel == BF16_AMX && !tiles_configured) {                                            \
+            amx_configure();                                                                      \
+            tiles_configured = 1;                                                                 \
+        }                                                                                         \
+        gemm_item(c, ldc, a, lda, b_packed, i0_, i1_, (item) % panels * BF16_PANEL, k, n,         \
+                  accumulate, kernel);                                                            \
+    } while (0)
+    if (shared) {
+#pragma omp for schedule(dynamic, 1)
+        for (int item = 0; item < items; item++) GEMM_ITEM(item);
+    } else {
+        for (int item = 0; item < items; item++) GEMM_ITEM(item);
+    }
+#undef GEMM_ITEM
+#if HAVE_BF16_KERNELS
+    if (tiles_configured) amx_release();
+#endif
+}

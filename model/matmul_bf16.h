@@ -1,0 +1,95 @@
+// matmul_bf16.h: products with bf16 inputs and fp32 sums, the kernels under
+// matmul.c's and attention.c's --precision bf16 paths.
+//
+// bf16 is the top half of an fp32: same exponent range, 8 bits of mantissa
+// (7 stored). A product of two bf16 values is exact in fp32, so a dot
+// product of bf16 inputs summed in fp32 loses only the inputs' rounding
+// (relative 2^-9 each) plus the fp32 sums' own.
+//
+// Layouts (KPAD = bf16_kpad(K): K rounded up to an even number, or to a
+// multiple of 32 for AMX; every pad element is zero):
+//   A (M,K): row-major bf16, row stride lda >= KPAD, bf16_rows_pad(M) rows
+//            (M, or M rounded up to 32 for AMX).
+//   B (K,N): "pair-interleaved" column panels, what vdpbf16ps and AMX's
+//            tdpbf16ps read: panels of BF16_PANEL columns (the last one
+//            narrower), each padded to a multiple of 16 columns; inside a
+//            panel of padded width wp, element (p, j) is at
+//            (p / 2) * 2 * wp + 2 * j + (p % 2), so that one 32-bit word
+//            holds rows 2q and 2q+1 of a column. Panel j0 starts at element
+//            j0 * KPAD.
+// Kernels, chosen at run time by what the CPU has: AMX tiles (tdpbf16ps),
+// else AVX512_BF16 register tiles (vdpbf16ps), else the same register
+// tiles in fp32 arithmetic on the same bf16 values, adding each pair's two
+// exact products in the order vdpbf16ps does (odd k first), so those two
+// give the same sums (bar denormal results, which vdpbf16ps flushes to
+// zero). AMX sums each step of 32 products in its own order, so its
+// results differ from the others' in the last bits, never from one run or
+// thread count to another.
+#ifndef MATMUL_BF16_H
+#define MATMUL_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t bf16;
+
+#define BF16_PANEL 64
+
+// fp32 -> bf16, round to nearest even; denormals become (signed) zero and
+// NaNs stay NaN, as the AVX512_BF16 conversion does.
+static inline bf16 bf16_from_float(float x) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7f800000u) == 0) return (bf16)((bits >> 16) & 0x8000u);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (bf16)((bits >> 16) | 0x0040u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (bf16)(bits >> 16);
+}
+static inline float bf16_to_float(bf16 h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float x;
+    __builtin_memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+static inline int bf16_even(int k) { return (k + 1) & ~1; }
+
+// Elements a packed B (K,N) takes.
+size_t bf16_packed_size(int k, int n);
+
+// The kernels, fastest last; the best the CPU has (checked at run time)
+// runs, unless a limit is set (tests compare them).
+typedef enum { BF16_PORTABLE, BF16_AVX512, BF16_AMX } Bf16Kernel;
+Bf16Kernel bf16_kernel(void);
+void bf16_limit_kernel(Bf16Kernel limit);
+const char *bf16_kernel_name(Bf16Kernel kernel);
+// K and M as the layouts pad them for the kernel in use: AMX takes K in
+// steps of 32 and rows of A in blocks of 32; the others take K in pairs.
+int bf16_kpad(int k);
+int bf16_rows_pad(int m);
+
+// dst (bf16_rows_pad(rows), KPAD) bf16, row stride ld_dst, = src (rows,
+// cols) with src's element (r, c) at src[r * s_row + c * s_col] (s_row = ld,
+// s_col = 1 for a row-major matrix; s_row = 1, s_col = ld to read it
+// transposed), the pads zero.
+//
+// `shared` (here and below): 1 when every thread of a parallel region makes
+// the call and they split the work (orphaned `omp for`s; bf16_gemm's ends
+// in a barrier, the others do not, so a conversion's output must not be
+// read before the next barrier); 0 when the calling thread does it all.
+void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
+                  int cols, int shared);
+
+// packed = B (K,N) in the layout above, B's element (p, j) at
+// src[p * s_row + j * s_col].
+void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared);
+
+// C (M,N) (+)= A (M,K) . B (K,N), C fp32 with row stride ldc, A and B in
+// the layouts above. Shared, the work items (24 or 32 rows x one panel of
+// C) are taken by the threads as they come free; each is summed whole by
+// one thread in a fixed order, so the result does not depend on the
+// threads.
+void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+               int n, int accumulate, int shared);
+
+#endif

@@ -1,0 +1,401 @@
+// test_bf16.c: --precision bf16. The rounding to bf16, the linear layer's
+// three products in bf16 against a double-precision reference (every kernel
+// this CPU has: AMX, AVX512_BF16, and the portable fp32-instruction one),
+// independence from the thread count, a short training run against fp32,
+// and the programs' --precision option, including the path of a CPU
+// without bf16 instructions.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "../base/util.h"
+#include "../model/cpu_features.h"
+#include "../model/gpt.h"
+#include "../model/matmul.h"
+#include "../model/matmul_bf16.h"
+#include "../train/adamw.h"
+
+// ---- rounding
+
+// bf16_from_float against the definition, in double: the nearest of the
+// two bf16 neighbours of x (8 significant bits), the one with an even last
+// bit on a tie.
+static void test_rounding_is_nearest_even(void) {
+    Rng rng;
+    rng_seed(&rng, 11);
+    for (int i = 0; i < 20000; i++) {
+        // values across many binades, and exact ties (bit 15 set, below zero)
+        float x = (rng_uniform(&rng) - 0.5f) * ldexpf(1.0f, (int)rng_below(&rng, 60) - 30);
+        if (i % 4 == 0) {
+            uint32_t bits;
+            memcpy(&bits, &x, sizeof bits);
+            bits = (bits & 0xffff0000u) | 0x8000u;
+            memcpy(&x, &bits, sizeof bits);
+        }
+        float y = bf16_to_float(bf16_from_float(x));
+        int exponent;
+        frexp(x, &exponent);
+        double ulp = ldexp(1.0, exponent - 8); // spacing of 8-bit significands near x
+        double err = fabs((double)y - (double)x);
+        CHECK_MSG(err <= 0.5 * ulp, "x = %.9g rounded to %.9g, error %g > half ulp %g", x, y, err,
+                  0.5 * ulp);
+        if (err == 0.5 * ulp) {
+            uint32_t ybits;
+            memcpy(&ybits, &y, sizeof ybits);
+            CHECK_MSG(((ybits >> 16) & 1) == 0, "tie %.9g went to odd %.9g", x, y);
+        }
+    }
+    // special values: infinities and NaN keep their nature, denormals flush
+    CHECK(isinf(bf16_to_float(bf16_from_float(INFINITY))));
+    CHECK(isnan(bf16_to_float(bf16_from_float(NAN))));
+    CHECK(bf16_to_float(bf16_from_float(1e-40f)) == 0.0f);
+    CHECK(bf16_to_float(bf16_from_float(3.0e38f)) == bf16_to_float(bf16_from_float(3.0e38f)));
+    CHECK(isinf(bf16_to_float(bf16_from_float(3.4028235e38f)))); // rounds past the largest bf16
+}
+
+// ---- products against double
+
+typedef struct {
+    int n, ic, oc;
+    float *inp, *weight, *bias, *d_out;
+} Layer;
+
+static void layer_init(Layer *l, Rng *rng, int n, int ic, int oc) {
+    l->n = n, l->ic = ic, l->oc = oc;
+    l->inp = xmalloc(sizeof(float) * n * ic);
+    l->weight = xmalloc(sizeof(float) * oc * ic);
+    l->bias = xmalloc(sizeof(float) * oc);
+    l->d_out = xmalloc(sizeof(float) * n * oc);
+    for (int i = 0; i < n * ic; i++) l->inp[i] = rng_uniform(rng) * 2 - 1;
+    for (int i = 0; i < oc * ic; i++) l->weight[i] = rng_uniform(rng) * 2 - 1;
+    for (int i = 0; i < oc; i++) l->bias[i] = rng_uniform(rng) * 2 - 1;
+    for (int i = 0; i < n * oc; i++) l->d_out[i] = rng_uniform(rng) * 2 - 1;
+}
+
+static void layer_free(Layer *l) {
+    free(l->inp), free(l->weight), free(l->bias), free(l->d_out);
+}
+
+static double round_if(float x, int rounded) {
+    return rounded ? bf16_to_float(bf16_from_float(x)) : x;
+}
+
+// The three products in double, from the inputs as given or as rounded to
+// bf16 (rounded = 1), with the sums of |terms| each element's error is
+// relative to: out (N,OC), d_inp (N,IC), d_w (OC,IC) and their sums.
+static void layer_reference(const Layer *l, int rounded, double *out, double *out_abs,
+                            double *d_inp, double *d_inp_abs, double *d_w, double *d_w_abs) {
+    int n = l->n, ic = l->ic, oc = l->oc;
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < oc; o++) {
+            double sum = l->bias[o], abs_sum = fabs(l->bias[o]);
+            for (int i = 0; i < ic; i++) {
+                double term = round_if(l->inp[t * ic + i], rounded) * round_if(l->weight[o * ic + i], rounded);
+                sum += term, abs_sum += fabs(term);
+            }
+            out[t * oc + o] = sum, out_abs[t * oc + o] = abs_sum;
+        }
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < ic; i++) {
+            double sum = 0, abs_sum = 0;
+            for (int o = 0; o < oc; o++) {
+                double term = round_if(l->d_out[t * oc + o], rounded) * round_if(l->weight[o * ic + i], rounded);
+                sum += term, abs_sum += fabs(term);
+            }
+            d_inp[t * ic + i] = sum, d_inp_abs[t * ic + i] = abs_sum;
+        }
+    for (int o = 0; o < oc; o++)
+        for (int i = 0; i < ic; i++) {
+            double sum = 0, abs_sum = 0;
+            for (int t = 0; t < n; t++) {
+                double term = round_if(l->d_out[t * oc + o], rounded) * round_if(l->inp[t * ic + i], rounded);
+                sum += term, abs_sum += fabs(term);
+            }
+            d_w[o * ic + i] = sum, d_w_abs[o * ic + i] = abs_sum;
+        }
+}
+
+// Error bounds, per element of a K-long product with S = sum_k |a_k b_k|:
+//  - against the exact inputs: each input is rounded to bf16, 8 significant
+//    bits: the spacing is 2^-7 relative at the bottom of a binade, so the
+//    relative rounding error is <= 2^-8 (2^-9 on average over a binade).
+//    Each term a'b' = ab (1 + e), |e| <= 2 * 2^-8 + 2^-16; the fp32 sum of
+//    K terms adds at most K * 2^-24 * S in any order (we allow 2^-23 per
+//    term, which also covers a hardware sum that truncates instead of
+//    rounding). So |C' - C| <= (2^-7 + 2^-16 + K 2^-23) S. That is the
+//    worst case, every rounding the same way; random ones grow like
+//    sqrt(K) and sit far below, but a wrong or missing term (of size ~S/K)
+//    breaks it for K < 100.
+//  - against the bf16-rounded inputs in double: the products of two bf16
+//    are exact in fp32, only the sum rounds: |C' - C_r| <= K 2^-23 S.
+//    This second bound (~1e-5 S for K = 67) fails if a product used its
+//    inputs unrounded (errors ~2^-9 S per term), so it checks that bf16 is
+//    what the product used.
+static int check_against(const float *got, const double *ref, const double *abs_sum, int count,
+                         int k, double relative_input_error, const char *what) {
+    int bad = 0;
+    double worst = 0;
+    for (int i = 0; i < count; i++) {
+        double bound = (relative_input_error + k * ldexp(1.0, -23)) * abs_sum[i] + 1e-30;
+        double ratio = fabs(got[i] - ref[i]) / bound;
+        if (ratio > worst) worst = ratio;
+        bad += ratio > 1.0;
+    }
+    CHECK_MSG(bad == 0, "%s: %d of %d elements outside the bound (worst %.2f x)", what, bad, count, worst);
+    return bad;
+}
+
+static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
+    Rng rng;
+    rng_seed(&rng, 100 + n + ic + oc);
+    Layer l;
+    layer_init(&l, &rng, n, ic, oc);
+    double *ref[6], *rounded[6];
+    size_t sizes[6] = {n * oc, n * oc, n * ic, n * ic, oc * ic, oc * ic};
+    for (int i = 0; i < 6; i++) ref[i] = xmalloc(sizeof(double) * sizes[i]), rounded[i] = xmalloc(sizeof(double) * sizes[i]);
+    layer_reference(&l, 0, ref[0], ref[1], ref[2], ref[3], ref[4], ref[5]);
+    layer_reference(&l, 1, rounded[0], rounded[1], rounded[2], rounded[3], rounded[4], rounded[5]);
+
+    bf16_limit_kernel(kernel);
+    matmul_set_precision(PRECISION_BF16);
+    float *out = xmalloc(sizeof(float) * n * oc), *d_inp = xcalloc((size_t)n * ic, sizeof(float));
+    float *d_w = xcalloc((size_t)oc * ic, sizeof(float)), *d_b = xcalloc(oc, sizeof(float));
+    linear_forward(out, l.inp, l.weight, l.bias, n, ic, oc);
+    linear_backward(d_inp, d_w, d_b, l.d_out, l.inp, l.weight, n, ic, oc);
+    matmul_set_precision(PRECISION_FP32);
+    bf16_limit_kernel(BF16_AMX);
+
+    char what[128];
+    double input_error = ldexp(1.0, -7) + ldexp(1.0, -16);
+    snprintf(what, sizeof what, "%s %dx%dx%d forward vs exact", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(out, ref[0], ref[1], n * oc, ic + 1, input_error, what);
+    snprintf(what, sizeof what, "%s %dx%dx%d forward vs bf16 inputs", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(out, rounded[0], rounded[1], n * oc, ic + 1, 0.0, what);
+    snprintf(what, sizeof what, "%s %dx%dx%d d_inp vs exact", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(d_inp, ref[2], ref[3], n * ic, oc, input_error, what);
+    snprintf(what, sizeof what, "%s %dx%dx%d d_inp vs bf16 inputs", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(d_inp, rounded[2], rounded[3], n * ic, oc, 0.0, what);
+    snprintf(what, sizeof what, "%s %dx%dx%d d_weight vs exact", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(d_w, ref[4], ref[5], oc * ic, n, input_error, what);
+    snprintf(what, sizeof what, "%s %dx%dx%d d_weight vs bf16 inputs", bf16_kernel_name(kernel), n, ic, oc);
+    check_against(d_w, rounded[4], rounded[5], oc * ic, n, 0.0, what);
+    // d_bias is summed in fp32 from the unrounded d_out
+    for (int o = 0; o < oc; o++) {
+        double sum = 0;
+        for (int t = 0; t < n; t++) sum += l.d_out[t * oc + o];
+        CHECK_NEAR(d_b[o], sum, n * ldexp(1.0, -23) * n);
+    }
+    free(out), free(d_inp), free(d_w), free(d_b);
+    for (int i = 0; i < 6; i++) free(ref[i]), free(rounded[i]);
+    layer_free(&l);
+}
+
+// Shapes with every edge: odd K (a half-empty last pair), K past one pass
+// of 128 pairs and past AMX's steps of 32, rows not a multiple of the 6-,
+// 24- or 32-row blocks, columns past one 64-wide panel and not a multiple
+// of 16; and the model's own (64 tokens of width 16, the vocabulary's 65).
+static const int shapes[][3] = {{37, 67, 72}, {5, 3, 9}, {70, 300, 130}, {64, 16, 65}, {1, 33, 17}};
+
+static void test_products_every_kernel(void) {
+    Bf16Kernel best = bf16_kernel();
+    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            check_layer_kernel((Bf16Kernel)kernel, shapes[s][0], shapes[s][1], shapes[s][2]);
+}
+
+// The portable kernel (fp32 instructions) adds each pair's two products as
+// vdpbf16ps does, so the two agree exactly (no denormals in these data).
+static void test_portable_matches_avx512_bf16(void) {
+    if (!cpu_has_avx512_bf16()) {
+        skip_test("this CPU has no AVX512_BF16");
+        return;
+    }
+    Rng rng;
+    rng_seed(&rng, 5);
+    Layer l;
+    layer_init(&l, &rng, 45, 131, 100);
+    float *out[2], *d_w[2];
+    matmul_set_precision(PRECISION_BF16);
+    for (int pass = 0; pass < 2; pass++) {
+        bf16_limit_kernel(pass ? BF16_AVX512 : BF16_PORTABLE);
+        out[pass] = xmalloc(sizeof(float) * l.n * l.oc);
+        d_w[pass] = xcalloc((size_t)l.oc * l.ic, sizeof(float));
+        linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+        linear_backward(NULL, d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+    }
+    bf16_limit_kernel(BF16_AMX);
+    matmul_set_precision(PRECISION_FP32);
+    CHECK(memcmp(out[0], out[1], sizeof(float) * l.n * l.oc) == 0);
+    CHECK(memcmp(d_w[0], d_w[1], sizeof(float) * l.oc * l.ic) == 0);
+    for (int pass = 0; pass < 2; pass++) free(out[pass]), free(d_w[pass]);
+    layer_free(&l);
+}
+
+// Work moves between threads, sums keep their order: 1 and 2 threads give
+// the same bits, for each kernel.
+static void test_thread_count_does_not_change_bits(void) {
+    Rng rng;
+    rng_seed(&rng, 8);
+    Layer l;
+    layer_init(&l, &rng, 200, 96, 160);
+    int saved = omp_get_max_threads();
+    matmul_set_precision(PRECISION_BF16);
+    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++) {
+        bf16_limit_kernel((Bf16Kernel)kernel);
+        float *out[2], *d_inp[2];
+        for (int pass = 0; pass < 2; pass++) {
+            omp_set_num_threads(pass ? 2 : 1);
+            out[pass] = xmalloc(sizeof(float) * l.n * l.oc);
+            d_inp[pass] = xcalloc((size_t)l.n * l.ic, sizeof(float));
+            float *d_w = xcalloc((size_t)l.oc * l.ic, sizeof(float));
+            linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(d_inp[pass], d_w, NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            free(d_w);
+        }
+        CHECK(memcmp(out[0], out[1], sizeof(float) * l.n * l.oc) == 0);
+        CHECK(memcmp(d_inp[0], d_inp[1], sizeof(float) * l.n * l.ic) == 0);
+        for (int pass = 0; pass < 2; pass++) free(out[pass]), free(d_inp[pass]);
+    }
+    bf16_limit_kernel(BF16_AMX);
+    matmul_set_precision(PRECISION_FP32);
+    omp_set_num_threads(saved);
+    layer_free(&l);
+}
+
+// ---- a short training run
+
+// 15 AdamW steps of a small model on a fixed batch, fp32 then bf16 (the
+// best kernel, then the portable one): the losses stay within 0.01. Why
+// that is safe and still tight: the bf16 products' error is at most ~2^-7
+// of each sum of |terms| (above) and typically sqrt(K) 2^-9 / K of it, so
+// the logits (of size ~1) move by ~0.001 and the loss, whose gradient in
+// the logits has norm <= sqrt(2), by about as much; 15 steps at lr 1e-3 do not amplify it (measured:
+// differences of ~1e-4). A product in the wrong precision or a wrong
+// product moves the loss by far more.
+static void train_losses(Precision precision, float losses[15]) {
+    GPTConfig cfg = {20, 16, 2, 2, 32};
+    GPT model;
+    gpt_build(&model, &cfg);
+    gpt_init_params(&model, 3);
+    int B = 4, T = 16;
+    gpt_alloc_training(&model, B, T);
+    AdamW opt;
+    adamw_init(&opt, model.num_params);
+    AdamWConfig acfg = {1e-3f, 1e-4f, 0, 15, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};
+    int tokens[64], targets[64];
+    Rng rng;
+    rng_seed(&rng, 9);
+    for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 20), targets[i] = (tokens[i] * 7 + 3) % 20;
+    matmul_set_precision(precision);
+    for (int step = 0; step < 15; step++) {
+        losses[step] = gpt_forward(&model, tokens, targets, B, T);
+        gpt_zero_grad(&model);
+        gpt_backward(&model, tokens);
+        float norm = grad_global_norm(model.grads_memory, model.num_params);
+        adamw_update(&opt, &model, &acfg, 1e-3f, norm > 1.0f ? 1.0f / norm : 1.0f);
+    }
+    matmul_set_precision(PRECISION_FP32);
+    adamw_free(&opt);
+    gpt_free(&model);
+}
+
+static void test_training_close_to_fp32(void) {
+    float fp32[15], bf16_best[15], bf16_portable[15];
+    train_losses(PRECISION_FP32, fp32);
+    train_losses(PRECISION_BF16, bf16_best);
+    bf16_limit_kernel(BF16_PORTABLE);
+    train_losses(PRECISION_BF16, bf16_portable);
+    bf16_limit_kernel(BF16_AMX);
+    CHECK(fp32[14] < fp32[0] - 0.3f); // it learns
+    int differs = 0;
+    for (int s = 0; s < 15; s++) {
+        CHECK_NEAR(bf16_best[s], fp32[s], 0.01);
+        CHECK_NEAR(bf16_portable[s], fp32[s], 0.01);
+        differs |= bf16_best[s] != fp32[s];
+    }
+    CHECK_MSG(differs, "bf16 losses equal fp32's bit for bit: the bf16 path did not run");
+}
+
+// ---- the programs' option
+
+#define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --log-every 1 --sample-chars 0"
+
+static void test_precision_option(void) {
+    char cmd[1024], log_path[600];
+    const char *dir = make_temp_dir();
+    snprintf(log_path, sizeof log_path, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "./bin/train " TINY " --iters 2 --out %s/a --precision fp16", dir);
+    CHECK(run_command(cmd, log_path) == 2);
+    char *text = read_text_file(log_path);
+    CHECK(text && strstr(text, "--precision fp16: expected fp32 or bf16"));
+    free(text);
+    snprintf(cmd, sizeof cmd, "./bin/sample --precision half -n 1 --ckpt %s/none", dir);
+    CHECK(run_command(cmd, NULL) == 2);
+    snprintf(cmd, sizeof cmd, "./bin/attn --precision half --ckpt %s/none", dir);
+    CHECK(run_command(cmd, NULL) == 2);
+}
+
+// The losses of log.csv (columns step, train_loss, val_loss).
+static char *logged_losses(const char *dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/log.csv", dir);
+    char *text = read_text_file(path);
+    if (!text) return NULL;
+    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        size_t n = 0;
+        for (int commas = 0; line[n] && commas < 3; n++) commas += line[n] == ',';
+        strncat(out, line, n);
+        strcat(out, "\n");
+    }
+    free(text);
+    return out;
+}
+
+// bf16 runs: the same losses with 1 and 2 threads; the portable kernel
+// (as on a CPU without AVX512_BF16) says so in one line and learns the same
+// way.
+static void test_train_bf16_runs(void) {
+    const char *dir = make_temp_dir();
+    char cmd[1024], note_path[600];
+    const char *runs[3][2] = {{"a", "--threads 1"}, {"b", "--threads 2"}, {"c", "--threads 2"}};
+    for (int r = 0; r < 3; r++) {
+        snprintf(note_path, sizeof note_path, "%s/%s.txt", dir, runs[r][0]);
+        snprintf(cmd, sizeof cmd, "%s./bin/train " TINY " --iters 8 --eval-every 4 --precision bf16 %s --out %s/%s",
+                 r == 2 ? "GPT_BF16_KERNEL=portable " : "", runs[r][1], dir, runs[r][0]);
+        CHECK(run_command(cmd, note_path) == 0);
+    }
+    char a[600], b[600], c[600];
+    snprintf(a, sizeof a, "%s/a", dir), snprintf(b, sizeof b, "%s/b", dir), snprintf(c, sizeof c, "%s/c", dir);
+    char *la = logged_losses(a), *lb = logged_losses(b), *lc = logged_losses(c);
+    CHECK(la && lb && lc && strlen(la) > 40);
+    if (la && lb) CHECK_MSG(!strcmp(la, lb), "1 thread:\n%s2 threads:\n%s", la, lb);
+    // portable vs best kernel: the losses agree to ~1e-4 (see above), the
+    // logged 6 digits may differ in the last places
+    if (la && lc) {
+        double x, y;
+        const char *p = strrchr(la, '\n') - 1, *q = strrchr(lc, '\n') - 1;
+        while (p > la && p[-1] != ',') p--;
+        while (q > lc && q[-1] != ',') q--;
+        x = atof(p), y = atof(q);
+        CHECK_NEAR(x, y, 0.01);
+    }
+    free(la), free(lb), free(lc);
+    snprintf(note_path, sizeof note_path, "%s/c.txt", dir);
+    char *note = read_text_file(note_path);
+    CHECK(note && strstr(note, "no AVX512_BF16"));
+    free(note);
+}
+
+void suite_bf16(void) {
+    run_test("bf16 rounding is to nearest even", test_rounding_is_nearest_even);
+    run_test("bf16 products within the argued bound, every kernel", test_products_every_kernel);
+    run_test("bf16 portable kernel matches AVX512_BF16 bit for bit", test_portable_matches_avx512_bf16);
+    run_test("bf16 products do not depend on the thread count", test_thread_count_does_not_change_bits);
+    run_test("bf16 training losses within 0.01 of fp32", test_training_close_to_fp32);
+    run_test("--precision rejects unknown names", test_precision_option);
+    run_test("bin/train --precision bf16: thread count, portable path", test_train_bf16_runs);
+}
