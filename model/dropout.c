@@ -24,12 +24,35 @@ DropoutMask dropout_mask(const Dropout *d, int kind, int layer, long row_element
 
 #define DROPOUT_CHUNK 4096
 
+// The element loops are kept apart from the threading so that the compiler
+// vectorises the hash (64-bit multiplies, vpmullq under AVX-512): inline in
+// the parallel loops they ran one element at a time, and dropout on the
+// attention probabilities of the 5-minute shape cost a quarter of a step.
+static void forward_chunk(float *out, const float *inp, long begin, long end, long first,
+                          const DropoutMask *m) {
+    const DropoutMask mask = *m;
+    const float scale = mask.scale;
+    for (long i = begin; i < end; i++) {
+        float kept = inp[i] * scale;
+        out[i] = dropout_keeps(&mask, (uint64_t)(first + i)) ? kept : 0.0f;
+    }
+}
+
+static void backward_chunk(float *d_inp, const float *d_out, long begin, long end, long first,
+                           const DropoutMask *m) {
+    const DropoutMask mask = *m;
+    const float scale = mask.scale;
+    for (long i = begin; i < end; i++) {
+        float sum = d_inp[i] + d_out[i] * scale;
+        d_inp[i] = dropout_keeps(&mask, (uint64_t)(first + i)) ? sum : d_inp[i];
+    }
+}
+
 void dropout_forward(float *out, const float *inp, long n, long first, const DropoutMask *m) {
     long chunks = (n + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
     FOR_EACH(chunk, chunks, n * 4, {
         long end = (chunk + 1) * DROPOUT_CHUNK < n ? (chunk + 1) * DROPOUT_CHUNK : n;
-        for (long i = chunk * DROPOUT_CHUNK; i < end; i++)
-            out[i] = dropout_keeps(m, (uint64_t)(first + i)) ? inp[i] * m->scale : 0.0f;
+        forward_chunk(out, inp, chunk * DROPOUT_CHUNK, end, first, m);
     });
 }
 
@@ -37,7 +60,6 @@ void dropout_backward(float *d_inp, const float *d_out, long n, long first, cons
     long chunks = (n + DROPOUT_CHUNK - 1) / DROPOUT_CHUNK;
     FOR_EACH(chunk, chunks, n * 4, {
         long end = (chunk + 1) * DROPOUT_CHUNK < n ? (chunk + 1) * DROPOUT_CHUNK : n;
-        for (long i = chunk * DROPOUT_CHUNK; i < end; i++)
-            if (dropout_keeps(m, (uint64_t)(first + i))) d_inp[i] += d_out[i] * m->scale;
+        backward_chunk(d_inp, d_out, chunk * DROPOUT_CHUNK, end, first, m);
     });
 }

@@ -20,19 +20,19 @@ common="--data $corpus --sample-chars 0 --minutes $minutes --force"
 case $minutes in
 1)  candidates='
 --layers 4 --heads 4 --dim 128 --context 64 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1
---layers 3 --heads 4 --dim 128 --context 64 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 50 --dropout 0 --weight-decay 0.1
---layers 4 --heads 4 --dim 128 --context 128 --batch 8 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1' ;;
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1' ;;
 5)  candidates='
 --layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 1.5e-3 --min-lr 1.5e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1
---layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 1.5e-3 --min-lr 1.5e-4 --warmup 100 --dropout 0 --weight-decay 0.1
---layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.05 --weight-decay 0.1' ;;
+--layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1
+--layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1' ;;
 15) candidates='
---layers 6 --heads 6 --dim 256 --context 128 --batch 24 --lr 1.2e-3 --min-lr 1.2e-4 --warmup 100 --dropout 0.15 --weight-decay 0.1
---layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 1.5e-3 --min-lr 1.5e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1' ;;
-60) candidates='
---layers 6 --heads 6 --dim 384 --context 256 --batch 32 --lr 1e-3 --min-lr 1e-4 --warmup 200 --dropout 0.2 --weight-decay 0.1
---layers 6 --heads 6 --dim 256 --context 256 --batch 24 --lr 1.2e-3 --min-lr 1.2e-4 --warmup 200 --dropout 0.15 --weight-decay 0.1' ;;
-*)  echo "no candidates for $minutes minutes (have 1, 5, 15, 60)" >&2; exit 2 ;;
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1' ;;
+*)  echo "no candidates for $minutes minutes (have 1, 5, 15)" >&2; exit 2 ;;
 esac
 
 mkdir -p "$out"

@@ -41,9 +41,13 @@ void progress_add_step(ProgressWindow *window, double seconds, float loss) {
 
 void print_live_progress(const ProgressWindow *w, long step, int iters, float loss, float lr,
                          int tokens_per_step) {
-    double eta = (iters - step) * (w->seconds / w->steps);
-    printf("\rstep %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s  ETA %.0f s   ", step,
-           iters, loss, lr, 1e3 * w->seconds / w->steps, tokens_per_step * w->steps / w->seconds,
+    char total[32] = "?", eta[32] = "?";
+    if (iters > 0) {
+        snprintf(total, sizeof total, "%d", iters);
+        snprintf(eta, sizeof eta, "%.0f s", (iters - step) * (w->seconds / w->steps));
+    }
+    printf("\rstep %ld/%s  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s  ETA %s   ", step,
+           total, loss, lr, 1e3 * w->seconds / w->steps, tokens_per_step * w->steps / w->seconds,
            eta);
     fflush(stdout);
 }
@@ -53,9 +57,12 @@ float log_window(ProgressWindow *w, FILE *log, long step, int iters, float lr,
     float ms_per_iter = (float)(1e3 * w->seconds / w->steps);
     *tokens_per_s = (float)(tokens_per_step * w->steps / w->seconds);
     float mean_loss = (float)(w->loss_sum / w->steps);
-    if (print_line)
-        printf("step %ld/%d  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n", step, iters,
+    if (print_line) {
+        char total[32] = "?";
+        if (iters > 0) snprintf(total, sizeof total, "%d", iters);
+        printf("step %ld/%s  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n", step, total,
                mean_loss, lr, ms_per_iter, *tokens_per_s);
+    }
     if (write_row)
         fprintf(log, "%ld,%.6f,,%.6g,%.3f,%.1f\n", step, mean_loss, lr, ms_per_iter,
                 *tokens_per_s);

@@ -30,7 +30,8 @@ typedef struct {
 } ProgressWindow;
 
 void progress_add_step(ProgressWindow *window, double seconds, float loss);
-// The progress line rewritten in place on a terminal.
+// The progress line rewritten in place on a terminal. iters 0: not known
+// yet (a --minutes run before its plan), shown as "?".
 void print_live_progress(const ProgressWindow *window, long step, int iters, float loss, float lr,
                          int tokens_per_step);
 // Close the window of steps since the last log row: print the plain

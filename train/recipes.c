@@ -7,11 +7,10 @@
 
 // Chosen by scripts/sweep_recipes.sh on Shakespeare, 2 cores (docs/training.md).
 static const Recipe recipes[] = {
-    /* minutes layers heads dim context batch warmup   lr     min_lr  dropout decay */
-    {1,       4,     4,    128, 64,     16,   50,      2e-3f, 2e-4f,  0.0f,   0.1f},
-    {5,       6,     6,    192, 128,    16,   100,     1.5e-3f, 1.5e-4f, 0.1f, 0.1f},
-    {15,      6,     6,    256, 128,    24,   100,     1.2e-3f, 1.2e-4f, 0.15f, 0.1f},
-    {60,      6,     6,    384, 256,    32,   200,     1e-3f, 1e-4f,  0.2f,   0.1f},
+    /* minutes layers heads dim context batch warmup lr     min_lr dropout decay */
+    {1,       4,     4,    128, 64,     16,   50,    2e-3f, 2e-4f, 0.0f,   0.1f},
+    {5,       4,     4,    128, 128,    16,   100,   3e-3f, 3e-4f, 0.0f,   0.1f},
+    {15,      4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.1f,   0.1f},
 };
 #define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
 
@@ -62,10 +61,10 @@ void time_budget_init(TimeBudget *budget, float minutes, double start) {
     budget->start = start;
 }
 
-int time_budget_step(TimeBudget *budget, long step, double seconds, int warmup) {
+int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup) {
     if (budget->budget_seconds <= 0 || budget->planned) return 0;
     if (step == 1) budget->first_step_seconds = seconds; // page faults, cold caches
-    else {
+    else if (timed) {
         budget->timed_seconds += seconds;
         budget->timed_steps++;
     }

@@ -40,7 +40,9 @@ void time_budget_init(TimeBudget *budget, float minutes, double start);
 // budget should now be planned: enough steps timed (3% of the budget, at
 // least 3 steps), or the warmup over (the steps so far, which ran before
 // --iters was known, must not depend on it: lr_at does not in the warmup).
-int time_budget_step(TimeBudget *budget, long step, double seconds, int warmup);
+// A step with timed 0 (a thread-tuner trial on another thread count, up to
+// 2x slower on a quiet machine) counts for the warmup but not the speed.
+int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup);
 // The plan, at step `step`, after an evaluation (with its save) that took
 // eval_seconds: how many iterations fit the time left with their
 // evaluations, and (when eval_every_given is 0) the evaluation interval

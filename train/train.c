@@ -135,6 +135,7 @@ int main(int argc, char **argv) {
     while (run.opt.step < o->iters && !run_should_stop(&run, stop_requested) &&
            !(o->stop_at > 0 && run.opt.step >= o->stop_at)) {
         thread_tuner_next(&run.threads); // the fastest thread count now (thread_tuner.h)
+        int tuner_trial = run.threads.trial != 0;
         double t0 = now_seconds();
         float lr = lr_at(&run.adamw, run.opt.step);
         float loss = train_step(&run, lr, stop_requested); // forward, backward, clip, AdamW update
@@ -145,18 +146,19 @@ int main(int argc, char **argv) {
         progress_add_step(&window, dt, loss);
         long step = run.opt.step;
 
-        if (live) print_live_progress(&window, step, o->iters, loss, lr, tokens_per_step);
+        int total = budget.budget_seconds > 0 && !budget.planned ? 0 : o->iters; // 0: not planned yet
+        if (live) print_live_progress(&window, step, total, loss, lr, tokens_per_step);
         if (o->heatmaps_every > 0 && step % o->heatmaps_every == 0 && run.rank == 0)
             write_heatmaps(&run.model, &run.probe, o->out, step);
         int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
         int plan_now = 0;
         if (budget.budget_seconds > 0 && !budget.planned) {
             is_eval = 0; // evaluations wait for the plan
-            plan_now = time_budget_step(&budget, step, dt, o->warmup);
+            plan_now = time_budget_step(&budget, step, dt, !tuner_trial, o->warmup);
             if (run.procs > 1) distributed_broadcast(&plan_now, sizeof plan_now); // rank 0 decides
         }
         if (is_log || is_eval || plan_now)
-            ms_per_iter = log_window(&window, run.log, step, o->iters, lr, tokens_per_step,
+            ms_per_iter = log_window(&window, run.log, step, total, lr, tokens_per_step,
                                      !live && is_log, !is_eval && !plan_now, &tokens_per_s);
         if (plan_now) // with a budget too small for more steps, the run ends here
             last_val = plan_time_budget(&run, &budget, lr, ms_per_iter, tokens_per_s, live);
