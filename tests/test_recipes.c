@@ -14,6 +14,7 @@
 #include "../lib/checkpoint.h"
 #include "../model/dropout.h"
 #include "../model/gpt.h"
+#include "../train/recipes.h"
 #include "../viz/plot.h"
 #include "check.h"
 
@@ -247,7 +248,7 @@ static void test_time_budget(void) {
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
     const char *args = TINY " --log-every 1 --warmup 5 --threads 1";
     char flags[1024];
-    snprintf(flags, sizeof flags, "%s --minutes 0.03", args);
+    snprintf(flags, sizeof flags, "%s --minutes 0.1", args); // the shortest budget
     CHECK(run_train(flags, dir, capture) == 0);
     char *console = read_text_file(capture);
     long iters = number_after(console, "add --iters ");
@@ -296,6 +297,114 @@ static void test_time_budget(void) {
     free(console);
 }
 
+// The parameters of two runs' checkpoints are the same bits.
+static int same_weights(const char *dir_a, const char *dir_b) {
+    char path[600], err[1024];
+    GPT a, b;
+    Vocab va, vb;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir_a);
+    if (!gpt_load(path, &a, &va, err, sizeof err)) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir_b);
+    if (!gpt_load(path, &b, &vb, err, sizeof err)) {
+        gpt_free(&a), vocab_free(&va);
+        return 0;
+    }
+    int same = a.num_params == b.num_params &&
+               !memcmp(a.params_memory, b.params_memory, a.num_params * sizeof(float));
+    gpt_free(&a), gpt_free(&b), vocab_free(&va), vocab_free(&vb);
+    return same;
+}
+
+// A --minutes run stopped before its plan (during the timing steps) keeps
+// its budget: stopped again before the plan it still does; resumed past
+// the warmup it plans for the minutes left, and the --iters N it prints
+// repeats it bit for bit (the weights after step 8 of both are equal).
+// Given --iters on resume, that count wins. Nothing about time is asserted.
+static void test_time_budget_resumed_before_plan(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], again[512], fixed[512], capture[512], flags[1024];
+    snprintf(dir, sizeof dir, "%s/budget", tmp);
+    snprintf(again, sizeof again, "%s/again", tmp);
+    snprintf(fixed, sizeof fixed, "%s/fixed", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    const char *args = TINY " --log-every 1 --warmup 5 --threads 1";
+    snprintf(flags, sizeof flags, "%s --minutes 0.1 --stop-at 2", args);
+    CHECK(run_train(flags, dir, capture) == 0);
+    char *console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "minutes of the time budget left"), "%s",
+              console ? console : "");
+    free(console);
+    // stopped again before the plan (the warmup, 5 steps, is not over)
+    CHECK(run_train("--resume --threads 1 --stop-at 3", dir, capture) == 0);
+    console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "at step 2, before its time budget's plan") &&
+                  !strstr(console, "of 2000") && !strstr(console, "add --iters") &&
+                  strstr(console, "minutes of the time budget left"),
+              "%s", console ? console : "");
+    free(console);
+    // past the warmup: the plan, for the minutes left
+    CHECK(run_train("--resume --threads 1 --stop-at 8", dir, capture) == 0);
+    console = read_text_file(capture);
+    long iters = number_after(console, "add --iters ");
+    long every = number_after(console, "--eval-every ");
+    CHECK_MSG(console && strstr(console, "at step 3, before its time budget's plan") && iters >= 5 &&
+                  every >= 1, "%s", console ? console : "");
+    free(console);
+    if (iters >= 5 && every >= 1) {
+        snprintf(flags, sizeof flags, "%s --iters %ld --eval-every %ld --stop-at 8", args, iters,
+                 every);
+        CHECK(run_train(flags, again, NULL) == 0);
+        CHECK_MSG(same_weights(dir, again), "resumed --minutes run and --iters %ld differ", iters);
+    }
+    // the plan is saved: a further resume continues it
+    CHECK(run_train("--resume --threads 1 --stop-at 9", dir, capture) == 0);
+    console = read_text_file(capture);
+    char expected[64];
+    snprintf(expected, sizeof expected, "at step 8 of %ld\n", iters);
+    CHECK_MSG(console && strstr(console, expected), "%s", console ? console : "");
+    free(console);
+    // --iters given on resume wins over the budget left
+    snprintf(flags, sizeof flags, "%s --minutes 0.1 --stop-at 2", args);
+    CHECK(run_train(flags, fixed, NULL) == 0);
+    CHECK(run_train("--resume --threads 1 --iters 4", fixed, capture) == 0);
+    console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "at step 2 of 4\n") && strstr(console, "done: 4 iterations"),
+              "%s", console ? console : "");
+    free(console);
+}
+
+// The plan's arithmetic on made-up timings: the process's first step is
+// not timed (also when it is step 4 of a resumed run); the plan comes at
+// the warmup's end, or once the budget is spent; a plan that ends within
+// the warmup is reported as too short, in one line.
+static void test_time_budget_plan_arithmetic(void) {
+    TimeBudget b;
+    time_budget_init(&b, 1.0f, 100.0);
+    CHECK(!time_budget_step(&b, 4, 5.0, 1, 10, 105.0)); // cold start of a resumed run
+    CHECK(b.first_step_seconds == 5.0 && b.timed_steps == 0);
+    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1));
+    CHECK(!time_budget_step(&b, 6, 0.1, 0, 10, 105.2)); // a tuner trial: not timed
+    CHECK(b.timed_steps == 1);
+    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0)); // the warmup's end
+    int iters, every;
+    // 0.97 * 60 - 10 s left, 0.1 s a step, 8 evaluations of 0.5 s
+    time_budget_plan(&b, 10, 110.0, 0.5, 0, &iters, &every);
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.5) / 0.1), "iters %d", iters);
+    char msg[512] = "";
+    CHECK(time_budget_plan_fits(&b, 10, iters, 10, 110.0, msg, sizeof msg));
+    // spent before the warmup: plan now, and say it is too short
+    time_budget_init(&b, 0.1f, 0.0);
+    CHECK(!time_budget_step(&b, 1, 2.0, 1, 100, 3.0));
+    CHECK(time_budget_step(&b, 2, 3.0, 1, 100, 6.0));
+    time_budget_plan(&b, 2, 6.5, 0.5, 0, &iters, &every);
+    CHECK(iters == 2);
+    CHECK(!time_budget_plan_fits(&b, 2, iters, 100, 6.5, msg, sizeof msg));
+    CHECK_MSG(strstr(msg, "too short") && strstr(msg, "--minutes") && !strchr(msg, '\n'), "%s", msg);
+    // the minutes left, never 0 (a resumed run must still be a --minutes run)
+    CHECK_NEAR(time_budget_minutes_left(&b, 3.0), 0.05, 1e-6);
+    CHECK(time_budget_minutes_left(&b, 60.0) > 0);
+}
+
 static void test_bad_new_flags(void) {
     const char *tmp = make_temp_dir();
     char dir[512], capture[512], ckpt[512];
@@ -314,6 +423,8 @@ static void test_bad_new_flags(void) {
         {TINY " --dropout 1", 2, "--dropout"},         {TINY " --dropout -0.1", 2, "--dropout"},
         {TINY " --minutes 0", 2, "--minutes"},         {TINY " --minutes -3", 2, "--minutes"},
         {TINY " --minutes 1e9", 2, "--minutes"},       {TINY " --minutes 1 --iters 9", 2, "--iters"},
+        {TINY " --minutes 0.0001", 2, "shortest budget"}, {TINY " --minutes 0.09", 2, "0.1 minutes"},
+        {TINY " --minutes 100000", 2, "a week"},       {TINY " --minutes 10081", 2, "a week"},
         {missing, 1, "none.safetensors"},              {damaged, 1, "damaged.safetensors"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -325,6 +436,35 @@ static void test_bad_new_flags(void) {
         CHECK_MSG(!file_exists(dir), "%s: created %s", cases[i].args, dir);
         free(err);
     }
+}
+
+// The bytes of every file in a folder, in name order, as one string of
+// "name size hash" lines (what "untouched" is checked against).
+static char *folder_fingerprint(const char *dir) {
+    char cmd[700], list[600];
+    snprintf(list, sizeof list, "%s.list", dir);
+    snprintf(cmd, sizeof cmd, "(cd %s && ls -l --time-style=full-iso . && cksum *)", dir);
+    if (run_command(cmd, list) != 0) return NULL;
+    return read_text_file(list);
+}
+
+// README: "--init-from with --resume" is a usage error: exit 2, one line
+// naming both, the run's folder left as it was (bytes, sizes and times).
+static void test_init_from_with_resume(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], capture[512], args[1200];
+    snprintf(dir, sizeof dir, "%s/run", tmp);
+    snprintf(capture, sizeof capture, "%s/err.txt", tmp);
+    CHECK(run_train(TINY " --iters 4 --eval-every 2 --stop-at 2", dir, NULL) == 0);
+    char *before = folder_fingerprint(dir);
+    snprintf(args, sizeof args, "--resume --init-from %s/model.safetensors", dir);
+    CHECK(run_train(args, dir, capture) == 2);
+    char *err = read_text_file(capture), *after = folder_fingerprint(dir);
+    CHECK_MSG(err && strstr(err, "--init-from") && strstr(err, "--resume") &&
+                  strchr(err, '\n') == err + strlen(err) - 1, "'%s'", err ? err : "");
+    CHECK_MSG(before && after && !strcmp(before, after), "before:\n%s\nafter:\n%s",
+              before ? before : "", after ? after : "");
+    free(err), free(before), free(after);
 }
 
 // ---- fine-tuning
@@ -462,6 +602,16 @@ static void test_several_files(void) {
     CHECK_MSG(console && strstr(console, expected) && strchr(console, '\n') > strstr(console, expected),
               "%s", console ? console : "");
     free(console);
+    // one file is counted too
+    snprintf(args, sizeof args, "--layers 1 --heads 1 --dim 8 --context 8 --batch 2 "
+             "--eval-batches 1 --sample-chars 0 --iters 1 --data %s/a.txt", folder);
+    snprintf(out, sizeof out, "%s/one", tmp);
+    CHECK(run_train(args, out, capture) == 0);
+    console = read_text_file(capture);
+    snprintf(expected, sizeof expected, "a.txt (1 file): %zu characters", la);
+    CHECK_MSG(console && strstr(console, expected) && strchr(console, '\n') > strstr(console, expected),
+              "%s", console ? console : "");
+    free(console);
     // a binary file is named
     snprintf(path, sizeof path, "%s/c.bin", folder);
     write_file_bytes(path, "ab\0cd", 5);
@@ -560,8 +710,14 @@ void suite_recipes(void) {
              test_dropout_micro_batches);
     run_test("recipes: dropout runs equal across threads and resume", test_dropout_runs_deterministic);
     run_test("recipes: --minutes prints its --iters and ends the schedule there", test_time_budget);
+    run_test("recipes: --minutes stopped before its plan keeps its budget on resume",
+             test_time_budget_resumed_before_plan);
+    run_test("recipes: the --minutes plan's arithmetic, a budget too short said in one line",
+             test_time_budget_plan_arithmetic);
     run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
              test_bad_new_flags);
+    run_test("recipes: --init-from with --resume is a usage error, nothing touched",
+             test_init_from_with_resume);
     run_test("recipes: --init-from appends new characters, keeps the weights",
              test_fine_tune_new_characters);
     run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);

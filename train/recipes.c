@@ -61,16 +61,35 @@ void time_budget_init(TimeBudget *budget, float minutes, double start) {
     budget->start = start;
 }
 
-int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup) {
+int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup,
+                     double now) {
     if (budget->budget_seconds <= 0 || budget->planned) return 0;
-    if (step == 1) budget->first_step_seconds = seconds; // page faults, cold caches
+    if (budget->steps_seen++ == 0) budget->first_step_seconds = seconds; // page faults, cold caches
     else if (timed) {
         budget->timed_seconds += seconds;
         budget->timed_steps++;
     }
     int enough = budget->timed_steps >= 3 && budget->timed_seconds >= 0.03 * budget->budget_seconds;
+    int spent = now - budget->start >= BUDGET_AIM * budget->budget_seconds;
     // lr_at does not depend on --iters before the warmup ends
-    return enough || step >= (warmup > 1 ? warmup : 1);
+    return enough || spent || step >= (warmup > 1 ? warmup : 1);
+}
+
+float time_budget_minutes_left(const TimeBudget *budget, double now) {
+    double left = (budget->budget_seconds - (now - budget->start)) / 60.0;
+    return (float)fmax(left, 1e-4); // 6 ms: plans after one step
+}
+
+int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int warmup,
+                          double now, char *msg, size_t msg_len) {
+    if (iters > warmup) return 1;
+    snprintf(msg, msg_len,
+             "time budget too short for this model: start-up, %ld step%s and an evaluation took "
+             "%.1f s of %.1f s, so the run ends at step %d, within its warmup of %d steps, before "
+             "the learning rate decays (give more --minutes, a smaller model or a shorter --warmup)",
+             step, step == 1 ? "" : "s", now - budget->start, budget->budget_seconds, iters,
+             warmup);
+    return 0;
 }
 
 void time_budget_plan(const TimeBudget *budget, long step, double now, double eval_seconds,

@@ -25,24 +25,47 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 
 // ---- the time budget
 
+// The budgets --minutes accepts. Below 0.1 minutes (6 s) the budget is
+// mostly start-up, the timing steps and the one evaluation the plan needs
+// (the 1-minute recipe: about 0.3 s to load Shakespeare and build the
+// model, 1 s of timing steps, 0.6 s for an evaluation and save); above a
+// week, a fixed --iters says what is meant better than a wall-clock guess.
+#define BUDGET_MIN_MINUTES 0.1
+#define BUDGET_MAX_MINUTES 10080.0 // a week
+
 typedef struct {
     double budget_seconds;  // --minutes in seconds, 0 when off
     double start;           // now_seconds() when the program started
     int planned;            // --iters fixed
+    long steps_seen;        // steps counted by this process
     double first_step_seconds; // not timed with the others (a cold start)
-    double timed_seconds;   // steps 2, 3, ...
+    double timed_seconds;   // this process's steps 2, 3, ...
     long timed_steps;
 } TimeBudget;
 
-// A budget of `minutes` counted from `start` (0 minutes: off).
+// A budget of `minutes` counted from `start` (0 minutes: off). A resumed
+// run that was stopped before its plan passes the minutes it had left.
 void time_budget_init(TimeBudget *budget, float minutes, double start);
-// Count training step `step` (1-based) of `seconds`; returns 1 when the
-// budget should now be planned: enough steps timed (3% of the budget, at
-// least 3 steps), or the warmup over (the steps so far, which ran before
-// --iters was known, must not depend on it: lr_at does not in the warmup).
-// A step with timed 0 (a thread-tuner trial on another thread count, up to
-// 2x slower on a quiet machine) counts for the warmup but not the speed.
-int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup);
+// Count training step `step` (1-based) of `seconds`, ended at `now`;
+// returns 1 when the budget should now be planned: enough steps timed (3%
+// of the budget, at least 3 steps), the warmup over (the steps so far,
+// which ran before --iters was known, must not depend on it: lr_at does not
+// in the warmup), or the budget already spent. The first step of the
+// process is a cold start, not timed. A step with timed 0 (a thread-tuner
+// trial on another thread count, up to 2x slower on a quiet machine)
+// counts for the warmup but not the speed.
+int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup,
+                     double now);
+// Minutes of the budget left at `now` (a little above 0 when it is spent,
+// so a resumed run still counts as a --minutes run and plans at once).
+float time_budget_minutes_left(const TimeBudget *budget, double now);
+// Whether the plan (--iters `iters`, made at step `step`) holds the
+// schedule: 0, with a one-line explanation in msg, when it ends within
+// the warmup (the learning rate never decays), which means the budget is
+// too short for the model: its start-up, timing steps and evaluation
+// took (nearly) all of it.
+int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int warmup,
+                          double now, char *msg, size_t msg_len);
 // The plan, at step `step`, after an evaluation (with its save) that took
 // eval_seconds: how many iterations fit the time left with their
 // evaluations, and (when eval_every_given is 0) the evaluation interval

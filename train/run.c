@@ -94,8 +94,16 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     if (option_named(table, "--minutes")->given) {
         if (!(o->minutes > 0.0f))
             usage_error("--minutes %g: must be above 0", (double)o->minutes);
+        if (o->minutes < BUDGET_MIN_MINUTES)
+            usage_error("--minutes %g: below the shortest budget, %g minutes (start-up, the timing "
+                        "steps and an evaluation need it); for a few steps give --iters",
+                        (double)o->minutes, BUDGET_MIN_MINUTES);
+        if (o->minutes > BUDGET_MAX_MINUTES)
+            usage_error("--minutes %g: above the longest budget, %g minutes (a week); for a longer "
+                        "run give --iters", (double)o->minutes, BUDGET_MAX_MINUTES);
         if (o->resume)
-            usage_error("--minutes starts a run; --resume continues it with the --iters it chose");
+            usage_error("--minutes starts a run; --resume continues it with the --iters it chose "
+                        "(or the budget it had left)");
         if (option_named(table, "--iters")->given)
             usage_error("--minutes and --iters contradict each other (--minutes chooses --iters)");
     }
@@ -262,8 +270,8 @@ static void open_run_log(Run *run) {
 static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
                           const GPTConfig *cfg) {
     const TrainOptions *o = &run->o;
-    char files[32] = "";
-    if (loaded->num_files > 1) snprintf(files, sizeof files, " (%d files)", loaded->num_files);
+    char files[32];
+    snprintf(files, sizeof files, " (%d file%s)", loaded->num_files, loaded->num_files == 1 ? "" : "s");
     printf("corpus %s%s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
            files, loaded->chars, cfg->vocab_size, run->train.len, run->val.len);
     int appended = loaded->appended;
@@ -284,7 +292,11 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
                run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
                run->accum > 1 ? "es" : "", run->micro_rows);
-    if (o->resume) printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
+    if (o->resume && o->minutes > 0)
+        printf("resuming %s at step %ld, before its time budget's plan: %.3g minutes left, "
+               "--iters planned after the timing steps\n", o->out, run->opt.step, (double)o->minutes);
+    else if (o->resume)
+        printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
     fflush(stdout);
 }
 
@@ -310,6 +322,9 @@ void run_start(Run *run, int argc, char **argv) {
 
     Vocab ckpt_vocab = {0}; // a resumed run's checkpoint's
     resume_or_refuse_overwrite(run, argc, argv, &ckpt_vocab);
+    // A run stopped before its --minutes plan resumes with the budget left
+    // (saved as --minutes), unless --iters is given now: that count wins.
+    if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
     const Recipe *recipe = o->resume ? NULL : recipe_apply(o, run->table);
     GPT init = {0};
     Vocab init_vocab = {0};

@@ -33,17 +33,27 @@ static void catch_stop_signals(void) {
 
 // ---- the end of a run: saved to continue later, or done
 
-static int finish(Run *run, int interrupted, float last_val, double run_seconds,
-                  double train_seconds, long steps_run, int live) {
-    const TrainOptions *o = &run->o;
+static int finish(Run *run, const TimeBudget *budget, int interrupted, float last_val,
+                  double run_seconds, double train_seconds, long steps_run, int live) {
+    TrainOptions *o = &run->o;
     if (interrupted || run->opt.step < o->iters) {
+        if (budget->budget_seconds > 0 && !budget->planned) {
+            // stopped before the plan: the saved flags keep the budget, as
+            // the minutes left, so --resume finishes timing and plans for them
+            o->minutes = time_budget_minutes_left(budget, now_seconds());
+            free(run->options_json);
+            run->options_json = train_options_to_json(run->table);
+        }
         run_save(run);
         // A batch system's SIGTERM reaches every process, not only mpirun;
         // were another rank to exit first, mpirun would end the job and kill
         // rank 0 mid-save. So every rank waits for rank 0's save.
         if (run->procs > 1) distributed_broadcast(&run->opt.step, sizeof run->opt.step);
-        printf("%s%s at step %ld: saved %s; continue with --resume\n", live ? "\n" : "",
+        printf("%s%s at step %ld: saved %s; continue with --resume", live ? "\n" : "",
                interrupted ? "interrupted" : "stopped", run->opt.step, run->paths.model_path);
+        if (budget->budget_seconds > 0 && !budget->planned)
+            printf(" (before the plan: %.3g minutes of the time budget left)", (double)o->minutes);
+        printf("\n");
         return interrupted ? 128 + interrupted : 0; // 130 SIGINT, 143 SIGTERM
     }
     if (last_val != last_val) { // NaN: nothing ran (a resumed run already complete)
@@ -103,6 +113,7 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
     o->eval_every = plan[1];
     budget->planned = 1;
     run->adamw.iters = o->iters;
+    o->minutes = 0; // planned: the saved flags hold --iters, not the budget
     free(run->options_json);
     run->options_json = train_options_to_json(run->table);
     printf("time budget %.3g minutes: %.1f ms per step over the first %ld, an evaluation and "
@@ -112,6 +123,9 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
            1e3 * (budget->timed_steps ? budget->timed_seconds / budget->timed_steps
                                       : budget->first_step_seconds),
            step, now - t0, o->iters, o->eval_every, o->iters);
+    char too_short[512];
+    if (!time_budget_plan_fits(budget, step, o->iters, o->warmup, now, too_short, sizeof too_short))
+        printf("note: %s\n", too_short);
     fflush(stdout);
     return val_loss;
 }
@@ -123,7 +137,8 @@ int main(int argc, char **argv) {
     catch_stop_signals();
     TrainOptions *o = &run.o;
     TimeBudget budget;
-    time_budget_init(&budget, o->resume ? 0.0f : o->minutes, run_start_time);
+    // o->minutes of a resumed run: the minutes left when it stopped before its plan
+    time_budget_init(&budget, o->minutes, run_start_time);
     if (budget.budget_seconds > 0) o->iters = run.adamw.iters = 1000000000; // until the plan
     // Under mpirun, stdout is mpirun's pseudo-terminal, not the user's: a line
     // every step there can block rank 0 (and so every rank) once mpirun stops
@@ -154,7 +169,7 @@ int main(int argc, char **argv) {
         int plan_now = 0;
         if (budget.budget_seconds > 0 && !budget.planned) {
             is_eval = 0; // evaluations wait for the plan
-            plan_now = time_budget_step(&budget, step, dt, !tuner_trial, o->warmup);
+            plan_now = time_budget_step(&budget, step, dt, !tuner_trial, o->warmup, now_seconds());
             if (run.procs > 1) distributed_broadcast(&plan_now, sizeof plan_now); // rank 0 decides
         }
         if (is_log || is_eval || plan_now)
@@ -170,7 +185,7 @@ int main(int argc, char **argv) {
         }
     }
     int interrupted = stop_requested ? stop_requested : run.stop_agreed ? SIGTERM : 0;
-    int exit_code = finish(&run, interrupted, last_val, now_seconds() - run_start_time,
+    int exit_code = finish(&run, &budget, interrupted, last_val, now_seconds() - run_start_time,
                            train_seconds, steps_run, live);
     run_free(&run);
     return exit_code;

@@ -74,8 +74,8 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "dropout probability in training, in [0, 1) (embedding, attention, both projections)",
          0, 1, 0},
         {"--minutes", OPT_FLOAT, &o->minutes,
-         "train for about this many minutes in all, choosing --iters (and, without shape "
-         "flags, a recipe for the budget); 0: off", 0, 100000, 0},
+         "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
+         "(and, without shape flags, a recipe for the budget); 0: off", 0, 1e9, 0},
         {"--init-from", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
@@ -113,8 +113,9 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     cJSON *array = cJSON_CreateArray();
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
-        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") ||
-            !strcmp(t[i].name, "--minutes") || !strcmp(t[i].name, "--threads") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
+        int budget_off = !strcmp(t[i].name, "--minutes") && !(*(float *)t[i].value > 0);
+        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") || budget_off ||
+            !strcmp(t[i].name, "--threads") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
             continue;
         char value[1024];
         options_format_value(&t[i], value, sizeof value);

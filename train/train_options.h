@@ -37,8 +37,10 @@ int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name);
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv);
 
 // The run's flags as a JSON array of strings (what --resume restores);
-// --resume, --force, --stop-at, --minutes and --threads describe a call or
-// the machine, not the run, and are left out (a --minutes run saves the --iters it chose). The caller frees it.
+// --resume, --force, --stop-at and --threads describe a call or the
+// machine, not the run, and are left out. --minutes is left out when 0: a
+// --minutes run saves the --iters it chose, and sets minutes to the budget
+// left (so it is saved) only when it stops before its plan. The caller frees it.
 char *train_options_to_json(const Option table[NUM_TRAIN_OPTIONS]);
 
 // A resumed run: the saved flags (JSON from train_options_to_json) are the
