@@ -25,11 +25,11 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 
 // ---- the time budget
 
-// The budgets --minutes accepts. Below 0.1 minutes (6 s) the budget is
-// mostly start-up, the timing steps and the one evaluation the plan needs
-// (the 1-minute recipe: about 0.3 s to load Shakespeare and build the
-// model, 1 s of timing steps, 0.6 s for an evaluation and save); above a
-// week, a fixed --iters says what is meant better than a wall-clock guess.
+// The budgets --minutes accepts. Below 0.1 minutes (6 s) the budget would
+// be mostly the plan's own cost: start-up, at least 3 timed steps after a
+// cold one, and the evaluation and save it times (1.24 s with the 5-minute
+// recipe, docs/training.md); above a week, a fixed --iters says what is
+// meant better than a wall-clock guess.
 #define BUDGET_MIN_MINUTES 0.1
 #define BUDGET_MAX_MINUTES 10080.0 // a week
 
