@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
@@ -51,8 +52,8 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "also write OUT/attention.safetensors: F32 attn [layers, heads, T, T], the text in its "
          "metadata", 0, -1, 0},
         {"--font", OPT_STRING, &o->font,
-         "label font: a GNU Unifont .hex file, or builtin; unset: " UNIFONT_DEFAULT_PATH
-         " if present, else builtin", 0, -1, 0},
+         "label font: a GNU Unifont .hex file, or builtin; unset: $GPT_UNIFONT or else "
+         UNIFONT_DEFAULT_PATH " if present, else builtin (with a note)", 0, -1, 0},
         {"--html", OPT_FLAG, &o->html,
          "also write OUT/index.html, the self-contained explorer (no network access)", 0, -1, 0},
         {"--snapshots", OPT_STRING, &o->snapshots,
@@ -151,52 +152,72 @@ static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, co
     free(shown);
 }
 
-// The explorer: view 0 is this text (the model holds its attention), then
-// up to EXPLORER_MAX_SNAPSHOTS training snapshots. Those of the default
-// folder that this model cannot read (another run's) are left out with a
-// note; with --snapshots they are an error.
+// The training snapshots the explorer's slider shows: up to
+// EXPLORER_MAX_SNAPSHOTS of them, read whole.
 #define EXPLORER_MAX_SNAPSHOTS 24
-static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
-                           const HeadScores *scores) {
+typedef struct {
+    Snapshot *snaps;
+    int count;
+} ExplorerSnapshots;
+
+// Read before anything is written, so that a bad --snapshots leaves the
+// output folder as it was. Those of the default folder (the checkpoint's
+// folder/attn) that this model cannot read (another run's) are left out
+// with a note; with --snapshots every problem is an error.
+static ExplorerSnapshots read_explorer_snapshots(const AttnOptions *o, const GPT *model) {
     int L = model->config.layers, NH = model->config.heads;
-    char err[2048], path[4200];
+    char err[2048];
     long *steps = NULL;
-    int count = 0, shown_snaps = 0;
+    int count = 0;
+    ExplorerSnapshots shown = {0};
     char *dir = o->snapshots ? strdup(o->snapshots) : default_snapshot_dir(o->ckpt);
     if ((o->snapshots || file_exists(dir)) && !snapshot_steps(dir, &steps, &count, err, sizeof err))
         die("--snapshots: %s", err);
     int chosen[EXPLORER_MAX_SNAPSHOTS], n = spread_evenly(count, EXPLORER_MAX_SNAPSHOTS, chosen);
-    Snapshot *snaps = xcalloc((size_t)n + 1, sizeof *snaps);
+    shown.snaps = xcalloc((size_t)n + 1, sizeof *shown.snaps);
     for (int v = 0; v < n; v++) {
-        if (snapshot_read(dir, steps[chosen[v]], L, NH, &snaps[shown_snaps], err, sizeof err))
-            shown_snaps++;
+        if (snapshot_read(dir, steps[chosen[v]], L, NH, &shown.snaps[shown.count], err, sizeof err))
+            shown.count++;
         else if (o->snapshots)
             die("--snapshots: %s", err);
         else
             fprintf(stderr, "note: training snapshot left out: %s\n", err);
     }
-    ExplorerView *views = xcalloc((size_t)shown_snaps + 1, sizeof *views);
-    char (*labels)[48] = xcalloc((size_t)shown_snaps + 1, sizeof *labels);
+    free(dir);
+    free(steps);
+    return shown;
+}
+
+static void free_explorer_snapshots(ExplorerSnapshots *shown) {
+    for (int v = 0; v < shown->count; v++) snapshot_free(&shown->snaps[v]);
+    free(shown->snaps);
+    memset(shown, 0, sizeof *shown);
+}
+
+// The explorer: view 0 is this text (the model holds its attention), then
+// the training snapshots.
+static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
+                           const HeadScores *scores, const ExplorerSnapshots *shown) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
+    ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
+    char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
     size_t per_head = (size_t)T * T;
     float *attn = xmalloc(sizeof(float) * L * NH * per_head);
     for (int h = 0; h < L * NH; h++)
         memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0), per_head * sizeof(float));
     views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
-    for (int v = 0; v < shown_snaps; v++) {
-        const Snapshot *s = &snaps[v];
+    for (int v = 0; v < shown->count; v++) {
+        const Snapshot *s = &shown->snaps[v];
         snprintf(labels[v + 1], sizeof labels[v + 1], "step %ld", s->step);
         views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
     }
     snprintf(path, sizeof path, "%s/index.html", o->out);
-    if (!explorer_write(path, L, NH, views, shown_snaps + 1, err, sizeof err)) die("%s", err);
-    printf("wrote %s (%d training snapshot%s)\n", path, shown_snaps, shown_snaps == 1 ? "" : "s");
+    if (!explorer_write(path, L, NH, views, shown->count + 1, err, sizeof err)) die("%s", err);
+    printf("wrote %s (%d training snapshot%s)\n", path, shown->count, shown->count == 1 ? "" : "s");
     free(attn);
     free(labels);
     free(views);
-    free(dir);
-    for (int v = 0; v < shown_snaps; v++) snapshot_free(&snaps[v]);
-    free(snaps);
-    free(steps);
 }
 
 // The flags, parsed and checked (--help prints the usage and exits 0);
@@ -340,17 +361,26 @@ static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *
 }
 
 int main(int argc, char **argv) {
+    // Every input is checked before anything is written: the flags, the
+    // font, the checkpoint, the text (in the vocabulary, its pictures not
+    // too large), the snapshots, and that --out can be a folder.
     AttnOptions o = parse_options(argc, argv);
     HeatmapOptions heatmap = heatmap_options(&o);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
     AttnText text = read_text(&o, &model, &vocab);
+    ExplorerSnapshots snapshots = {0};
+    if (o.html) snapshots = read_explorer_snapshots(&o, &model);
+    struct stat out_stat;
+    if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))
+        die("--out %s: not a folder", o.out);
 
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
-    if (o.html) write_explorer(&o, &model, text.window, text.T, scores);
+    if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
 
+    free_explorer_snapshots(&snapshots);
     free(scores);
     free(text.chars);
     gpt_free(&model);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <stb/stb_image.h>
@@ -14,6 +15,7 @@
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
 #include "../viz/circuits.h"
+#include "../viz/font.h"
 #include "../viz/heatmap.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
@@ -383,6 +385,118 @@ static void test_font_errors(void) {
     label_font_select(NULL, err, sizeof err);
 }
 
+// "name size mtime" of every file under dir, sorted (NULL if dir is
+// missing): what "left untouched" is checked against.
+static char *tree_listing(const char *dir, const char *scratch) {
+    char cmd[1200], list[600];
+    snprintf(list, sizeof list, "%s/listing.txt", scratch);
+    snprintf(cmd, sizeof cmd, "find %s -printf '%%P %%s %%T@\\n' | sort", dir);
+    if (!file_exists(dir) || run_command(cmd, list) != 0) return NULL;
+    return read_text_file(list);
+}
+
+// bin/attn checks every input before it writes anything: a bad --snapshots
+// (missing, a regular file, a folder with a damaged snapshot, a folder it
+// may not read), font or text exits 1 with one line naming it, and leaves
+// the output folder as it was: not created when missing, its files (names,
+// sizes, times) unchanged when it holds some.
+static void test_attn_checks_before_writing(void) {
+    const char *dir = make_temp_dir();
+    const char *ckpt = write_checkpoint(16);
+    char plain_file[512], damaged[512], locked[512], path[700], cmd[4096], log[512];
+    snprintf(plain_file, sizeof plain_file, "%s/not_a_folder", dir);
+    write_file_bytes(plain_file, "x\n", 2);
+    snprintf(damaged, sizeof damaged, "%s/damaged", dir);
+    snprintf(path, sizeof path, "mkdir -p %s/step_5 %s/locked", damaged, dir);
+    CHECK(run_command(path, NULL) == 0);
+    snprintf(path, sizeof path, "%s/step_5/atlas.safetensors", damaged);
+    write_file_bytes(path, "\x10\0\0\0\0\0\0\0{\"a\":1}", 15);
+    snprintf(locked, sizeof locked, "%s/locked", dir);
+    chmod(locked, 0);
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    char missing_arg[600], file_arg[600], damaged_arg[600], locked_arg[600];
+    snprintf(missing_arg, sizeof missing_arg, "--html --snapshots %s/none", dir);
+    snprintf(file_arg, sizeof file_arg, "--html --snapshots %s", plain_file);
+    snprintf(damaged_arg, sizeof damaged_arg, "--html --snapshots %s", damaged);
+    snprintf(locked_arg, sizeof locked_arg, "--html --snapshots %s", locked);
+    struct {
+        const char *args, *says;
+        int needs_non_root; // root reads a mode-000 folder all the same
+    } cases[] = {
+        {missing_arg, "cannot read the snapshot folder", 0},
+        {file_arg, "Not a directory", 0},
+        {damaged_arg, "step_5", 0},
+        {locked_arg, "Permission denied", 1},
+        {"--font /nonexistent/u.hex", "/nonexistent/u.hex", 0},
+        {"--text 'to \xED\x95\x9C be' --html", "U+D55C", 0},
+    };
+    int as_root = geteuid() == 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].needs_non_root && as_root) continue;
+        const char *text = strstr(cases[c].args, "--text") ? "" : "--text 'to be'";
+        for (int existing = 0; existing < 2; existing++) {
+            char out[600];
+            snprintf(out, sizeof out, "%s/out%zu_%d", dir, c, existing);
+            if (existing) { // a folder of the user's, with a picture bin/attn would overwrite
+                snprintf(path, sizeof path, "mkdir -p %s", out);
+                CHECK(run_command(path, NULL) == 0);
+                snprintf(path, sizeof path, "%s/overview.png", out);
+                write_file_bytes(path, "mine\n", 5);
+            }
+            char *before = tree_listing(out, dir);
+            snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --out %s %s %s", ckpt, out, text,
+                     cases[c].args);
+            int status = run_command(cmd, log);
+            char *said = read_text_file(log), *after = tree_listing(out, dir);
+            CHECK_MSG(status == 1, "%s: exit %d", cases[c].args, status);
+            CHECK_MSG(said && strstr(said, cases[c].says) && strchr(said, '\n') == said + strlen(said) - 1,
+                      "%s said: %s", cases[c].args, said ? said : "");
+            if (existing)
+                CHECK_MSG(before && strstr(before, "overview.png 5 ") && after && !strcmp(before, after), "%s: %s changed:\n%s\nto\n%s",
+                          cases[c].args, out, before ? before : "", after ? after : "");
+            else
+                CHECK_MSG(!file_exists(out), "%s: created %s", cases[c].args, out);
+            free(said), free(before), free(after);
+        }
+    }
+    chmod(locked, 0755);
+    if (as_root) // the rest ran; this case cannot fail as root
+        printf("    (as root, which reads a mode-000 folder: that --snapshots case left out)\n");
+}
+
+// Without Unifont at the default path (GPT_UNIFONT points it at a missing
+// file) the labels use the built-in font, said once on stderr, and the
+// pictures are written.
+static void test_font_fallback_note(void) {
+    const char *dir = make_temp_dir();
+    const char *ckpt = write_checkpoint(16);
+    char cmd[2048], log[512], path[600];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    snprintf(cmd, sizeof cmd, "GPT_UNIFONT=%s/missing.hex bin/attn --ckpt %s --out %s/out "
+             "--text 'to be or not' --html", dir, ckpt, dir);
+    CHECK(run_command(cmd, log) == 0);
+    char *said = read_text_file(log), note[600];
+    snprintf(note, sizeof note, "note: %s/missing.hex not found (Debian package unifont): labels "
+             "use the built-in ASCII font", dir);
+    const char *first = said ? strstr(said, note) : NULL;
+    CHECK_MSG(first && !strstr(first + strlen(note), "not found"), "said: %s", said ? said : "");
+    free(said);
+    snprintf(path, sizeof path, "%s/out/overview.png", dir);
+    CHECK(file_exists(path));
+    // in this process too: the built-in font's box, not Unifont's
+    char err[512];
+    snprintf(path, sizeof path, "%s/missing.hex", dir);
+    setenv("GPT_UNIFONT", path, 1);
+    CHECK(!strcmp(label_font_default_path(), path));
+    CHECK(label_font_select(NULL, err, sizeof err));
+    int w, h;
+    label_font_box(&w, &h);
+    CHECK(!label_font_is_unifont() && w == FONT_W && h == FONT_H);
+    unsetenv("GPT_UNIFONT");
+    CHECK(!strcmp(label_font_default_path(), UNIFONT_DEFAULT_PATH));
+    label_font_select(NULL, err, sizeof err);
+}
+
 // ---- training snapshots
 
 static void test_training_snapshots(void) {
@@ -553,6 +667,9 @@ void suite_atlas(void) {
     run_test("atlas: Unifont labels (Latin, Hangul) read back pixel by pixel, no overlap",
              test_unifont_labels);
     run_test("atlas: bad font, snapshot folder, characters outside the vocabulary", test_font_errors);
+    run_test("atlas: bin/attn checks every input before writing; a bad --snapshots leaves OUT as it was",
+             test_attn_checks_before_writing);
+    run_test("atlas: without Unifont, the built-in font and one note", test_font_fallback_note);
     run_test("atlas: training snapshots, scores.csv, timeline, filmstrips", test_training_snapshots);
     run_test("atlas: the HTML explorer in headless Chromium", test_explorer_in_chromium);
 }

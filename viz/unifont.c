@@ -111,21 +111,27 @@ int unifont_glyph(const Unifont *font, uint32_t cp, uint16_t rows[UNIFONT_H]) {
 static int chosen;
 static Unifont unifont;
 
+const char *label_font_default_path(void) {
+    const char *path = getenv("GPT_UNIFONT");
+    return path && *path ? path : UNIFONT_DEFAULT_PATH;
+}
+
 int label_font_select(const char *path, char *err, size_t err_len) {
     if (path && !strcmp(path, "builtin")) {
         if (chosen == 2) unifont_free(&unifont);
         chosen = 1;
         return 1;
     }
-    if (!path && !file_exists(UNIFONT_DEFAULT_PATH)) {
+    const char *default_path = label_font_default_path();
+    if (!path && !file_exists(default_path)) {
         if (chosen == 2) unifont_free(&unifont);
         fprintf(stderr, "note: %s not found (Debian package unifont): labels use the built-in "
-                "ASCII font, other characters show as boxes\n", UNIFONT_DEFAULT_PATH);
+                "ASCII font, other characters show as boxes\n", default_path);
         chosen = 1;
         return 1;
     }
     Unifont loaded;
-    if (!unifont_load(&loaded, path ? path : UNIFONT_DEFAULT_PATH, err, err_len)) return 0;
+    if (!unifont_load(&loaded, path ? path : default_path, err, err_len)) return 0;
     if (chosen == 2) unifont_free(&unifont);
     unifont = loaded;
     chosen = 2;

@@ -38,8 +38,12 @@ typedef struct {
     uint16_t rows[UNIFONT_H];
 } LabelGlyph;
 
-// Choose the label font. path NULL: UNIFONT_DEFAULT_PATH if it exists, else
-// the built-in font with one note on stderr; "builtin": the built-in font;
+// Where the default label font is looked for: the environment variable
+// GPT_UNIFONT when set and not empty (another install, or a missing file to
+// see the fallback), else UNIFONT_DEFAULT_PATH.
+const char *label_font_default_path(void);
+// Choose the label font. path NULL: label_font_default_path() if it exists,
+// else the built-in font with one note on stderr; "builtin": the built-in font;
 // any other path: that .hex file, or 0 with a message in err (nothing
 // changes). Without a call, the first label drawn chooses as for NULL.
 int label_font_select(const char *path, char *err, size_t err_len);
