@@ -15,7 +15,9 @@
 #include "../model/dropout.h"
 #include "../model/gpt.h"
 #include "../train/recipes.h"
+#include "../viz/font.h"
 #include "../viz/plot.h"
+#include "../viz/unifont.h"
 #include "check.h"
 
 #define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --sample-chars 0"
@@ -680,6 +682,52 @@ static void test_loss_plot_pixels(void) {
     stbi_image_free(img);
 }
 
+// The title (it names the run's folder) is in the label font, as the
+// heatmaps' text: with Unifont, "loss: 한글 run" read back pixel by pixel,
+// each glyph where plot_title_position says, the Hangul 16 px wide; with
+// the built-in font, the title at twice its size as before.
+static void test_loss_plot_title_font(void) {
+    char err[512];
+    if (!file_exists(UNIFONT_DEFAULT_PATH)) {
+        skip_test("unifont not installed");
+        return;
+    }
+    CHECK_MSG(label_font_select(UNIFONT_DEFAULT_PATH, err, sizeof err), "%s", err);
+    long steps[2] = {1, 2};
+    float train[2] = {3.0f, 2.0f}, lr[2] = {1e-3f, 1e-3f};
+    const char *title = "loss: \xED\x95\x9C\xEA\xB8\x80 run";
+    LossHistory h = {steps, train, lr, 2, NULL, NULL, 0, 64, title};
+    Image im;
+    loss_plot_render(&im, &h);
+    const uint32_t cps[] = {'l', ':', 0xD55C, 0xAE00, 'r', 'n'};
+    const int index[] = {0, 4, 6, 7, 9, 11};
+    const int expected_x[] = {0, 32, 48, 64, 88, 104}; // 8 px a Latin glyph, 16 a Hangul one
+    for (int k = 0; k < 6; k++) {
+        int x, y, scale;
+        plot_title_position(title, index[k], &x, &y, &scale);
+        CHECK_MSG(scale == 1 && x == PLOT_X0 + expected_x[k], "U+%04X at x %d", cps[k], x);
+        LabelGlyph g;
+        label_font_glyph(cps[k], &g);
+        CHECK(g.w == (cps[k] > 0x1000 ? 16 : 8));
+        int wrong = 0, inked = 0;
+        for (int gy = 0; gy < g.h; gy++)
+            for (int gx = 0; gx < g.w; gx++) {
+                int set = (g.rows[gy] >> (15 - gx)) & 1;
+                const uint8_t *px = im.rgb + ((size_t)(y + gy) * im.width + x + gx) * 3;
+                const uint8_t white[3] = {255, 255, 255};
+                wrong += memcmp(px, set ? INK : white, 3) != 0;
+                inked += set;
+            }
+        CHECK_MSG(wrong == 0 && inked >= 4, "U+%04X: %d pixels differ from its glyph", cps[k], wrong);
+    }
+    image_free(&im);
+    CHECK(label_font_select("builtin", err, sizeof err));
+    int x, y, scale;
+    plot_title_position(title, 2, &x, &y, &scale);
+    CHECK(scale == 2 && x == PLOT_X0 + 2 * 2 * FONT_ADVANCE);
+    label_font_select(NULL, err, sizeof err);
+}
+
 // A run writes OUT/loss.png at its evaluations, with a point per evaluation.
 static void test_loss_plot_from_run(void) {
     const char *tmp = make_temp_dir();
@@ -723,5 +771,7 @@ void suite_recipes(void) {
     run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);
     run_test("recipes: --data with a folder or several files", test_several_files);
     run_test("recipes: the loss plot's points read back from the PNG", test_loss_plot_pixels);
+    run_test("recipes: the loss plot's title in the label font, as the heatmaps' text",
+             test_loss_plot_title_font);
     run_test("recipes: a run writes OUT/loss.png", test_loss_plot_from_run);
 }

@@ -6,28 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../data/vocab.h"
+#include "draw.h"
 #include "font.h"
+#include "unifont.h"
 
 const uint8_t plot_train_rgb[3] = {31, 119, 180}, plot_val_rgb[3] = {255, 127, 14},
               plot_best_rgb[3] = {214, 39, 40}, plot_lr_rgb[3] = {150, 150, 150};
 static const uint8_t ink[3] = {30, 30, 30}, grid[3] = {228, 228, 228};
-
-static void put(Image *im, int x, int y, const uint8_t rgb[3]) {
-    if (x < 0 || y < 0 || x >= im->width || y >= im->height) return;
-    memcpy(im->rgb + ((size_t)y * im->width + x) * 3, rgb, 3);
-}
-
-static void rect(Image *im, int x, int y, int w, int h, const uint8_t rgb[3]) {
-    for (int yy = y; yy < y + h; yy++)
-        for (int xx = x; xx < x + w; xx++) put(im, xx, yy, rgb);
-}
 
 // A line of the given thickness (1: one pixel; 2: a 2x2 pen), Bresenham.
 static void line(Image *im, int x0, int y0, int x1, int y1, int thick, const uint8_t rgb[3]) {
     int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
     int e = dx + dy;
     for (;;) {
-        rect(im, x0, y0, thick, thick, rgb);
+        fill_rect(im, x0, y0, thick, thick, rgb);
         if (x0 == x1 && y0 == y1) break;
         int e2 = 2 * e;
         if (e2 >= dy) e += dy, x0 += sx;
@@ -39,22 +32,44 @@ static void ring(Image *im, int cx, int cy, int r, const uint8_t rgb[3]) {
     for (int y = -r - 1; y <= r + 1; y++)
         for (int x = -r - 1; x <= r + 1; x++) {
             double d = sqrt((double)x * x + (double)y * y);
-            if (d > r - 1.5 && d < r + 0.5) put(im, cx + x, cy + y, rgb);
+            if (d > r - 1.5 && d < r + 0.5) put_pixel(im, cx + x, cy + y, rgb);
         }
 }
 
-static void text(Image *im, const char *s, int x, int y, int scale, const uint8_t rgb[3]) {
-    uint8_t rows[FONT_H];
-    for (; *s; s++, x += FONT_ADVANCE * scale) {
-        if (*s == ' ' || !font_glyph((unsigned char)*s, rows)) continue;
-        for (int gy = 0; gy < FONT_H; gy++)
-            for (int gx = 0; gx < FONT_W; gx++)
-                if (rows[gy] & (1u << (FONT_W - 1 - gx)))
-                    rect(im, x + gx * scale, y + gy * scale, scale, scale, rgb);
+static int text_width(const char *s, int scale) { return font_text_width((int)strlen(s), scale); }
+
+void plot_title_position(const char *title, int index, int *x, int *y, int *scale) {
+    int unifont = label_font_is_unifont();
+    *scale = unifont ? 1 : 2; // 16 px either way, near enough (the built-in font is 9 high)
+    *x = PLOT_X0;
+    *y = 12;
+    size_t len = strlen(title), pos = 0;
+    for (int i = 0; i < index && pos < len; i++) {
+        uint32_t cp = 0xFFFD;
+        if (!utf8_decode((const unsigned char *)title, len, &pos, &cp)) pos++; // a box, a byte on
+        LabelGlyph glyph;
+        label_font_glyph(cp, &glyph);
+        *x += (unifont ? glyph.w : FONT_ADVANCE) * *scale; // Unifont's glyphs hold their gap
     }
 }
 
-static int text_width(const char *s, int scale) { return font_text_width((int)strlen(s), scale); }
+// The title names the run's folder, which the user named in any script:
+// it is drawn in the label font, as the heatmaps draw the text's
+// characters (Unifont when installed, else the built-in font, whose boxes
+// stand for what it lacks).
+static void draw_title(Image *im, const char *title) {
+    size_t len = strlen(title), pos = 0;
+    for (int i = 0; pos < len; i++) {
+        uint32_t cp = 0xFFFD;
+        if (!utf8_decode((const unsigned char *)title, len, &pos, &cp)) pos++;
+        if (cp == ' ') continue; // the label font shows a space as a visible mark
+        int x, y, scale;
+        plot_title_position(title, i, &x, &y, &scale);
+        LabelGlyph glyph;
+        label_font_glyph(cp, &glyph);
+        draw_label_glyph(im, &glyph, x, y, scale, ink);
+    }
+}
 
 // A "nice" tick spacing (1, 2 or 5 x 10^k) giving about `ticks` ticks over span.
 static double tick_step(double span, int ticks) {
@@ -111,8 +126,8 @@ int plot_y_lr(const PlotAxes *a, double lr) {
 }
 
 static void legend_entry(Image *im, int *x, int y, const char *label, const uint8_t rgb[3]) {
-    rect(im, *x, y + 3, 18, 3, rgb);
-    text(im, label, *x + 24, y, 1, ink);
+    fill_rect(im, *x, y + 3, 18, 3, rgb);
+    draw_text_rgb(im, label, *x + 24, y, 1, ink);
     *x += 24 + text_width(label, 1) + 22;
 }
 
@@ -120,7 +135,7 @@ void loss_plot_render(Image *im, const LossHistory *h) {
     image_init(im, PLOT_W, PLOT_H);
     PlotAxes a;
     plot_axes(h, &a);
-    text(im, h->title ? h->title : "loss", PLOT_X0, 12, 2, ink);
+    draw_title(im, h->title ? h->title : "loss");
     int lx = PLOT_X0;
     legend_entry(im, &lx, 40, "train loss", plot_train_rgb);
     legend_entry(im, &lx, 40, "val loss", plot_val_rgb);
@@ -130,43 +145,45 @@ void loss_plot_render(Image *im, const LossHistory *h) {
     if (a.best >= 0)
         snprintf(best, sizeof best, "best val %.4f at step %ld", h->val_loss[a.best],
                  h->val_steps[a.best]);
-    text(im, best, lx + 16, 40, 1, ink);
+    draw_text_rgb(im, best, lx + 16, 40, 1, ink);
 
     // grid and ticks: loss on the left, lr on the right, step and tokens below
     char buf[64];
     double ls = tick_step(a.loss_max - a.loss_min, 6);
     for (double v = ceil(a.loss_min / ls) * ls; v <= a.loss_max; v += ls) {
         int y = plot_y_loss(&a, v);
-        rect(im, PLOT_X0, y, PLOT_X1 - PLOT_X0, 1, grid);
-        snprintf(buf, sizeof buf, ls < 0.1 ? "%.2f" : "%.1f", v);
-        text(im, buf, PLOT_X0 - 6 - text_width(buf, 1), y - FONT_H / 2, 1, ink);
+        fill_rect(im, PLOT_X0, y, PLOT_X1 - PLOT_X0, 1, grid);
+        // as many decimals as the tick step needs (0.005: 3), at least 1
+        int decimals = ls >= 0.1 ? 1 : (int)ceil(-log10(ls) - 1e-9);
+        snprintf(buf, sizeof buf, "%.*f", decimals, v);
+        draw_text_rgb(im, buf, PLOT_X0 - 6 - text_width(buf, 1), y - FONT_H / 2, 1, ink);
     }
     double ss = tick_step(a.step_max, 6);
     for (double v = 0; v <= a.step_max + 1e-9; v += ss) {
         int x = plot_x(&a, v);
-        rect(im, x, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, grid);
-        rect(im, x, PLOT_Y1, 1, 5, ink);
+        fill_rect(im, x, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, grid);
+        fill_rect(im, x, PLOT_Y1, 1, 5, ink);
         snprintf(buf, sizeof buf, "%.0f", v);
-        text(im, buf, x - text_width(buf, 1) / 2, PLOT_Y1 + 8, 1, ink);
+        draw_text_rgb(im, buf, x - text_width(buf, 1) / 2, PLOT_Y1 + 8, 1, ink);
         format_count(buf, sizeof buf, v * (double)h->tokens_per_step);
-        text(im, buf, x - text_width(buf, 1) / 2, PLOT_Y1 + 22, 1, plot_lr_rgb);
+        draw_text_rgb(im, buf, x - text_width(buf, 1) / 2, PLOT_Y1 + 22, 1, plot_lr_rgb);
     }
     double rs = tick_step(a.lr_max, 4);
     for (double v = 0; v <= a.lr_max * 1.0001; v += rs) {
         int y = plot_y_lr(&a, v);
-        rect(im, PLOT_X1, y, 5, 1, ink);
+        fill_rect(im, PLOT_X1, y, 5, 1, ink);
         snprintf(buf, sizeof buf, "%.2g", v);
-        text(im, buf, PLOT_X1 + 8, y - FONT_H / 2, 1, plot_lr_rgb);
+        draw_text_rgb(im, buf, PLOT_X1 + 8, y - FONT_H / 2, 1, plot_lr_rgb);
     }
     // frame and axis titles
-    rect(im, PLOT_X0, PLOT_Y0, PLOT_X1 - PLOT_X0, 1, ink);
-    rect(im, PLOT_X0, PLOT_Y1, PLOT_X1 - PLOT_X0 + 1, 1, ink);
-    rect(im, PLOT_X0, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, ink);
-    rect(im, PLOT_X1, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, ink);
+    fill_rect(im, PLOT_X0, PLOT_Y0, PLOT_X1 - PLOT_X0, 1, ink);
+    fill_rect(im, PLOT_X0, PLOT_Y1, PLOT_X1 - PLOT_X0 + 1, 1, ink);
+    fill_rect(im, PLOT_X0, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, ink);
+    fill_rect(im, PLOT_X1, PLOT_Y0, 1, PLOT_Y1 - PLOT_Y0, ink);
     const char *xtitle = "step (grey: tokens seen)";
-    text(im, xtitle, (PLOT_X0 + PLOT_X1 - text_width(xtitle, 1)) / 2, PLOT_Y1 + 40, 1, ink);
-    text(im, "loss", 8, PLOT_Y0 - 14, 1, ink);
-    text(im, "lr", PLOT_X1 + 8, PLOT_Y0 - 14, 1, plot_lr_rgb);
+    draw_text_rgb(im, xtitle, (PLOT_X0 + PLOT_X1 - text_width(xtitle, 1)) / 2, PLOT_Y1 + 40, 1, ink);
+    draw_text_rgb(im, "loss", 8, PLOT_Y0 - 14, 1, ink);
+    draw_text_rgb(im, "lr", PLOT_X1 + 8, PLOT_Y0 - 14, 1, plot_lr_rgb);
 
     // curves: lr first (thin, behind), then train, then val
     for (int i = 1; i < h->num_train; i++)
@@ -183,7 +200,7 @@ void loss_plot_render(Image *im, const LossHistory *h) {
         if (i > 0 && isfinite(h->val_loss[i - 1]))
             line(im, plot_x(&a, h->val_steps[i - 1]), plot_y_loss(&a, h->val_loss[i - 1]), x, y, 2,
                  plot_val_rgb);
-        rect(im, x - 2, y - 2, 5, 5, plot_val_rgb);
+        fill_rect(im, x - 2, y - 2, 5, 5, plot_val_rgb);
     }
     if (a.best >= 0) {
         int x = plot_x(&a, h->val_steps[a.best]), y = plot_y_loss(&a, h->val_loss[a.best]);

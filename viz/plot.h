@@ -1,5 +1,7 @@
 // plot.h: the loss plot of a training run (OUT/loss.png), drawn with the
-// heatmaps' image type, font and PNG writer.
+// heatmaps' image type, fonts and PNG writer: the title (it names the run's
+// folder) in the label font, Unifont when installed; numbers and legend in
+// the built-in font, as the heatmaps' titles and numbers.
 //
 // Layout (PLOT_W x PLOT_H pixels): a title line, a legend line, the plot
 // area with the loss axis on the left and the learning-rate axis on the
@@ -48,6 +50,11 @@ void plot_axes(const LossHistory *h, PlotAxes *axes);
 int plot_x(const PlotAxes *axes, double step);
 int plot_y_loss(const PlotAxes *axes, double loss);
 int plot_y_lr(const PlotAxes *axes, double lr);
+
+// Where the title's character `index` (in code points) is drawn: its
+// top-left pixel and scale. The title is in the label font (unifont.h),
+// the numbers and legend in the built-in font, as on the heatmaps.
+void plot_title_position(const char *title, int index, int *x, int *y, int *scale);
 
 // Draw into a new image (PLOT_W x PLOT_H); the caller frees it.
 void loss_plot_render(Image *image, const LossHistory *h);
