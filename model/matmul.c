@@ -422,7 +422,10 @@ static void linear_backward_bf16(float *d_inp, float *d_weight, float *d_bias,
     int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
     size_t d_out_size = d_inp ? line_elements((size_t)bf16_rows_pad(n) * oc_pad) : 0;
     size_t w_size = d_inp ? line_elements(bf16_packed_size(oc, ic)) : 0;
-    size_t d_out_t_size = line_elements((size_t)bf16_rows_pad(oc) * n_pad);
+    // d_out^T (OC,N): packed from d_out's rows (bf16_gemm_panel_a), or
+    // converted row-major for AMX
+    int panel_a = bf16_panel_a_supported();
+    size_t d_out_t_size = line_elements(panel_a ? bf16_packed_size(n, oc) : (size_t)bf16_rows_pad(oc) * n_pad);
     bf16 *d_out_h = workspace_reserve(
         (d_out_size + w_size + d_out_t_size + bf16_packed_size(n, ic)) * sizeof(bf16));
     bf16 *weight_p = d_out_h + d_out_size, *d_out_t = weight_p + w_size;
@@ -433,12 +436,14 @@ static void linear_backward_bf16(float *d_inp, float *d_weight, float *d_bias,
             bf16_convert(d_out_h, oc_pad, d_out, oc, 1, n, oc, 1);
             bf16_pack(weight_p, weight, ic, 1, oc, ic, 1);
         }
-        bf16_convert(d_out_t, n_pad, d_out, 1, oc, oc, n, 1);
+        if (panel_a) bf16_pack(d_out_t, d_out, oc, 1, n, oc, 1);
+        else bf16_convert(d_out_t, n_pad, d_out, 1, oc, oc, n, 1);
         bf16_pack(inp_p, inp, ic, 1, n, ic, 1);
         if (d_bias) bias_backward(d_bias, d_out, n, oc);
 #pragma omp barrier
         if (d_inp) bf16_gemm(d_inp, ic, d_out_h, oc_pad, weight_p, n, oc, ic, 1, 1);
-        bf16_gemm(d_weight, ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
+        if (panel_a) bf16_gemm_panel_a(d_weight, ic, d_out_t, inp_p, oc, n, ic, 1, 1);
+        else bf16_gemm(d_weight, ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
     }
 }
 

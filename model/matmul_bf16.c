@@ -121,12 +121,76 @@ void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_c
     }
 }
 
+#if HAVE_BF16_KERNELS
+// A panel from a source whose rows run along j (s_col == 1): rows p and
+// p+1, 16 columns at a time, converted by one instruction into [row p |
+// row p+1] and interleaved into the panel's words [p p+1 p p+1 ...] by one
+// permute. The masked loads leave the pad columns (and a missing row p+1)
+// zero. Same rounding as bf16_from_float.
+BF16_TARGET static void pack_panel_rows_native(bf16 *panel, const float *src, long s_row, int k,
+                                               int width, int wp) {
+    static const uint16_t interleave_words[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                  21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                  11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i interleave = _mm512_loadu_si512(interleave_words);
+    for (int p = 0; p < k; p += 2) {
+        const float *row_even = src + (long)p * s_row, *row_odd = row_even + s_row;
+        bf16 *dst = panel + (long)(p >> 1) * 2 * wp;
+        for (int j = 0; j < wp; j += 16) {
+            int left = width - j;
+            __mmask16 cols = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+            __m512 even = _mm512_maskz_loadu_ps(cols, row_even + j);
+            __m512 odd = p + 1 < k ? _mm512_maskz_loadu_ps(cols, row_odd + j) : _mm512_setzero_ps();
+            __m512i words = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+            _mm512_storeu_si512(dst + 2 * j, _mm512_permutexvar_epi16(interleave, words));
+        }
+    }
+}
+
+// A panel from a source whose columns run along p (s_row == 1): a pair
+// (p, p+1) of column j is two adjacent floats, so 16 columns' pairs are two
+// gathers of 8 bytes each, converted straight into panel order. The last
+// pair of an odd k is written one element at a time (its p+1 is past the
+// column).
+BF16_TARGET static void pack_panel_columns_native(bf16 *panel, const float *src, long s_col, int k,
+                                                  int width, int wp) {
+    for (int j = 0; j < wp; j += 16) {
+        int left = width - j;
+        __mmask8 low = left >= 8 ? (__mmask8)0xff : left > 0 ? (__mmask8)((1u << left) - 1) : 0;
+        __mmask8 high = left >= 16 ? (__mmask8)0xff : left > 8 ? (__mmask8)((1u << (left - 8)) - 1) : 0;
+        long first[16];
+        for (int l = 0; l < 16; l++) first[l] = (long)(j + l) * s_col; // in floats
+        __m512i index_low = _mm512_loadu_si512(first), index_high = _mm512_loadu_si512(first + 8);
+        for (int q = 0; q < k / 2; q++) {
+            const float *base = src + 2 * q;
+            __m512d pairs_low = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), low, index_low, base, 4);
+            __m512d pairs_high = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), high, index_high, base, 4);
+            __m512bh words = _mm512_cvtne2ps_pbh((__m512)pairs_high, (__m512)pairs_low);
+            _mm512_storeu_si512(panel + (long)q * 2 * wp + 2 * j, (__m512i)words);
+        }
+        if (k & 1)
+            for (int l = 0; l < 16; l++)
+                panel[(long)(k >> 1) * 2 * wp + 2 * (j + l)] =
+                    j + l < width ? bf16_from_float(src[(long)(j + l) * s_col + k - 1]) : 0;
+    }
+}
+#endif
+
 // Panel pn of the packed B (the layout in matmul_bf16.h).
 static void pack_panel(bf16 *packed, const float *src, long s_row, long s_col, int k, int n,
                        int pn) {
     int kpad = bf16_kpad(k), j0 = pn * BF16_PANEL;
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
     bf16 *panel = packed + (long)j0 * kpad;
+#if HAVE_BF16_KERNELS
+    if (bf16_kernel() != BF16_PORTABLE && (s_col == 1 || s_row == 1)) {
+        if (s_col == 1) pack_panel_rows_native(panel, src + j0, s_row, k, width, wp);
+        else pack_panel_columns_native(panel, src + (long)j0 * s_col, s_col, k, width, wp);
+        if (kpad > bf16_even(k)) // AMX's steps of 32
+            memset(panel + (long)bf16_even(k) * wp, 0, (size_t)(kpad - bf16_even(k)) * wp * sizeof(bf16));
+        return;
+    }
+#endif
     // element (p, j) -> panel[(p/2) * 2wp + 2j + p%2]; src read along its
     // contiguous direction
     if (s_row == 1) {
@@ -164,12 +228,15 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
 
 // ---- register tiles: R rows x `cols` (<= 16 NV) columns of C, over `pairs`
 // pairs of K; b is the block of a panel of padded width wp at the first pair.
+// Pair q of A's row r is the 32-bit word at a + r * a_row + q * a_pair:
+// a_row = lda, a_pair = 2 for row-major A; a_row = 2, a_pair = 2 * wp for A
+// in B's panel layout (bf16_gemm_panel_a).
 
 #if HAVE_BF16_KERNELS
 #define DEFINE_NATIVE_TILE(name, R, NV)                                                          \
-    BF16_TARGET static NOINLINE void name(float *c, int ldc, const bf16 *a, long lda,            \
-                                          const bf16 *b, int pairs, int wp, int cols,            \
-                                          int accumulate) {                                      \
+    BF16_TARGET static NOINLINE void name(float *c, int ldc, const bf16 *a, long a_row,          \
+                                          long a_pair, const bf16 *b, int pairs, int wp,         \
+                                          int cols, int accumulate) {                            \
         int tail = cols - ((NV)-1) * 16;                                                         \
         __mmask16 last = tail >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << tail) - 1);        \
         __m512 acc[R][NV];                                                                       \
@@ -184,7 +251,7 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
             for (int v = 0; v < NV; v++) b_v[v] = (__m512bh)_mm512_loadu_si512(b_q + 32 * v);   \
             for (int r = 0; r < R; r++) {                                                        \
                 int pair;                                                                        \
-                memcpy(&pair, a + (long)r * lda + 2 * q, sizeof pair);                           \
+                memcpy(&pair, a + (long)r * a_row + (long)q * a_pair, sizeof pair);              \
                 __m512bh a_rq = (__m512bh)_mm512_set1_epi32(pair);                               \
                 for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_rq, b_v[v]); \
             }                                                                                    \
@@ -204,7 +271,7 @@ DEFINE_NATIVE_TILES(4)
 DEFINE_NATIVE_TILES(2)
 DEFINE_NATIVE_TILES(1)
 
-typedef void (*NativeTile)(float *, int, const bf16 *, long, const bf16 *, int, int, int, int);
+typedef void (*NativeTile)(float *, int, const bf16 *, long, long, const bf16 *, int, int, int, int);
 static const NativeTile native_tiles[4][4] = {
     {native_1x1, native_1x2, native_1x3, native_1x4},
     {native_2x1, native_2x2, native_2x3, native_2x4},
@@ -212,14 +279,14 @@ static const NativeTile native_tiles[4][4] = {
     {native_6x1, native_6x2, native_6x3, native_6x4},
 };
 
-static void tile_native(float *c, int ldc, const bf16 *a, long lda, const bf16 *b, int pairs,
-                        int wp, int rows, int cols, int accumulate) {
+static void tile_native(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                        int pairs, int wp, int rows, int cols, int accumulate) {
     int nv = wp / 16 - 1;
     for (int r = 0; r < rows;) {
         int step = rows - r >= 6 ? 6 : rows - r >= 4 ? 4 : rows - r >= 2 ? 2 : 1;
         int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
-        native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * lda, lda, b, pairs, wp, cols,
-                                accumulate);
+        native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * a_row, a_row, a_pair, b, pairs,
+                                wp, cols, accumulate);
         r += step;
     }
 }
@@ -302,8 +369,8 @@ AMX_TARGET static void amx_block(float *c, int ldc, const bf16 *a, long lda, con
 
 // The same tile in fp32 arithmetic: per pair, the odd product then the even
 // one, each exact, each added with one rounding, as vdpbf16ps does.
-static void tile_portable(float *c, int ldc, const bf16 *a, long lda, const bf16 *b, int pairs,
-                          int wp, int rows, int cols, int accumulate) {
+static void tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                          int pairs, int wp, int rows, int cols, int accumulate) {
     float acc[ROWS][BF16_PANEL], b_even[BF16_PANEL], b_odd[BF16_PANEL];
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[(long)r * ldc + j] : 0.0f;
@@ -314,8 +381,8 @@ static void tile_portable(float *c, int ldc, const bf16 *a, long lda, const bf16
             b_odd[j] = bf16_to_float(b_q[2 * j + 1]);
         }
         for (int r = 0; r < rows; r++) {
-            float a_even = bf16_to_float(a[(long)r * lda + 2 * q]);
-            float a_odd = bf16_to_float(a[(long)r * lda + 2 * q + 1]);
+            const bf16 *a_rq = a + (long)r * a_row + (long)q * a_pair;
+            float a_even = bf16_to_float(a_rq[0]), a_odd = bf16_to_float(a_rq[1]);
             for (int j = 0; j < cols; j++) {
                 acc[r][j] += a_odd * b_odd[j];
                 acc[r][j] += a_even * b_even[j];
@@ -328,9 +395,30 @@ static void tile_portable(float *c, int ldc, const bf16 *a, long lda, const bf16
 
 // ---- the product
 
+// A as the tiles read it: row-major (lda), or in B's panel layout (a_panels:
+// A's rows are the panels' columns, A (M,K) = bf16_pack of A^T).
+typedef struct {
+    const bf16 *a;
+    long lda;
+    int a_panels, m;
+} OperandA;
+
+// Row i of A from pair 0, and the steps to the next row and the next pair.
+static const bf16 *a_row_start(const OperandA *A, int kpad, int i, long *a_row, long *a_pair) {
+    if (!A->a_panels) {
+        *a_row = A->lda;
+        *a_pair = 2;
+        return A->a + (long)i * A->lda;
+    }
+    int j0 = i / BF16_PANEL * BF16_PANEL, width = A->m - j0 < BF16_PANEL ? A->m - j0 : BF16_PANEL;
+    *a_row = 2;
+    *a_pair = 2 * padded_width(width);
+    return A->a + (long)j0 * kpad + 2 * (i - j0);
+}
+
 // Rows [i0, i1) x the panel at column j0 of C, over all of K.
-static void gemm_item(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int i0,
-                      int i1, int j0, int k, int n, int accumulate, Bf16Kernel kernel) {
+static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int i0, int i1,
+                      int j0, int k, int n, int accumulate, Bf16Kernel kernel) {
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
     int kpad = bf16_kpad(k);
     const bf16 *panel = b_packed + (long)j0 * kpad;
@@ -340,12 +428,12 @@ static void gemm_item(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_
         return;
     }
 #if HAVE_BF16_KERNELS
-    if (kernel == BF16_AMX) {
+    if (kernel == BF16_AMX) { // row-major A only (bf16_gemm_panel_a does not take AMX)
         for (int i = i0; i < i1; i += 32)
             for (int j = 0; j < width; j += 32)
-                amx_block(c + (long)i * ldc + j0 + j, ldc, a + (long)i * lda, lda, panel + 2 * j,
-                          wp, kpad, i1 - i < 32 ? i1 - i : 32, width - j < 32 ? width - j : 32,
-                          accumulate);
+                amx_block(c + (long)i * ldc + j0 + j, ldc, A->a + (long)i * A->lda, A->lda,
+                          panel + 2 * j, wp, kpad, i1 - i < 32 ? i1 - i : 32,
+                          width - j < 32 ? width - j : 32, accumulate);
         return;
     }
 #endif
@@ -355,25 +443,25 @@ static void gemm_item(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_
         int acc = accumulate || q0 > 0; // later passes add to the earlier ones
         for (int i = i0; i < i1; i += ROWS) {
             int rows = i1 - i < ROWS ? i1 - i : ROWS;
+            long a_row, a_pair;
+            const bf16 *a_tile = a_row_start(A, kpad, i, &a_row, &a_pair) + (long)q0 * a_pair;
             float *c_tile = c + (long)i * ldc + j0;
-            const bf16 *a_tile = a + (long)i * lda + 2 * q0;
             const bf16 *b_block = panel + (long)q0 * 2 * wp;
 #if HAVE_BF16_KERNELS
             if (kernel == BF16_AVX512) {
-                tile_native(c_tile, ldc, a_tile, lda, b_block, qn, wp, rows, width, acc);
+                tile_native(c_tile, ldc, a_tile, a_row, a_pair, b_block, qn, wp, rows, width, acc);
                 continue;
             }
 #endif
-            tile_portable(c_tile, ldc, a_tile, lda, b_block, qn, wp, rows, width, acc);
+            tile_portable(c_tile, ldc, a_tile, a_row, a_pair, b_block, qn, wp, rows, width, acc);
         }
     }
 }
 
-void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
-               int n, int accumulate, int shared) {
-    Bf16Kernel kernel = bf16_kernel();
-    // AMX: 32 rows (two row tiles) per item; the others: 4 register tiles
-    int chunk = kernel == BF16_AMX ? 32 : CHUNK_ROWS;
+// The work items: `chunk` rows x one panel of C, taken by the threads as
+// they come free (shared) or all by the caller.
+static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int m, int k,
+                       int n, int accumulate, int shared, int chunk, Bf16Kernel kernel) {
     int panels = (n + BF16_PANEL - 1) / BF16_PANEL, items = (m + chunk - 1) / chunk * panels;
     int tiles_configured = 0; // each thread sets up its own tile registers
 #define GEMM_ITEM(item)                                                                           \
@@ -383,8 +471,8 @@ void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
             amx_configure();                                                                      \
             tiles_configured = 1;                                                                 \
         }                                                                                         \
-        gemm_item(c, ldc, a, lda, b_packed, i0_, i1_, (item) % panels * BF16_PANEL, k, n,         \
-                  accumulate, kernel);                                                            \
+        gemm_item(c, ldc, A, b_packed, i0_, i1_, (item) % panels * BF16_PANEL, k, n, accumulate,  \
+                  kernel);                                                                        \
     } while (0)
     if (shared) {
 #pragma omp for schedule(dynamic, 1)
@@ -396,4 +484,22 @@ void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
 #if HAVE_BF16_KERNELS
     if (tiles_configured) amx_release();
 #endif
+}
+
+void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+               int n, int accumulate, int shared) {
+    Bf16Kernel kernel = bf16_kernel();
+    OperandA A = {a, lda, 0, m};
+    // AMX: 32 rows (two row tiles) per item; the others: 4 register tiles
+    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, shared,
+               kernel == BF16_AMX ? 32 : CHUNK_ROWS, kernel);
+}
+
+int bf16_panel_a_supported(void) { return bf16_kernel() != BF16_AMX; }
+
+void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
+                       int k, int n, int accumulate, int shared) {
+    OperandA A = {a_packed, 0, 1, m};
+    // items of one whole panel of A's rows, so that no tile straddles two
+    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, shared, BF16_PANEL, bf16_kernel());
 }

@@ -92,4 +92,14 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
 void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
                int n, int accumulate, int shared);
 
+// The same with A (M,K) in B's panel layout: a_packed = bf16_pack of A^T
+// (K,M), so A's rows are the panels' columns. What the weight gradient
+// takes: d_out^T packed from d_out's rows by the vectorised row-pair pack,
+// instead of a transposing conversion. Sums in the same order as
+// bf16_gemm's, so the two give the same bits. Not for AMX
+// (bf16_panel_a_supported() says whether the kernel in use takes it).
+int bf16_panel_a_supported(void);
+void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
+                       int k, int n, int accumulate, int shared);
+
 #endif
