@@ -75,7 +75,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          0, 1, 0},
         {"--minutes", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
-         "(and, without shape flags, a recipe for the budget); 0: off", 0, 1e9, 0},
+         "(and, without shape flags, a recipe for the budget); 0: off", -1e9, 1e9, 0}, // run.c says why a value is refused
         {"--init-from", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
