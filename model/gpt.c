@@ -205,13 +205,17 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
     return total;
 }
 
-// The matrix kernels' workspace: the widest transposed operand, d_out^T of
-// the logits or of fc, or a weight.
+// The matrix kernels' workspace: the most that one of the model's linear
+// layers takes (matmul.c counts it, from the layouts it uses).
 static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
-    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
-    double widest = V > 4 * C ? V : 4 * C;
-    double pack = BT * widest > 4 * C * C ? BT * widest : 4 * C * C;
-    return V * C > pack ? V * C : pack;
+    int C = cfg->dim, V = cfg->vocab_size, BT = B * T;
+    const int shapes[][2] = {{C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (IC, OC)
+    size_t most = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t bytes = linear_workspace_bytes(BT, shapes[i][0], shapes[i][1]);
+        if (bytes > most) most = bytes;
+    }
+    return (double)((most + sizeof(float) - 1) / sizeof(float));
 }
 
 size_t gpt_num_params(const GPTConfig *cfg) {

@@ -383,12 +383,44 @@ static void bias_backward(float *d_bias, const float *d_out, int n, int oc) {
 // each operand in the workspace starts on one.
 static size_t line_elements(size_t n) { return (n + 31) & ~(size_t)31; }
 
+// The bf16 products' operands in the workspace, in bf16 elements, each
+// starting on a cache line: what the products reserve and what
+// linear_workspace_bytes counts.
+typedef struct {
+    size_t inp, weight_t;                 // forward: inp (N,IC) rows, W^T (IC,OC) packed
+    size_t d_out, weight, d_out_t, inp_p; // backward: d_out (N,OC) rows, W (OC,IC) packed,
+                                          // d_out^T (OC,N), inp (N,IC) packed
+    int panel_a;                          // d_out^T packed from d_out's rows (not AMX)
+} Bf16Operands;
+
+static Bf16Operands bf16_operands(int n, int ic, int oc, int with_d_inp) {
+    Bf16Operands o = {0};
+    o.inp = line_elements((size_t)bf16_rows_pad(n) * bf16_kpad(ic));
+    o.weight_t = line_elements(bf16_packed_size(ic, oc));
+    o.d_out = with_d_inp ? line_elements((size_t)bf16_rows_pad(n) * bf16_kpad(oc)) : 0;
+    o.weight = with_d_inp ? line_elements(bf16_packed_size(oc, ic)) : 0;
+    o.panel_a = bf16_panel_a_supported();
+    o.d_out_t = line_elements(o.panel_a ? bf16_packed_size(n, oc)
+                                        : (size_t)bf16_rows_pad(oc) * bf16_kpad(n));
+    o.inp_p = line_elements(bf16_packed_size(n, ic));
+    return o;
+}
+
+size_t linear_workspace_bytes(int n, int ic, int oc) {
+    Bf16Operands o = bf16_operands(n, ic, oc, 1);
+    size_t fp32_forward = (size_t)ic * oc * sizeof(float); // W^T; the fp32 backward takes none
+    size_t bf16_forward = (o.inp + o.weight_t) * sizeof(bf16);
+    size_t bf16_backward = (o.d_out + o.weight + o.d_out_t + o.inp_p) * sizeof(bf16);
+    size_t most = fp32_forward > bf16_forward ? fp32_forward : bf16_forward;
+    return most > bf16_backward ? most : bf16_backward;
+}
+
 static void linear_forward_bf16(float *out, const float *inp, const float *weight,
                                 const float *bias, int n, int ic, int oc) {
     int kpad = bf16_kpad(ic);
-    size_t a_size = line_elements((size_t)bf16_rows_pad(n) * kpad);
-    bf16 *inp_h = workspace_reserve((a_size + bf16_packed_size(ic, oc)) * sizeof(bf16));
-    bf16 *weight_t = inp_h + a_size; // W^T (IC,OC), packed
+    Bf16Operands o = bf16_operands(n, ic, oc, 0);
+    bf16 *inp_h = workspace_reserve((o.inp + o.weight_t) * sizeof(bf16));
+    bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC), packed
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
     {
         bf16_convert(inp_h, kpad, inp, ic, 1, n, ic, 1);
@@ -420,16 +452,11 @@ static void linear_backward_bf16(float *d_inp, float *d_weight, float *d_bias,
                                  int ic, int oc) {
     // d_inp (N,IC) += d_out (N,OC) . W (OC,IC);  d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
     int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
-    size_t d_out_size = d_inp ? line_elements((size_t)bf16_rows_pad(n) * oc_pad) : 0;
-    size_t w_size = d_inp ? line_elements(bf16_packed_size(oc, ic)) : 0;
-    // d_out^T (OC,N): packed from d_out's rows (bf16_gemm_panel_a), or
-    // converted row-major for AMX
-    int panel_a = bf16_panel_a_supported();
-    size_t d_out_t_size = line_elements(panel_a ? bf16_packed_size(n, oc) : (size_t)bf16_rows_pad(oc) * n_pad);
-    bf16 *d_out_h = workspace_reserve(
-        (d_out_size + w_size + d_out_t_size + bf16_packed_size(n, ic)) * sizeof(bf16));
-    bf16 *weight_p = d_out_h + d_out_size, *d_out_t = weight_p + w_size;
-    bf16 *inp_p = d_out_t + d_out_t_size;
+    Bf16Operands o = bf16_operands(n, ic, oc, d_inp != NULL);
+    int panel_a = o.panel_a; // d_out^T packed from d_out's rows, or (AMX) converted row-major
+    bf16 *d_out_h = workspace_reserve((o.d_out + o.weight + o.d_out_t + o.inp_p) * sizeof(bf16));
+    bf16 *weight_p = d_out_h + o.d_out, *d_out_t = weight_p + o.weight;
+    bf16 *inp_p = d_out_t + o.d_out_t;
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
     {
         if (d_inp) {

@@ -4,6 +4,8 @@
 #ifndef MATMUL_H
 #define MATMUL_H
 
+#include <stddef.h>
+
 // C (M,N) = A (M,K) . B (K,N), all row-major; with accumulate, C += A . B.
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate);
 
@@ -44,6 +46,10 @@ void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *
 // `floats` floats, so that later calls allocate nothing (the model calls it
 // once when it is built; a larger product grows it on its first call).
 void matmul_reserve(long floats);
+// Bytes of workspace linear_forward and linear_backward take for (N,IC) ->
+// (N,OC), the most over both precisions: what a model reserves up front, so
+// that no step allocates (in either precision).
+size_t linear_workspace_bytes(int n, int ic, int oc);
 
 // ---- precision of the linear layers' and attention's products
 //
