@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dropout.h"
 #include "fastmath.h"
@@ -137,6 +138,106 @@ void attention_forward_one(float *out, float *probs, const float *q, const float
         // out_h (1,hs) = probs (1,Tk) . v_h (Tk,hs)
         matmul_strided(out + h * hs, C, p, Tk, 1, v + h * hs, C, 1, Tk, hs, 0);
     }
+}
+
+// ---- one query for each of K samples (sampling's batched step)
+//
+// The same arithmetic as attention_forward_one, row by row, so the results
+// are its bits: every score is q_h[0] k[0][j] + q_h[1] k[1][j] + ... and
+// every output element probs[0] v[0][e] + probs[1] v[1][e] + ..., each a
+// chain of fused multiply-adds from zero in that order, as matmul_strided
+// sums them. What differs is how many chains run at once. Called per
+// sample and head, the two products are one-row tiles of 2 to 4 vector
+// chains each, 32 to 64 multiply-adds deep: the FMA latency, not its
+// throughput, sets their speed (~17 GFLOP/s). Here the vectors of all the
+// samples' heads are dealt into groups of CHAINS independent chains.
+#if defined(__AVX512F__)
+#define VLEN 16
+#elif defined(__AVX__)
+#define VLEN 8
+#else
+#define VLEN 4
+#endif
+typedef float vfloat __attribute__((vector_size(VLEN * sizeof(float))));
+// Chains in flight: enough to cover the FMA's latency (4 cycles) at two a
+// cycle, and few enough that the accumulators stay in registers.
+#define CHAINS 8
+
+// One vector of a product to be computed: dst (VLEN) = sum over i < n of
+// a[i] * b[i * ldb .. + VLEN), n and ldb shared by the whole group.
+typedef struct {
+    float *dst;
+    const float *a, *b;
+} Chain;
+
+// The CHAINS chains of a group, n terms each, in registers.
+static void run_chains(const Chain chains[CHAINS], int n, long ldb) {
+    vfloat acc[CHAINS];
+    for (int c = 0; c < CHAINS; c++) acc[c] = (vfloat){0};
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < CHAINS; c++) {
+            vfloat b;
+            memcpy(&b, chains[c].b + i * ldb, sizeof b);
+            acc[c] += chains[c].a[i] * b;
+        }
+    for (int c = 0; c < CHAINS; c++) memcpy(chains[c].dst, &acc[c], sizeof acc[c]);
+}
+
+// Collects chains and runs them CHAINS at a time; a group left short at the
+// end is filled with copies of its first chain, written to a spare vector.
+typedef struct {
+    Chain chains[CHAINS];
+    int count, n;
+    long ldb;
+    float spare[VLEN];
+} ChainGroup;
+
+static void chain_add(ChainGroup *g, float *dst, const float *a, const float *b) {
+    g->chains[g->count++] = (Chain){dst, a, b};
+    if (g->count == CHAINS) {
+        run_chains(g->chains, g->n, g->ldb);
+        g->count = 0;
+    }
+}
+
+static void chain_flush(ChainGroup *g) {
+    if (g->count == 0) return;
+    for (int c = g->count; c < CHAINS; c++)
+        g->chains[c] = (Chain){g->spare, g->chains[0].a, g->chains[0].b};
+    run_chains(g->chains, g->n, g->ldb);
+    g->count = 0;
+}
+
+void attention_forward_one_batch(float *out, float *probs, const float *q, const float *k_t,
+                                 const float *v, long cache_stride, int ldk, int Tk, int C,
+                                 int NH, int K) {
+    int hs = C / NH;
+    // whole vectors of scores within each head's row of ldk, and vectors
+    // of out within one head
+    int score_vectors = (Tk + VLEN - 1) / VLEN;
+    if (hs % VLEN || ldk % VLEN || score_vectors * VLEN > ldk) {
+        for (int b = 0; b < K; b++)
+            attention_forward_one(out + (long)b * C, probs + (long)b * NH * ldk, q + (long)b * C,
+                                  k_t + b * cache_stride, ldk, v + b * cache_stride, Tk, C, NH);
+        return;
+    }
+    float scale = 1.0f / sqrtf((float)hs);
+    // scores (K,NH,ldk): sample b, head h, keys j..j+VLEN = q_h (hs) . k_t_h (hs, j..j+VLEN)
+    ChainGroup group = {.n = hs, .ldb = ldk};
+    for (int b = 0; b < K; b++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < score_vectors * VLEN; j += VLEN)
+                chain_add(&group, probs + ((long)b * NH + h) * ldk + j, q + (long)b * C + h * hs,
+                          k_t + b * cache_stride + (long)h * hs * ldk + j);
+    chain_flush(&group);
+    for (long row = 0; row < (long)K * NH; row++) softmax_row(probs + row * ldk, Tk - 1, Tk, scale);
+    // out (K,C): sample b, channels e..e+VLEN of head h = probs_h (Tk) . v (Tk, e..e+VLEN)
+    group = (ChainGroup){.n = Tk, .ldb = C};
+    for (int b = 0; b < K; b++)
+        for (int e = 0; e < C; e += VLEN)
+            chain_add(&group, out + (long)b * C + e, probs + ((long)b * NH + e / hs) * ldk,
+                      v + b * cache_stride + e);
+    chain_flush(&group);
 }
 
 // Backward, per (batch row, head), with P = probs and dO = d_out's slice:

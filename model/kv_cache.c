@@ -14,26 +14,31 @@
 // ---- the buffers: what is cached, the scratch, the packed weights
 
 enum { CACHED, SCRATCH, WEIGHTS, NUM_KINDS };
-enum { NUM_BUFFERS = 24 };
+enum { NUM_BUFFERS = 27 };
 typedef struct {
     float **view;
     size_t floats;
     int kind;
 } BufferSpec;
 
-// Every buffer of the cache with its size in floats and its kind.
+// Every buffer of the cache with its size in floats and its kind; the next
+// window's cache (keep_next) is empty unless kept.
 static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
                          BufferSpec specs[NUM_BUFFERS]) {
     size_t T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads;
-    size_t V = cfg->vocab_size, cc = C * C, R = (size_t)B * T; // R: rows of B whole windows
+    size_t V = cfg->vocab_size, cc = C * C, windows = cache->keep_next ? 2 : 1;
+    size_t kept = cache->keep_next ? L * B * T * C : 0;
+    size_t R = windows * B * T; // R: rows of a forward, at most a whole window per window and sample
     BufferSpec all[NUM_BUFFERS] = {
-        {&cache->k, L * R * C, CACHED},         {&cache->v, L * R * C, CACHED},
-        {&cache->k_t, L * R * C, CACHED},       {&cache->x, R * C, SCRATCH},
+        {&cache->k, L * B * T * C, CACHED},     {&cache->v, L * B * T * C, CACHED},
+        {&cache->k_t, L * B * T * C, CACHED},   {&cache->next_k, kept, CACHED},
+        {&cache->next_v, kept, CACHED},         {&cache->next_k_t, kept, CACHED},
+        {&cache->x, R * C, SCRATCH},
         {&cache->ln, R * C, SCRATCH},           {&cache->q, R * C, SCRATCH},
         {&cache->k_new, R * C, SCRATCH},        {&cache->v_new, R * C, SCRATCH},
         {&cache->att_out, R * C, SCRATCH},      {&cache->proj, R * C, SCRATCH},
         {&cache->fc, R * 4 * C, SCRATCH},       {&cache->fc_gelu, R * 4 * C, SCRATCH},
-        {&cache->att_probs, B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
+        {&cache->att_probs, windows * B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
         {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
         {&cache->w_q_t, L * cc, WEIGHTS},       {&cache->w_k_t, L * cc, WEIGHTS},
         {&cache->w_v_t, L * cc, WEIGHTS},       {&cache->w_o_t, L * cc, WEIGHTS},
@@ -43,6 +48,9 @@ static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
     };
     memcpy(specs, all, sizeof all);
 }
+
+// The most samples for which the cache keeps the next window (below).
+#define KEEP_NEXT_SAMPLES 4
 
 // Views start on a cache line (16 floats).
 static size_t padded(size_t floats) { return (floats + 15) & ~(size_t)15; }
@@ -56,6 +64,13 @@ void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int sl
     cache->model = model;
     cache->samples = samples;
     cache->slide = slide;
+    // The next window is all that a slide keeps when 2S >= T: kept as it
+    // goes, for up to KEEP_NEXT_SAMPLES samples. A step's extra rows cost
+    // less than the rebuild while reading the weights bounds the step (one
+    // sample: 1.04x the tokens/s; 2: 1.03x; 4: 1.02x, on a shared machine),
+    // more once the step is arithmetic (16 samples: 0.92x).
+    cache->keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
+                       samples <= KEEP_NEXT_SAMPLES;
     cache->tokens = xcalloc((size_t)samples * cfg->context, sizeof(int));
     BufferSpec specs[NUM_BUFFERS];
     buffer_specs(cache, cfg, samples, specs);
@@ -202,33 +217,6 @@ static void make_qkv_tables(KVCache *cache) {
     free(inputs);
 }
 
-// Layer 0's keys and values (B*n,C) of the new rows x, and the queries of
-// the last qn of each sample's n, from the tables and LN1's mean and 1/std
-// of each row (its output is not needed); rows shared among the threads,
-// no barrier.
-static void qkv_by_table(KVCache *cache, int pos, int n, int qn) {
-    const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
-    int B = cache->samples, V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
-    long table_rows = V + T + 2;
-#pragma omp for schedule(static) nowait
-    for (int r = 0; r < B * n; r++) {
-        int b = r / n, i = r % n, token = cache->tokens[(long)b * T + pos + i];
-        layernorm_forward(cache->ln + (long)r * C, cache->ln_mean + r, cache->ln_rstd + r,
-                          cache->x + (long)r * C, p->ln1_w, p->ln1_b, 1, C);
-        float mu = cache->ln_mean[r], rstd = cache->ln_rstd[r];
-        float *out[3] = {i >= n - qn ? cache->q + ((long)b * qn + i - (n - qn)) * C : NULL,
-                         cache->k_new + (long)r * C, cache->v_new + (long)r * C};
-        for (int j = 0; j < 3; j++) {
-            if (!out[j]) continue; // a query nothing reads
-            const float *table = cache->qkv_tables + j * table_rows * C;
-            const float *e = table + (long)token * C, *pe = table + (long)(V + pos + i) * C;
-            const float *g = table + (long)(V + T) * C, *c0 = table + (long)(V + T + 1) * C;
-            for (int c = 0; c < C; c++) out[j][c] = rstd * (e[c] + pe[c] - mu * g[c]) + c0[c];
-        }
-    }
-}
-
 void kv_cache_reset(KVCache *cache) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
@@ -262,92 +250,201 @@ static void layernorm_rows(KVCache *cache, const float *x, const float *weight,
     }
 }
 
-// x (B*n,C): row b*n + i = wte[token] + wpe[pos + i] for sample b's token
-// at position pos + i; no barrier.
-static void embed_rows(KVCache *cache, int pos, int n) {
-    const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
-    int T = cfg->context, C = cfg->dim;
-#pragma omp for schedule(static) nowait
-    for (int b = 0; b < cache->samples; b++)
-        embedding_forward(cache->x + (long)b * n * C, cache->tokens + (long)b * T + pos, p->wte,
-                          p->wpe + (long)pos * C, 1, n, C);
+// ---- the rows of a forward: the window's new positions, and the next window's
+//
+// A forward's rows come in one or two groups, each the new positions of one
+// window for every sample: first the window's own, B*n rows (row b*n + i:
+// sample b at position pos + i); then, when the cache keeps the next window
+// (kv_cache.h), the same tokens' rows in it, at S positions fewer, for those
+// of them the next window keeps (position pos + i >= S). In every layer but
+// the last, every row goes on past its keys and values, and the rows of q,
+// att_out, x and the MLP are the same rows. In the last, only each sample's
+// last position of the window goes on (nothing reads the other outputs):
+// q and everything after it has B rows.
+typedef struct {
+    float *k, *v, *k_t; // the window's cache: (L,B,T,C), (L,B,C,T)
+    float *probs;       // (B,NH,T,T) scratch for its attention
+    int pos, n;         // its new positions pos..pos+n-1
+    int token_offset;   // sample b's token at its position p is tokens[b*T + token_offset + p]
+    int first_row;      // the group's first row (of x; of q and att_out where all rows go on)
+} RowGroup;
+
+enum { MAX_GROUPS = 2 };
+
+// The groups of a forward over the window's positions pos..pos+n-1; returns
+// how many (1 or 2).
+static int row_groups(KVCache *cache, int pos, int n, RowGroup groups[MAX_GROUPS]) {
+    int B = cache->samples, T = cache->model->config.context, C = cache->model->config.dim;
+    int NH = cache->model->config.heads, S = cache->slide;
+    groups[0] = (RowGroup){cache->k, cache->v, cache->k_t, cache->att_probs, pos, n, 0, 0};
+    int first_kept = pos > S ? pos : S; // the first new position the next window keeps
+    if (!cache->keep_next || pos + n <= first_kept) return 1;
+    groups[1] = (RowGroup){cache->next_k, cache->next_v, cache->next_k_t,
+                           cache->att_probs + (long)B * NH * T * T, first_kept - S,
+                           pos + n - first_kept, S, B * n};
+    (void)C;
+    return 2;
 }
 
-// Sample b's new keys and values (rows b*n.. of k_new, v_new) join its
-// cache of layer l at positions pos..pos+n-1, the keys also transposed.
-static void store_keys_values(KVCache *cache, int l, int b, int pos, int n) {
+// x (rows,C): each row wte[token] + wpe[position]; no barrier.
+static void embed_rows(KVCache *cache, const RowGroup *groups, int count) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int B = cache->samples, T = cfg->context, C = cfg->dim;
+#pragma omp for schedule(static) nowait
+    for (int item = 0; item < count * B; item++) {
+        const RowGroup *g = &groups[item / B];
+        int b = item % B;
+        embedding_forward(cache->x + ((long)g->first_row + (long)b * g->n) * C,
+                          cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte,
+                          p->wpe + (long)g->pos * C, 1, g->n, C);
+    }
+}
+
+// Layer 0's keys and values (rows,C) of every row, and the queries of the
+// rows that go on (all, or in the last layer each sample's last position
+// of the window, q row b), from the tables and LN1's mean and 1/std of
+// each row (its output is not needed); rows shared among the threads, no
+// barrier.
+static void qkv_by_table(KVCache *cache, const RowGroup *groups, int count, int last) {
+    const GPTConfig *cfg = &cache->model->config;
+    const ParameterTensors *p = &cache->model->params;
+    int B = cache->samples, V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
+    int rows = groups[count - 1].first_row + B * groups[count - 1].n;
+    long table_rows = V + T + 2;
+#pragma omp for schedule(static) nowait
+    for (int r = 0; r < rows; r++) {
+        int in_next = count > 1 && r >= groups[1].first_row;
+        const RowGroup *g = &groups[in_next];
+        int b = (r - g->first_row) / g->n, i = (r - g->first_row) % g->n, pos = g->pos + i;
+        int token = cache->tokens[(long)b * T + g->token_offset + pos];
+        layernorm_forward(cache->ln + (long)r * C, cache->ln_mean + r, cache->ln_rstd + r,
+                          cache->x + (long)r * C, p->ln1_w, p->ln1_b, 1, C);
+        float mu = cache->ln_mean[r], rstd = cache->ln_rstd[r];
+        float *query = !last ? cache->q + (long)r * C
+                       : !in_next && i == g->n - 1 ? cache->q + (long)b * C
+                                                   : NULL; // a query nothing reads
+        float *out[3] = {query, cache->k_new + (long)r * C, cache->v_new + (long)r * C};
+        for (int j = 0; j < 3; j++) {
+            if (!out[j]) continue;
+            const float *table = cache->qkv_tables + j * table_rows * C;
+            const float *e = table + (long)token * C, *pe = table + (long)(V + pos) * C;
+            const float *gain = table + (long)(V + T) * C, *c0 = table + (long)(V + T + 1) * C;
+            for (int c = 0; c < C; c++) out[j][c] = rstd * (e[c] + pe[c] - mu * gain[c]) + c0[c];
+        }
+    }
+}
+
+// Sample b's new keys and values (its rows of the group in k_new, v_new)
+// join the group's cache of layer l at positions pos..pos+n-1, the keys
+// also transposed.
+static void store_keys_values(KVCache *cache, const RowGroup *g, int l, int b) {
     int B = cache->samples, T = cache->model->config.context, C = cache->model->config.dim;
-    long at = ((long)l * B + b) * T * C; // sample b's (T,C) keys in layer l
-    const float *k_new = cache->k_new + (long)b * n * C, *v_new = cache->v_new + (long)b * n * C;
-    memcpy(cache->k + at + (long)pos * C, k_new, (size_t)n * C * sizeof(float));
-    memcpy(cache->v + at + (long)pos * C, v_new, (size_t)n * C * sizeof(float));
-    float *k_t = cache->k_t + at; // (C,T)
+    int pos = g->pos, n = g->n;
+    long at = ((long)l * B + b) * T * C, row = g->first_row + (long)b * n; // sample b's (T,C) keys in layer l
+    const float *k_new = cache->k_new + row * C, *v_new = cache->v_new + row * C;
+    memcpy(g->k + at + (long)pos * C, k_new, (size_t)n * C * sizeof(float));
+    memcpy(g->v + at + (long)pos * C, v_new, (size_t)n * C * sizeof(float));
+    float *k_t = g->k_t + at; // (C,T)
     for (int c = 0; c < C; c++) {
         float *k_t_row = k_t + (long)c * T + pos;
         for (int i = 0; i < n; i++) k_t_row[i] = k_new[(long)i * C + c];
     }
 }
 
-// att_out rows r0..r1-1 of sample b: the attention of its queries (q rows
-// b*qn + r0 ..) over its keys of layer l, causal. The queries are the last
-// qn of the n new positions.
-static void attend(KVCache *cache, int l, int b, int r0, int r1, int pos, int n, int qn) {
+// att_out rows r0..r1-1 of sample b in the group: the attention of its
+// queries (q rows first_row + b*qn + r0 ..) over its keys of layer l,
+// causal. The queries are the last qn of the group's n new positions.
+static void attend(KVCache *cache, const RowGroup *g, int l, int b, int r0, int r1, int qn) {
     const GPTConfig *cfg = &cache->model->config;
     int B = cache->samples, T = cfg->context, C = cfg->dim, NH = cfg->heads;
-    long at = ((long)l * B + b) * T * C;
-    const float *q = cache->q + ((long)b * qn + r0) * C;
-    float *out = cache->att_out + ((long)b * qn + r0) * C;
+    long at = ((long)l * B + b) * T * C, row = g->first_row + (long)b * qn + r0;
+    const float *q = cache->q + row * C;
+    float *out = cache->att_out + row * C;
     // sample b's probabilities (NH,T,T); a block's (NH, rows, keys) from row r0 on
-    float *probs = cache->att_probs + (long)b * NH * T * T + (long)NH * r0 * T;
+    float *probs = g->probs + (long)b * NH * T * T + (long)NH * r0 * T;
     // the queries are at positions pos + n - qn + r0 ..: the last r1-r0 of keys_seen keys
-    int keys_seen = pos + n - qn + r1;
+    int keys_seen = g->pos + g->n - qn + r1;
     if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
-        attention_forward_one(out, probs, q, cache->k_t + at, T, cache->v + at, keys_seen, C, NH);
+        attention_forward_one(out, probs, q, g->k_t + at, T, g->v + at, keys_seen, C, NH);
     else
-        attention_forward(out, probs, q, cache->k + at, cache->v + at, 1, r1 - r0, keys_seen, C,
-                          NH, 1);
+        attention_forward(out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH, 1);
     round_for_products(out, (long)(r1 - r0) * C);
 }
 
-// The new keys and values (B*n,C) join the cache of layer l, then att_out
-// (B*qn,C) is the attention of each sample's last qn new positions, qn = n
-// (every one) or 1 (the last). Each sample's queries go in blocks of
-// QUERY_ROWS rows, dealt round-robin: the costliest (latest) first for even
-// samples and last for odd ones, so that two threads get as many of each.
-// A barrier between the two, none at the end.
-static void keys_values_and_attention(KVCache *cache, int l, int pos, int n, int qn) {
-    int B = cache->samples, blocks = (qn + QUERY_ROWS - 1) / QUERY_ROWS;
+// att_out rows first_row + b0 .. first_row + b1-1: each sample's one query
+// (its last new position) over all its keys of layer l, the samples' heads
+// together.
+static void attend_one_each(KVCache *cache, const RowGroup *g, int l, int b0, int b1) {
+    const GPTConfig *cfg = &cache->model->config;
+    int B = cache->samples, T = cfg->context, C = cfg->dim, NH = cfg->heads;
+    if (b1 <= b0) return;
+    long at = ((long)l * B + b0) * T * C, row = g->first_row + (long)b0;
+    attention_forward_one_batch(cache->att_out + row * C, g->probs + (long)b0 * NH * T,
+                                cache->q + row * C, g->k_t + at, g->v + at, (long)T * C, T,
+                                g->pos + g->n, C, NH, b1 - b0);
+    round_for_products(cache->att_out + row * C, (long)(b1 - b0) * C);
+}
+
+// The new keys and values of every group join its cache of layer l, then
+// att_out is the attention of the rows that go on: in every layer but the
+// last all of them, in the last each sample's last position of the
+// window. Several queries per sample go in blocks of QUERY_ROWS rows, dealt
+// round-robin: the costliest (latest) first for even samples and last for
+// odd ones, so that two threads get as many of each; one query per sample
+// goes as one batch per thread. A barrier between the two, none at the end.
+static void keys_values_and_attention(KVCache *cache, const RowGroup *groups, int count, int l,
+                                      int last) {
+    int B = cache->samples;
 #pragma omp for schedule(static) nowait
-    for (int b = 0; b < B; b++) store_keys_values(cache, l, b, pos, n);
+    for (int item = 0; item < count * B; item++)
+        store_keys_values(cache, &groups[item / B], l, item % B);
 #pragma omp barrier
+    for (int gi = 0; gi < count; gi++) {
+        const RowGroup *g = &groups[gi];
+        int qn = !last ? g->n : gi == 0 ? 1 : 0;
+        if (qn == 0) continue;
+        if (qn == 1) {
+            int parts = omp_get_num_threads();
+#pragma omp for schedule(static) nowait
+            for (int part = 0; part < parts; part++)
+                attend_one_each(cache, g, l, part * B / parts, (part + 1) * B / parts);
+            continue;
+        }
+        int blocks = (qn + QUERY_ROWS - 1) / QUERY_ROWS;
 #pragma omp for schedule(static, 1) nowait
-    for (int item = 0; item < B * blocks; item++) {
-        int b = item / blocks, rank = b % 2 ? blocks - 1 - item % blocks : item % blocks;
-        int r0 = (blocks - 1 - rank) * QUERY_ROWS, r1 = r0 + QUERY_ROWS < qn ? r0 + QUERY_ROWS : qn;
-        attend(cache, l, b, r0, r1, pos, n, qn);
+        for (int item = 0; item < B * blocks; item++) {
+            int b = item / blocks, rank = b % 2 ? blocks - 1 - item % blocks : item % blocks;
+            int r0 = (blocks - 1 - rank) * QUERY_ROWS,
+                r1 = r0 + QUERY_ROWS < qn ? r0 + QUERY_ROWS : qn;
+            attend(cache, g, l, b, r0, r1, qn);
+        }
     }
 }
 
 // The forward of every sample's n new positions, pos..pos+n-1 (their
-// tokens already in cache->tokens), to the logits (B,V) of the last. Called
-// by every thread of a parallel region, or by one thread alone; a barrier
-// wherever a step reads what other threads wrote.
+// tokens already in cache->tokens), and of the next window's rows, to the
+// logits (B,V) of the last. Called by every thread of a parallel region,
+// or by one thread alone; a barrier wherever a step reads what other
+// threads wrote.
 static void forward_new_positions(KVCache *cache, int pos, int n) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
-    int B = cache->samples, C = cfg->dim, L = cfg->layers, V = cfg->vocab_size, rows = B * n;
+    int B = cache->samples, C = cfg->dim, L = cfg->layers, V = cfg->vocab_size;
     long cc = (long)C * C;
     float *x = cache->x;
-    embed_rows(cache, pos, n);
+    RowGroup groups[MAX_GROUPS];
+    int count = row_groups(cache, pos, n, groups);
+    int rows = groups[count - 1].first_row + B * groups[count - 1].n;
+    embed_rows(cache, groups, count);
 #pragma omp barrier
     for (int l = 0; l < L; l++) {
         // Rows that go on past K and V: all, but in the last layer only
-        // each sample's last position (nothing reads the others' outputs).
-        int last = l == L - 1, qn = last ? 1 : n, rows_on = B * qn;
+        // each sample's last position of the window.
+        int last = l == L - 1, rows_on = last ? B : rows;
         // the new positions' keys and values, and queries for the rows going on
         if (l == 0) {
-            qkv_by_table(cache, pos, n, qn);
+            qkv_by_table(cache, groups, count, last);
         } else {
             layernorm_rows(cache, x, p->ln1_w + l * C, p->ln1_b + l * C, rows);
 #pragma omp barrier
@@ -355,8 +452,10 @@ static void forward_new_positions(KVCache *cache, int pos, int n) {
                           C, C, NULL, NULL);
             linear_blocks(cache->v_new, cache->ln, C, cache->w_v_t + l * cc, p->b_v + l * C, rows,
                           C, C, NULL, NULL);
-            linear_blocks(cache->q, cache->ln + (long)(n - qn) * C, (long)(n / qn) * C,
-                          cache->w_q_t + l * cc, p->b_q + l * C, rows_on, C, C, NULL, NULL);
+            // in the last layer every n-th row, from the first sample's last
+            linear_blocks(cache->q, cache->ln + (last ? (long)(n - 1) * C : 0),
+                          last ? (long)n * C : C, cache->w_q_t + l * cc, p->b_q + l * C, rows_on,
+                          C, C, NULL, NULL);
         }
 #pragma omp barrier
         if (last && n > 1) {
@@ -366,7 +465,7 @@ static void forward_new_positions(KVCache *cache, int pos, int n) {
                 memmove(x + (long)b * C, x + ((long)b * n + n - 1) * C, (size_t)C * sizeof(float));
         }
         // x += Attn(LN1(x)) W_o^T + b_o
-        keys_values_and_attention(cache, l, pos, n, qn);
+        keys_values_and_attention(cache, groups, count, l, last);
 #pragma omp barrier
         linear_blocks(cache->proj, cache->att_out, C, cache->w_o_t + l * cc, p->b_o + l * C,
                       rows_on, C, C, x, NULL);
@@ -417,13 +516,21 @@ const float *kv_cache_append(KVCache *cache, const int *tokens, int n) {
 const float *kv_cache_step_samples(KVCache *cache, const int *tokens) {
     int T = cache->model->config.context, n = 1;
     if (cache->len == T) {
-        // slide: keep the last T - S tokens; they and the new one run again from position 0
+        // slide: keep the last T - S tokens; they and the new one run again
+        // from position 0, or the next window, which has them, takes over
         int keep = T - cache->slide;
         for (int b = 0; b < cache->samples; b++)
             memmove(cache->tokens + (long)b * T, cache->tokens + (long)b * T + cache->slide,
                     (size_t)keep * sizeof(int));
-        cache->len = 0;
-        n = keep + 1;
+        if (cache->keep_next) {
+            float *window[3] = {cache->k, cache->v, cache->k_t};
+            cache->k = cache->next_k, cache->v = cache->next_v, cache->k_t = cache->next_k_t;
+            cache->next_k = window[0], cache->next_v = window[1], cache->next_k_t = window[2];
+            cache->len = keep;
+        } else {
+            cache->len = 0;
+            n = keep + 1;
+        }
     }
     for (int b = 0; b < cache->samples; b++)
         cache->tokens[(long)b * T + cache->len + n - 1] = tokens[b];

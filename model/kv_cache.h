@@ -21,6 +21,14 @@
 //     the keys and values of all T, the rest for the last position alone).
 //   S > 1: a rebuild of T - S + 1 positions every S tokens, single steps in
 //     between; faster, but the context shrinks to T - S + 1 after each slide.
+//   T/2 <= S < T, up to 4 samples: no rebuild. What a slide keeps, the tokens at positions
+//     S..T-1, is a window of its own (the next one) from the moment its
+//     first token comes: each token at a position p >= S is run in both
+//     windows, at p and at p - S, as two rows of one step's products
+//     (nearly the cost of one where reading the weights bounds a step),
+//     and at the slide the next window's cache becomes the window's. Every
+//     number is what the rebuild computes (the same sums in the same
+//     order), so the text is the same.
 // (docs/sampling.md: the speed and validation loss of each.)
 //
 // Threads: a forward is one parallel region; each product is cut into
@@ -44,13 +52,18 @@ typedef struct {
     // sample, which the one-query attention reads.
     float *k, *v;       // (L,B,T,C)
     float *k_t;         // (L,B,C,T)
-    // Scratch for up to B*T new positions (one buffer). In the last layer
+    // With keep_next (T/2 <= S < T, above), the next window's, for its
+    // positions 0 .. len-S-1 (the window's S .. len-1); tests may clear
+    // keep_next after init to get the rebuild instead.
+    int keep_next;
+    float *next_k, *next_v, *next_k_t; // (L,B,T,C), (L,B,T,C), (L,B,C,T)
+    // Scratch for up to B*T new positions per window (one buffer). In the last layer
     // only each sample's last position goes on past its keys and values
     // (nothing reads the others' outputs): its rows are moved to the front
     // of x.
     float *x, *ln, *q, *k_new, *v_new, *att_out, *proj; // (B*T,C)
     float *fc, *fc_gelu;                                 // (B*T,4C)
-    float *att_probs;                                    // (B,NH,T,T)
+    float *att_probs;                                    // (windows,B,NH,T,T)
     float *ln_mean, *ln_rstd;                            // (B*T)
     float *logits;                                       // (B,V) the next token's
     // The weights transposed to (in, out) in column panels (one buffer, see

@@ -1,7 +1,8 @@
 // test_sample.c: the KV cache against the full forward in every sliding mode,
 // exact greedy decoding against a full-forward reference decode, samples
-// generated together against each alone, the sampler's filters, and
-// bin/sample's behaviour.
+// generated together against each alone, the batched one-query attention
+// and the kept next window against what they replace, the sampler's
+// filters, and bin/sample's behaviour.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
+#include "../model/attention.h"
 #include "../model/kv_cache.h"
 #include "../base/util.h"
 #include "../lib/sampler.h"
@@ -277,6 +279,149 @@ static void test_samples_together_equal_alone(void) {
     gpt_free(&model);
 }
 
+// attention_forward_one_batch against attention_forward_one called per
+// sample (bit for bit: the same sums in the same order) and against a
+// double-precision computation, for several numbers of samples, head
+// shapes (hs 32, 16, 48, 32 with 6 heads, and 8, which takes the per-sample
+// path) and numbers of keys, most not a multiple of 16, in caches whose
+// rows are 64 or 80 keys long.
+static void test_one_query_batch(void) {
+    const struct { int C, NH, ldk; } shapes[] = {{128, 4, 64}, {64, 4, 64}, {96, 2, 80},
+                                                 {192, 6, 64}, {16, 2, 64}};
+    const int samples[] = {1, 3, 16, 17}, keys[] = {1, 5, 17, 33, 48, 64};
+    Rng rng;
+    rng_seed(&rng, 14);
+    int differ = 0;
+    double worst = 0.0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int C = shapes[s].C, NH = shapes[s].NH, ldk = shapes[s].ldk, hs = C / NH;
+        long per_sample = (long)ldk * C + 16; // a stride that is not a whole cache
+        for (size_t ki = 0; ki < sizeof samples / sizeof samples[0]; ki++) {
+            int K = samples[ki];
+            float *q = xcalloc((size_t)K * C, sizeof(float));
+            float *k_t = xcalloc((size_t)K * per_sample, sizeof(float));
+            float *v = xcalloc((size_t)K * per_sample, sizeof(float));
+            float *out = xcalloc((size_t)K * C, sizeof(float));
+            float *expected = xcalloc((size_t)K * C, sizeof(float));
+            float *probs = xcalloc((size_t)K * NH * ldk, sizeof(float));
+            for (long i = 0; i < (long)K * C; i++) q[i] = rng_normal(&rng);
+            for (long i = 0; i < (long)K * per_sample; i++) {
+                k_t[i] = rng_normal(&rng);
+                v[i] = rng_normal(&rng);
+            }
+            for (size_t t = 0; t < sizeof keys / sizeof keys[0]; t++) {
+                int Tk = keys[t];
+                for (int b = 0; b < K; b++)
+                    attention_forward_one(expected + (long)b * C, probs, q + (long)b * C,
+                                          k_t + b * per_sample, ldk, v + b * per_sample, Tk, C,
+                                          NH);
+                attention_forward_one_batch(out, probs, q, k_t, v, per_sample, ldk, Tk, C, NH, K);
+                if (memcmp(out, expected, (size_t)K * C * sizeof(float))) {
+                    differ++;
+                    fprintf(stderr, "  C %d, %d heads, %d samples, %d keys: differs\n", C, NH,
+                            K, Tk);
+                }
+                // double precision: softmax(q_h . k_j / sqrt(hs)) . v
+                for (int b = 0; b < K; b++)
+                    for (int h = 0; h < NH; h++) {
+                        const float *kt = k_t + b * per_sample + (long)h * hs * ldk;
+                        const float *vb = v + b * per_sample;
+                        double score[80], max_score = -1e300, sum = 0.0;
+                        for (int j = 0; j < Tk; j++) {
+                            score[j] = 0.0;
+                            for (int d = 0; d < hs; d++)
+                                score[j] += (double)q[(long)b * C + h * hs + d] * kt[(long)d * ldk + j];
+                            score[j] /= sqrt((double)hs);
+                            if (score[j] > max_score) max_score = score[j];
+                        }
+                        for (int j = 0; j < Tk; j++) sum += score[j] = exp(score[j] - max_score);
+                        for (int e = 0; e < hs; e++) {
+                            double o = 0.0;
+                            for (int j = 0; j < Tk; j++)
+                                o += score[j] / sum * vb[(long)j * C + h * hs + e];
+                            double d = fabs(o - out[(long)b * C + h * hs + e]);
+                            if (d > worst) worst = d;
+                        }
+                    }
+            }
+            free(q);
+            free(k_t);
+            free(v);
+            free(out);
+            free(expected);
+            free(probs);
+        }
+    }
+    CHECK_MSG(!differ, "%d of the batched attentions differ from the per-sample one", differ);
+    CHECK_MSG(worst <= 1e-4, "largest |batched - double precision| %g", worst);
+}
+
+// The logits of K samples generated from a prompt of `prompt_len` tokens,
+// then `steps` steps (sampled at temperature 1), into logits (steps,K,V);
+// keep_next as given (the cache's own choice, or 0: the rebuild).
+static void generate_keeping_next(GPT *model, int K, int slide, int keep_next, int prompt_len,
+                                  int steps, float *logits_seen, int *kept) {
+    int V = model->config.vocab_size;
+    KVCache cache;
+    kv_cache_init_samples(&cache, model, K, slide);
+    if (!keep_next) cache.keep_next = 0;
+    *kept = cache.keep_next;
+    Sampler *samplers = xcalloc(K, sizeof(Sampler));
+    sampler_init_samples(samplers, K, V, 1.0f, 0, 1.0f, 21);
+    int *prompt = xcalloc((size_t)K * prompt_len, sizeof(int)), *next = xcalloc(K, sizeof(int));
+    for (int i = 0; i < K * prompt_len; i++) prompt[i] = (i * 7 + 3) % V;
+    const float *logits = kv_cache_append(&cache, prompt, prompt_len);
+    for (int i = 0; i < steps; i++) {
+        memcpy(logits_seen + (long)i * K * V, logits, (size_t)K * V * sizeof(float));
+        for (int k = 0; k < K; k++) next[k] = sampler_sample(&samplers[k], logits + (long)k * V);
+        logits = kv_cache_step_samples(&cache, next);
+    }
+    for (int k = 0; k < K; k++) sampler_free(&samplers[k]);
+    free(samplers);
+    free(prompt);
+    free(next);
+    kv_cache_free(&cache);
+}
+
+// Keeping the next window (T/2 <= S < T, a few samples) against the
+// rebuild it replaces: the same logits, bit for bit, at every step through
+// several slides, from prompts shorter and longer than S (the prompt's rows
+// past S go into both windows), on 1 and 2 threads; the small model and the
+// default shape.
+static void test_next_window_equals_rebuild(void) {
+    GPT small, model;
+    build_random_model(&small, 11, 8);
+    build_default_shape_model(&model, 0.2f, 9);
+    const struct { GPT *model; int slide, K, prompt, steps; } cases[] = {
+        {&small, 4, 1, 1, 40}, {&small, 5, 3, 6, 40}, {&small, 7, 2, 8, 40},
+        {&model, 32, 1, 10, 150}, {&model, 32, 4, 50, 150}, {&model, 40, 2, 64, 150},
+        {&model, 63, 1, 1, 150}};
+    int threads = omp_get_max_threads();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int V = cases[c].model->config.vocab_size, K = cases[c].K, steps = cases[c].steps;
+        size_t floats = (size_t)steps * K * V;
+        float *rebuilt = xcalloc(floats, sizeof(float)), *kept = xcalloc(floats, sizeof(float));
+        for (int t = 1; t <= 2; t++) {
+            omp_set_num_threads(t);
+            int kept_next, rebuild_kept;
+            generate_keeping_next(cases[c].model, K, cases[c].slide, 0, cases[c].prompt, steps,
+                                  rebuilt, &rebuild_kept);
+            generate_keeping_next(cases[c].model, K, cases[c].slide, 1, cases[c].prompt, steps,
+                                  kept, &kept_next);
+            CHECK_MSG(kept_next && !rebuild_kept, "slide %d, %d samples: keep_next %d, expected 1",
+                      cases[c].slide, K, kept_next);
+            CHECK_MSG(!memcmp(rebuilt, kept, floats * sizeof(float)),
+                      "slide %d, %d samples, prompt %d, %d threads: logits differ from the "
+                      "rebuild's", cases[c].slide, K, cases[c].prompt, t);
+        }
+        free(rebuilt);
+        free(kept);
+    }
+    omp_set_num_threads(threads);
+    gpt_free(&small);
+    gpt_free(&model);
+}
+
 // Logits with a known order: token i has logit i * 0.3 (shuffled ids).
 static void make_logits(float *logits, int V) {
     for (int i = 0; i < V; i++) logits[(i * 7) % V] = 0.3f * i;
@@ -493,6 +638,10 @@ void suite_sample(void) {
              test_exact_greedy_equals_reference_decode);
     run_test("sample: samples generated together equal each alone",
              test_samples_together_equal_alone);
+    run_test("sample: one-query attention of many samples at once equals one at a time",
+             test_one_query_batch);
+    run_test("sample: keeping the next window equals the rebuild, bit for bit",
+             test_next_window_equals_rebuild);
     run_test("sample: top-k, top-p and temperature", test_top_k_and_top_p);
     run_test("sample: bin/sample output and seeds", test_sample_program);
     run_test("sample: bin/sample --num-samples", test_sample_program_num_samples);
