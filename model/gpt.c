@@ -208,7 +208,8 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
 // The matrix kernels' workspace: the most that one of the model's linear
 // layers takes (matmul.c counts it, from the layouts it uses).
 static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
-    int C = cfg->dim, V = cfg->vocab_size, BT = B * T;
+    int C = cfg->dim, V = cfg->vocab_size;
+    long BT = (long)B * T;
     const int shapes[][2] = {{C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (IC, OC)
     size_t most = 0;
     for (int i = 0; i < 4; i++) {

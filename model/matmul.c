@@ -393,7 +393,7 @@ typedef struct {
     int panel_a;                          // d_out^T packed from d_out's rows (not AMX)
 } Bf16Operands;
 
-static Bf16Operands bf16_operands(int n, int ic, int oc, int with_d_inp) {
+static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
     Bf16Operands o = {0};
     o.inp = line_elements((size_t)bf16_rows_pad(n) * bf16_kpad(ic));
     o.weight_t = line_elements(bf16_packed_size(ic, oc));
@@ -406,7 +406,7 @@ static Bf16Operands bf16_operands(int n, int ic, int oc, int with_d_inp) {
     return o;
 }
 
-size_t linear_workspace_bytes(int n, int ic, int oc) {
+size_t linear_workspace_bytes(long n, int ic, int oc) {
     Bf16Operands o = bf16_operands(n, ic, oc, 1);
     size_t fp32_forward = (size_t)ic * oc * sizeof(float); // W^T; the fp32 backward takes none
     size_t bf16_forward = (o.inp + o.weight_t) * sizeof(bf16);

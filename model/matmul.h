@@ -49,7 +49,7 @@ void matmul_reserve(long floats);
 // Bytes of workspace linear_forward and linear_backward take for (N,IC) ->
 // (N,OC), the most over both precisions: what a model reserves up front, so
 // that no step allocates (in either precision).
-size_t linear_workspace_bytes(int n, int ic, int oc);
+size_t linear_workspace_bytes(long n, int ic, int oc);
 
 // ---- precision of the linear layers' and attention's products
 //

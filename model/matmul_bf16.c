@@ -38,15 +38,15 @@ const char *bf16_kernel_name(Bf16Kernel kernel) {
 
 // AMX tiles take K in steps of 32 and rows of A in pairs of 16-row tiles:
 // the layouts are padded to those (with zeros) when AMX runs them.
-int bf16_kpad(int k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31 : (k + 1) & ~1; }
-int bf16_rows_pad(int m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31 : m; }
+long bf16_kpad(long k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31L : (k + 1) & ~1L; }
+long bf16_rows_pad(long m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31L : m; }
 
 static inline int padded_width(int width) { return (width + 15) & ~15; }
 
-size_t bf16_packed_size(int k, int n) {
+size_t bf16_packed_size(long k, long n) {
     if (n <= 0) return 0;
-    int last0 = (n - 1) / BF16_PANEL * BF16_PANEL;
-    return (size_t)bf16_kpad(k) * (size_t)(last0 + padded_width(n - last0));
+    long last0 = (n - 1) / BF16_PANEL * BF16_PANEL;
+    return (size_t)bf16_kpad(k) * (size_t)(last0 + padded_width((int)(n - last0)));
 }
 
 // ---- conversion and packing

@@ -55,7 +55,7 @@ static inline float bf16_to_float(bf16 h) {
 static inline int bf16_even(int k) { return (k + 1) & ~1; }
 
 // Elements a packed B (K,N) takes.
-size_t bf16_packed_size(int k, int n);
+size_t bf16_packed_size(long k, long n);
 
 // The kernels, fastest last; the best the CPU has (checked at run time)
 // runs, unless a limit is set (tests compare them).
@@ -65,8 +65,8 @@ void bf16_limit_kernel(Bf16Kernel limit);
 const char *bf16_kernel_name(Bf16Kernel kernel);
 // K and M as the layouts pad them for the kernel in use: AMX takes K in
 // steps of 32 and rows of A in blocks of 32; the others take K in pairs.
-int bf16_kpad(int k);
-int bf16_rows_pad(int m);
+long bf16_kpad(long k);
+long bf16_rows_pad(long m);
 
 // dst (bf16_rows_pad(rows), KPAD) bf16, row stride ld_dst, = src (rows,
 // cols) with src's element (r, c) at src[r * s_row + c * s_col] (s_row = ld,
