@@ -342,6 +342,10 @@ void run_start(Run *run, int argc, char **argv) {
     vocab_free(&init_vocab);
     alloc_run_buffers(run);
     run->options_json = train_options_to_json(run->table);
+    // before anything is written: a refused start (another corpus or
+    // flags on some rank, a rank that could not read the corpus) leaves
+    // the output folder as it was
+    distributed_agree("the corpus or the flags", run_fingerprint(run));
     open_run_log(run);
     run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
                                o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
@@ -352,7 +356,6 @@ void run_start(Run *run, int argc, char **argv) {
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     kv_cache_init(&run->sample_cache, &run->model);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
-    distributed_agree("the corpus or the flags", run_fingerprint(run));
     distributed_started();
     share_state(run);
 }
