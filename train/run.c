@@ -144,10 +144,28 @@ static void copy_init_weights(GPT *model, const GPT *init) {
     }
 }
 
-// The model, batch and optimizer need about this much memory: the model's
-// own layout (gpt_memory_bytes) plus the two AdamW moments.
-static double bytes_needed(const GPTConfig *cfg, int B, int T) {
-    return gpt_memory_bytes(cfg, B, T, 1) + 2.0 * (double)gpt_num_params(cfg) * sizeof(float);
+// The run's own buffers beside the model's layout, in elements: a
+// micro-batch's gradient (--accum), the cross-process sum's scratch, and the
+// batch (B x T inputs and as many targets). alloc_run_buffers allocates
+// these and bytes_needed counts them.
+typedef struct {
+    size_t grad_micro, reduce_scratch, batch_tokens;
+} RunBuffers;
+
+static RunBuffers run_buffers(const Run *run, size_t num_params) {
+    return (RunBuffers){.grad_micro = run->accum > 1 ? num_params : 0,
+                        .reduce_scratch = run->procs > 1 ? distributed_scratch_floats(num_params) : 0,
+                        .batch_tokens = (size_t)run->B * run->T};
+}
+
+// The run needs about this much memory: the model's own layout
+// (gpt_memory_bytes), the two AdamW moments and the run's buffers.
+static double bytes_needed(const Run *run, const GPTConfig *cfg) {
+    double params = (double)gpt_num_params(cfg);
+    RunBuffers b = run_buffers(run, (size_t)params);
+    return gpt_memory_bytes(cfg, run->micro_rows, run->T, 1) + 2.0 * params * sizeof(float) +
+           ((double)b.grad_micro + (double)b.reduce_scratch) * sizeof(float) +
+           2.0 * (double)b.batch_tokens * sizeof(int);
 }
 
 // A resumed run: rank 0 loads the folder (its vocabulary into *ckpt_vocab)
@@ -223,7 +241,7 @@ static GPTConfig checked_model_shape(Run *run) {
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
-    double need = bytes_needed(&cfg, run->micro_rows, run->T);
+    double need = bytes_needed(run, &cfg);
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
@@ -248,11 +266,10 @@ static void build_fresh_model(Run *run, const GPTConfig *cfg, const GPT *init) {
 // the batch (B x T inputs and targets).
 static void alloc_run_buffers(Run *run) {
     gpt_alloc_training(&run->model, run->micro_rows, run->T);
-    if (run->accum > 1) run->grad_micro = xcalloc(run->model.num_params, sizeof(float));
-    if (run->procs > 1)
-        run->reduce_scratch = xcalloc(distributed_scratch_floats(run->model.num_params), sizeof(float));
-    size_t tokens = (size_t)run->B * run->T;
-    run->batch = (Batch){xmalloc(tokens * sizeof(int)), xmalloc(tokens * sizeof(int))};
+    RunBuffers b = run_buffers(run, run->model.num_params);
+    if (b.grad_micro) run->grad_micro = xcalloc(b.grad_micro, sizeof(float));
+    if (b.reduce_scratch) run->reduce_scratch = xcalloc(b.reduce_scratch, sizeof(float));
+    run->batch = (Batch){xmalloc(b.batch_tokens * sizeof(int)), xmalloc(b.batch_tokens * sizeof(int))};
 }
 
 // log.csv in --out (created), appended to by a resumed run.
