@@ -69,23 +69,24 @@ void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
 }
 
 // Keep log.csv's rows up to `step` (a resumed run rewrites what came after).
+// Rewritten through the one atomic file write (base/files.h), so a crash
+// leaves the old log or the new one.
 static void truncate_log(const char *path, long step) {
     FILE *in = fopen(path, "r");
     if (!in) return;
-    char tmp_path[4200];
-    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    FILE *out = fopen(tmp_path, "w");
-    if (!out) die("%s: cannot write: %s", tmp_path, strerror(errno));
+    AtomicFile out;
+    char err[4400];
+    if (!atomic_file_open(&out, path, err, sizeof err)) die("%s", err);
     char line[4096];
     int first = 1;
     while (fgets(line, sizeof line, in)) {
         // a row without its newline was cut short by a crash: drop it
-        if (first || (atol(line) <= step && strchr(line, '\n'))) fputs(line, out);
+        if ((first || (atol(line) <= step && strchr(line, '\n'))) && fputs(line, out.file) == EOF)
+            atomic_file_write_failed(&out);
         first = 0;
     }
     fclose(in);
-    if (fclose(out) != 0 || rename(tmp_path, path) != 0)
-        die("%s: cannot rewrite: %s", path, strerror(errno));
+    if (!atomic_file_commit(&out, err, sizeof err)) die("%s", err);
 }
 
 FILE *open_log(const RunPaths *paths, int resumed, long resumed_step) {
