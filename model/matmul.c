@@ -128,8 +128,9 @@ int precision_parse(const char *name, Precision *p) {
 
 // Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
 // AVX-512), R = ROWS, or 4, 2 and 1 for the rows left over below a multiple
-// of ROWS. One row (a single token while sampling) streams all of B once:
-// it also fetches a few rows of B ahead.
+// of ROWS. One or two rows (a token while sampling, or a token and the next
+// window's copy of it, kv_cache.c) stream all of B once: they also fetch a
+// few rows of B ahead.
 #define DEFINE_TILE(name, R, W)                                                                \
     static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
                               int k, int ldb, int ldc, int accumulate) {                       \
@@ -140,7 +141,7 @@ int precision_parse(const char *name, Precision *p) {
                 acc[r][v] = accumulate ? load_v(c + r * ldc + v * VLEN) : (vfloat){0};         \
         for (int p = 0; p < k; p++) {                                                          \
             const float *b_row = b + (long)p * ldb;                                            \
-            if (R == 1)                                                                        \
+            if (R <= 2)                                                                        \
                 for (int j = 0; j < W; j += 16) __builtin_prefetch(b_row + 8L * ldb + j);      \
             vfloat b_v[NV];                                                                    \
             for (int v = 0; v < NV; v++) b_v[v] = load_v(b_row + v * VLEN);                    \
