@@ -103,11 +103,9 @@ void kv_cache_free(KVCache *cache) {
 // are the matmul kernel's tile width under AVX-512 and a multiple of it
 // under AVX2 and SSE.
 //
-// Why not matmul_pack_weight and matmul_packed: each matmul_packed call
-// enters a parallel region of its own (about 0.5 us even on one thread, and
-// a single step makes 25 products), and in bf16 it rounds A into matmul.c's
-// one workspace, so two threads cannot call it at once. matmul_strided runs
-// on the calling thread alone, on row-major blocks: a panel is one.
+// The products are matmul_strided's, which runs on the calling thread alone
+// (a parallel region costs about 0.5 us even on one thread, and a single
+// step makes 25 products) on row-major blocks: a panel is one.
 #define PANEL 64
 // Rows per block of a product: four of the kernel's 6-row tiles share each
 // panel while it is in L1.

@@ -9,8 +9,6 @@
 //   backward d_inp  += d_out . W       (W is already (OC,IC))
 //            d_W    += d_out^T . inp   (d_out read transposed in place,
 //                                        through A's strides: no copy)
-// B is row-major; only the KV cache's weights are packed in column panels
-// (matmul_pack_weight), once, since it reads them for every token.
 //
 // bf16 (matmul_set_precision): the same three products with A converted to
 // bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
@@ -223,13 +221,7 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 // A strided as above, C with row stride ldc. Every element sums its
 // products in the same order (k ascending, in KC chunks) whichever thread
 // computes it, so results do not depend on the thread count.
-//
-// B is either row-major with row stride ldb (ldb > 0), or packed by
-// matmul_pack_weight (ldb == PACKED): then the KC x COLS block a tile reads is
-// contiguous, which the hardware prefetcher streams and the L1 keeps
-// (rows of a wide row-major B are a power of two apart and share a few L1
-// sets).
-#define PACKED 0
+
 static void gemm_item(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                       int ldb, int m, int k, int n, int accumulate, int i0, int i1, int j) {
     (void)m;
@@ -243,13 +235,10 @@ static void gemm_item(float *c, int ldc, const float *a, long a_row, long a_col,
         int kc = k - k0 < KC ? k - k0 : KC;
         int acc = accumulate || k0 > 0; // later passes add to the earlier ones
         const float *a_k = a + (long)k0 * a_col;
-        // the (kc, cols) block of B at row k0, column j, and its row stride
-        const float *b_block = ldb == PACKED ? b + (long)j * k + (long)k0 * cols
-                                             : b + (long)k0 * ldb + j;
-        int ld = ldb == PACKED ? cols : ldb;
+        const float *b_block = b + (long)k0 * ldb + j; // the (kc, cols) block of B at (k0, j)
         for (int i = i0; i < i1; i += ROWS) {
             int rows = i1 - i < ROWS ? i1 - i : ROWS;
-            tile(c + (long)i * ldc + j, a_k + (long)i * a_row, a_row, a_col, b_block, kc, ld, ldc,
+            tile(c + (long)i * ldc + j, a_k + (long)i * a_row, a_row, a_col, b_block, kc, ldb, ldc,
                  rows, cols, acc);
         }
     }
@@ -306,39 +295,6 @@ void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, c
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
     gemm(c, a, k, 1, b, n, m, k, n, accumulate);
-}
-
-// A product's input as the precision takes it: itself in fp32, rounded to
-// the nearest bf16 (and kept in a float) in bf16.
-static inline float as_product_input(float x) {
-    return precision == PRECISION_BF16 ? bf16_to_float(bf16_from_float(x)) : x;
-}
-
-// Packed layout: column panels of COLS (the last one narrower if N is not a
-// multiple), each panel (K, width) row-major, panels one after the other.
-// Element (p, j) of B, in panel j / COLS, is at j0 * K + p * width + (j - j0)
-// with j0 the panel's first column.
-void matmul_pack_weight(float *packed, const float *weight, int oc, int ic) {
-    for (int j0 = 0; j0 < oc; j0 += COLS) {
-        int width = oc - j0 < COLS ? oc - j0 : COLS;
-        float *panel = packed + (long)j0 * ic;
-        // B = weight^T: B (p, j) = weight (j, p), read along weight's rows
-        for (int jj = 0; jj < width; jj++) {
-            const float *w_row = weight + (long)(j0 + jj) * ic;
-            for (int p = 0; p < ic; p++) panel[(long)p * width + jj] = as_product_input(w_row[p]);
-        }
-    }
-}
-
-void matmul_packed(float *c, const float *a, const float *packed, int m, int k, int n,
-                   int accumulate) {
-    if (precision == PRECISION_BF16) {
-        // the rows of A rounded to bf16 too (a few tokens' worth: cheap)
-        float *a_rounded = workspace_reserve((size_t)m * k * sizeof(float));
-        for (long i = 0; i < (long)m * k; i++) a_rounded[i] = as_product_input(a[i]);
-        a = a_rounded;
-    }
-    gemm(c, a, k, 1, packed, PACKED, m, k, n, accumulate);
 }
 
 // dst (cols, rows) = src (rows, cols)^T, in 16x16 blocks so that both the

@@ -17,18 +17,6 @@ void matmul(float *c, const float *a, const float *b, int m, int k, int n, int a
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate);
 
-// A weight used for many products (the KV cache's, every token) can be
-// packed once: B = weight (OC,IC)^T, (IC,OC), stored in column panels so that
-// each block a product reads is contiguous. `packed` holds OC * IC floats.
-// In bf16 precision the packed values are rounded to bf16 (kept as floats),
-// and matmul_packed rounds A's rows likewise: the same products as the
-// bf16 kernels', summed by the fp32 kernel (a token's product is a single
-// row, which the bf16 kernels would not speed up).
-void matmul_pack_weight(float *packed, const float *weight, int oc, int ic);
-// C (M,N) (+)= A (M,K) . B (K,N), B packed by matmul_pack_weight (K = IC, N = OC).
-void matmul_packed(float *c, const float *a, const float *packed, int m, int k, int n,
-                   int accumulate);
-
 // out (N,OC) = inp (N,IC) . weight(OC,IC)^T + bias (OC); bias may be NULL.
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc);

@@ -224,38 +224,6 @@ static void test_matmul_matches_double(void) {
             check_matmul_shape(&rng, m, 150, 96, accumulate);
 }
 
-// The KV cache's products: the weight packed once, then C = A . weight^T.
-static void test_packed_matmul_matches_double(void) {
-    Rng rng;
-    rng_seed(&rng, 5);
-    const int sizes[][2] = {{7, 9}, {128, 65}, {150, 96}, {300, 130}}; // (IC, OC)
-    const int rows[] = {1, 2, 5, 6, 13, 32};
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
-            int m = rows[r], k = sizes[s][0], n = sizes[s][1];
-            float *a = random_normal(&rng, (long)m * k, 1, 0);
-            float *weight = random_normal(&rng, (long)n * k, 1, 0); // (OC,IC)
-            float *packed = xcalloc((size_t)n * k, sizeof(float));
-            float *c = random_normal(&rng, (long)m * n, 1, 0); // garbage to be overwritten
-            matmul_pack_weight(packed, weight, n, k);
-            matmul_packed(c, a, packed, m, k, n, 0);
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) {
-                    double sum = 0, abs_sum = 0;
-                    for (int p = 0; p < k; p++) {
-                        double term = (double)a[(long)i * k + p] * weight[(long)j * k + p];
-                        sum += term;
-                        abs_sum += fabs(term);
-                    }
-                    float got = c[(long)i * n + j];
-                    CHECK_MSG(fabs(got - sum) <= matmul_tolerance(k, abs_sum, 0),
-                              "packed %dx%dx%d: c[%d,%d] = %.9g, expected %.9g", m, k, n, i, j,
-                              got, sum);
-                }
-            free(a), free(weight), free(packed), free(c);
-        }
-}
-
 static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias) {
     float *inp = random_normal(rng, (long)N * IC, 1, 0);
     float *weight = random_normal(rng, (long)OC * IC, 1, 0);
@@ -478,7 +446,6 @@ void suite_ops(void) {
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
     run_test("matmul matches double", test_matmul_matches_double);
-    run_test("packed matmul (the KV cache's) matches double", test_packed_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
