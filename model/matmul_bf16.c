@@ -475,7 +475,7 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
                   kernel);                                                                        \
     } while (0)
     if (shared) {
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
         for (int item = 0; item < items; item++) GEMM_ITEM(item);
     } else {
         for (int item = 0; item < items; item++) GEMM_ITEM(item);

@@ -86,9 +86,9 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
 
 // C (M,N) (+)= A (M,K) . B (K,N), C fp32 with row stride ldc, A and B in
 // the layouts above. Shared, the work items (24 or 32 rows x one panel of
-// C) are taken by the threads as they come free; each is summed whole by
-// one thread in a fixed order, so the result does not depend on the
-// threads.
+// C) are split statically among the threads (matmul.c says why); each is
+// summed whole by one thread in a fixed order, so the result does not
+// depend on the threads.
 void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
                int n, int accumulate, int shared);
 
