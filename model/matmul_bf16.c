@@ -458,8 +458,8 @@ static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed
     }
 }
 
-// The work items: `chunk` rows x one panel of C, taken by the threads as
-// they come free (shared) or all by the caller.
+// The work items: `chunk` rows x one panel of C, numbered row block by row
+// block, split statically among the threads (shared) or all by the caller.
 static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int m, int k,
                        int n, int accumulate, int shared, int chunk, Bf16Kernel kernel) {
     int panels = (n + BF16_PANEL - 1) / BF16_PANEL, items = (m + chunk - 1) / chunk * panels;
