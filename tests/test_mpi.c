@@ -531,6 +531,18 @@ static void check_refused(const RankJob *job, const char *text, const int *exit_
 
 #define FAULT_FLAGS TINY " --batch 8 --iters 4 --data corpus.txt"
 
+// Two ranks of the same binary with the same flags, each in its own folder
+// (so that corpus.txt can differ between them): refused with `expected`.
+static void check_two_ranks_refused(RankJob *job, const char *expected[]) {
+    char apps[4096];
+    snprintf(apps, sizeof apps, "-np 2 %s %s " FAULT_FLAGS " --out %s/run", job->launcher,
+             job->train, job->dir);
+    int exit_codes[2];
+    char *text = rank_job_run(job, apps, 2, exit_codes);
+    check_refused(job, text, exit_codes, 2, expected);
+    free(text);
+}
+
 // Rank 1 cannot read the corpus (its copy is missing): rank 0 prints the
 // error naming rank 1 and the file, and both exit.
 static void test_corpus_unreadable_on_one_rank(void) {
@@ -538,14 +550,8 @@ static void test_corpus_unreadable_on_one_rank(void) {
     RankJob job;
     rank_job_init(&job, 2);
     write_rank_corpus(&job, 0, 20000, 0);
-    char apps[4096];
-    snprintf(apps, sizeof apps, "-np 2 %s %s " FAULT_FLAGS " --out %s/run", job.launcher, job.train,
-             job.dir);
-    int exit_codes[2];
-    char *text = rank_job_run(&job, apps, 2, exit_codes);
     const char *expected[] = {"error: rank 1 (", "corpus.txt: No such file or directory", NULL};
-    check_refused(&job, text, exit_codes, 2, expected);
-    free(text);
+    check_two_ranks_refused(&job, expected);
 }
 
 // Rank 1's corpus differs from rank 0's by one letter: refused at start-up.
@@ -555,14 +561,8 @@ static void test_different_corpus_refused(void) {
     rank_job_init(&job, 2);
     write_rank_corpus(&job, 0, 20000, 0);
     write_rank_corpus(&job, 1, 20000, 1);
-    char apps[4096];
-    snprintf(apps, sizeof apps, "-np 2 %s %s " FAULT_FLAGS " --out %s/run", job.launcher, job.train,
-             job.dir);
-    int exit_codes[2];
-    char *text = rank_job_run(&job, apps, 2, exit_codes);
     const char *expected[] = {"rank 1 (", "disagrees with rank 0 (", "on the corpus or the flags", NULL};
-    check_refused(&job, text, exit_codes, 2, expected);
-    free(text);
+    check_two_ranks_refused(&job, expected);
 }
 
 // Rank 1 runs another build: a copy of bin-mpi/train with one byte added
