@@ -13,6 +13,7 @@
 #include "fastmath.h"
 #include "matmul.h"
 #include "parallel.h"
+#include "vector.h"
 #include "../base/util.h"
 
 // Per-thread scratch for a transposed (hs, Tk) block of keys or values.
@@ -151,14 +152,6 @@ void attention_forward_one(float *out, float *probs, const float *q, const float
 // chains each, 32 to 64 multiply-adds deep: the FMA latency, not its
 // throughput, sets their speed (~17 GFLOP/s). Here the vectors of all the
 // samples' heads are dealt into groups of CHAINS independent chains.
-#if defined(__AVX512F__)
-#define VLEN 16
-#elif defined(__AVX__)
-#define VLEN 8
-#else
-#define VLEN 4
-#endif
-typedef float vfloat __attribute__((vector_size(VLEN * sizeof(float))));
 // Chains in flight: enough to cover the FMA's latency (4 cycles) at two a
 // cycle, and few enough that the accumulators stay in registers.
 #define CHAINS 8
@@ -175,12 +168,8 @@ static void run_chains(const Chain chains[CHAINS], int n, long ldb) {
     vfloat acc[CHAINS];
     for (int c = 0; c < CHAINS; c++) acc[c] = (vfloat){0};
     for (int i = 0; i < n; i++)
-        for (int c = 0; c < CHAINS; c++) {
-            vfloat b;
-            memcpy(&b, chains[c].b + i * ldb, sizeof b);
-            acc[c] += chains[c].a[i] * b;
-        }
-    for (int c = 0; c < CHAINS; c++) memcpy(chains[c].dst, &acc[c], sizeof acc[c]);
+        for (int c = 0; c < CHAINS; c++) acc[c] += chains[c].a[i] * load_v(chains[c].b + i * ldb);
+    for (int c = 0; c < CHAINS; c++) store_v(chains[c].dst, acc[c]);
 }
 
 // Collects chains and runs them CHAINS at a time; a group left short at the

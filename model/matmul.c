@@ -32,6 +32,7 @@
 
 #include "cpu_features.h"
 #include "matmul_bf16.h"
+#include "vector.h"
 #include "../base/options.h"
 #include "../base/util.h"
 
@@ -42,26 +43,13 @@
 // The kernels use GCC's vector extension (which clang also implements):
 // plain loops over float arrays left the accumulators' placement to the
 // vectoriser, which under -march=haswell kept them on the stack.
-#if defined(__AVX512F__)
-#define VLEN 16
+// COLS is 4 vectors of VLEN (model/vector.h) wide under AVX-512, 2 below.
+#if VLEN == 16
 #define COLS 64
-#elif defined(__AVX__)
-#define VLEN 8
-#define COLS 16
 #else
-#define VLEN 4
-#define COLS 8
+#define COLS (2 * VLEN)
 #endif
 #define ROWS 6
-typedef float vfloat __attribute__((vector_size(VLEN * sizeof(float))));
-
-// Unaligned vector load and store (memcpy compiles to one instruction).
-static inline vfloat load_v(const float *p) {
-    vfloat v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void store_v(float *p, vfloat v) { memcpy(p, &v, sizeof v); }
 
 // ---- the workspace and the precision, process-wide settings
 //
