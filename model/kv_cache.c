@@ -272,7 +272,7 @@ enum { MAX_GROUPS = 2 };
 // The groups of a forward over the window's positions pos..pos+n-1; returns
 // how many (1 or 2).
 static int row_groups(KVCache *cache, int pos, int n, RowGroup groups[MAX_GROUPS]) {
-    int B = cache->samples, T = cache->model->config.context, C = cache->model->config.dim;
+    int B = cache->samples, T = cache->model->config.context;
     int NH = cache->model->config.heads, S = cache->slide;
     groups[0] = (RowGroup){cache->k, cache->v, cache->k_t, cache->att_probs, pos, n, 0, 0};
     int first_kept = pos > S ? pos : S; // the first new position the next window keeps
@@ -280,7 +280,6 @@ static int row_groups(KVCache *cache, int pos, int n, RowGroup groups[MAX_GROUPS
     groups[1] = (RowGroup){cache->next_k, cache->next_v, cache->next_k_t,
                            cache->att_probs + (long)B * NH * T * T, first_kept - S,
                            pos + n - first_kept, S, B * n};
-    (void)C;
     return 2;
 }
 

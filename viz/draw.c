@@ -67,10 +67,15 @@ void draw_frame(Image *image, int x, int y, int w, int h) {
 }
 
 void draw_line(Image *image, int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
+    draw_thick_line(image, x0, y0, x1, y1, 1, rgb);
+}
+
+void draw_thick_line(Image *image, int x0, int y0, int x1, int y1, int pen,
+                     const uint8_t rgb[3]) {
     int dx = abs(x1 - x0), dy = -abs(y1 - y0);
     int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, e = dx + dy;
     for (;;) {
-        put_pixel(image, x0, y0, rgb);
+        fill_rect(image, x0, y0, pen, pen, rgb);
         if (x0 == x1 && y0 == y1) break;
         int e2 = 2 * e;
         if (e2 >= dy) { e += dy; x0 += sx; }

@@ -32,6 +32,9 @@ void fill_rect(Image *image, int x, int y, int w, int h, const uint8_t rgb[3]);
 void draw_frame(Image *image, int x, int y, int w, int h);
 // A 1-pixel line from (x0, y0) to (x1, y1) (Bresenham).
 void draw_line(Image *image, int x0, int y0, int x1, int y1, const uint8_t rgb[3]);
+// The same with a pen x pen square at each point (2: the loss plot's curves).
+void draw_thick_line(Image *image, int x0, int y0, int x1, int y1, int pen,
+                     const uint8_t rgb[3]);
 // ASCII text in the built-in font at an integer scale, top-left at (x, y);
 // anything the font lacks shows as its box.
 void draw_text(Image *image, const char *text, int x, int y, int scale);

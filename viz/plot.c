@@ -15,19 +15,6 @@ const uint8_t plot_train_rgb[3] = {31, 119, 180}, plot_val_rgb[3] = {255, 127, 1
               plot_best_rgb[3] = {214, 39, 40}, plot_lr_rgb[3] = {150, 150, 150};
 static const uint8_t ink[3] = {30, 30, 30}, grid[3] = {228, 228, 228};
 
-// A line of the given thickness (1: one pixel; 2: a 2x2 pen), Bresenham.
-static void line(Image *im, int x0, int y0, int x1, int y1, int thick, const uint8_t rgb[3]) {
-    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    int e = dx + dy;
-    for (;;) {
-        fill_rect(im, x0, y0, thick, thick, rgb);
-        if (x0 == x1 && y0 == y1) break;
-        int e2 = 2 * e;
-        if (e2 >= dy) e += dy, x0 += sx;
-        if (e2 <= dx) e += dx, y0 += sy;
-    }
-}
-
 static void ring(Image *im, int cx, int cy, int r, const uint8_t rgb[3]) {
     for (int y = -r - 1; y <= r + 1; y++)
         for (int x = -r - 1; x <= r + 1; x++) {
@@ -187,18 +174,18 @@ void loss_plot_render(Image *im, const LossHistory *h) {
 
     // curves: lr first (thin, behind), then train, then val
     for (int i = 1; i < h->num_train; i++)
-        line(im, plot_x(&a, h->train_steps[i - 1]), plot_y_lr(&a, h->lr[i - 1]),
+        draw_thick_line(im, plot_x(&a, h->train_steps[i - 1]), plot_y_lr(&a, h->lr[i - 1]),
              plot_x(&a, h->train_steps[i]), plot_y_lr(&a, h->lr[i]), 1, plot_lr_rgb);
     for (int i = 1; i < h->num_train; i++)
         if (isfinite(h->train_loss[i - 1]) && isfinite(h->train_loss[i]))
-            line(im, plot_x(&a, h->train_steps[i - 1]), plot_y_loss(&a, h->train_loss[i - 1]),
+            draw_thick_line(im, plot_x(&a, h->train_steps[i - 1]), plot_y_loss(&a, h->train_loss[i - 1]),
                  plot_x(&a, h->train_steps[i]), plot_y_loss(&a, h->train_loss[i]), 2,
                  plot_train_rgb);
     for (int i = 0; i < h->num_val; i++) {
         if (!isfinite(h->val_loss[i])) continue;
         int x = plot_x(&a, h->val_steps[i]), y = plot_y_loss(&a, h->val_loss[i]);
         if (i > 0 && isfinite(h->val_loss[i - 1]))
-            line(im, plot_x(&a, h->val_steps[i - 1]), plot_y_loss(&a, h->val_loss[i - 1]), x, y, 2,
+            draw_thick_line(im, plot_x(&a, h->val_steps[i - 1]), plot_y_loss(&a, h->val_loss[i - 1]), x, y, 2,
                  plot_val_rgb);
         fill_rect(im, x - 2, y - 2, 5, 5, plot_val_rgb);
     }
