@@ -12,6 +12,7 @@
 #include "dropout.h"
 #include "fastmath.h"
 #include "matmul.h"
+#include "matmul_bf16.h"
 #include "parallel.h"
 #include "vector.h"
 #include "../base/util.h"
@@ -36,6 +37,16 @@ static void transpose_head(float *dst, const float *src, int T, int C, int hs) {
         for (int d = 0; d < hs; d++) dst[(long)d * T + t] = src[(long)t * C + d];
 }
 
+// Scratch of the fp32 forward and backward of one (batch row, head), in
+// floats: keys (values) transposed, (hs, Tk); then with dropout the dropped
+// probs (Tq, Tk); in the backward dP (Tq, Tk), and with dropout two more.
+static size_t fp32_forward_floats(int Tq, int Tk, int hs, int drop) {
+    return (size_t)hs * Tk + (drop ? (size_t)Tq * Tk : 0);
+}
+static size_t fp32_backward_floats(int Tq, int Tk, int hs, int drop) {
+    return (size_t)hs * Tk + (size_t)Tq * Tk * (drop ? 3 : 1);
+}
+
 // Index of the last key query i may see.
 static inline int last_visible_key(int i, int Tq, int Tk, int causal) {
     return causal ? i + (Tk - Tq) : Tk - 1;
@@ -51,11 +62,30 @@ static inline int keys_for_block(int i0, int rows, int Tq, int Tk, int causal) {
     return causal ? last_visible_key(i0 + rows - 1, Tq, Tk, causal) + 1 : Tk;
 }
 
+// The largest of p[0..n-1] (n >= 1), VLEN lanes at a time: the same value
+// as a scalar loop (a maximum does not depend on the order), which GCC does
+// not vectorise without -ffast-math.
+typedef int vmask __attribute__((vector_size(VLEN * sizeof(float))));
+static float row_max(const float *p, int n) {
+    float best = p[0];
+    int j = 0;
+    if (n >= VLEN) {
+        vfloat lanes = load_v(p);
+        for (j = VLEN; j + VLEN <= n; j += VLEN) {
+            vfloat x = load_v(p + j);
+            vmask greater = x > lanes; // all ones where x wins
+            lanes = (vfloat)((greater & (vmask)x) | (~greater & (vmask)lanes));
+        }
+        for (int l = 0; l < VLEN; l++) best = lanes[l] > best ? lanes[l] : best;
+    }
+    for (; j < n; j++) best = p[j] > best ? p[j] : best;
+    return best;
+}
+
 // p (Tk) holds the scores of one query: replace them by the softmax of
 // scores * scale over keys 0..last, and zero for the masked keys after it.
 static void softmax_row(float *p, int last, int Tk, float scale) {
-    float max_score = -INFINITY;
-    for (int j = 0; j <= last; j++) max_score = p[j] > max_score ? p[j] : max_score;
+    float max_score = row_max(p, last + 1);
     float sum = 0.0f;
     _Pragma("omp simd reduction(+ : sum)")
     for (int j = 0; j <= last; j++) {
@@ -68,6 +98,102 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
     for (int j = last + 1; j < Tk; j++) p[j] = 0.0f;
 }
 
+// ---- bf16 products (--precision bf16)
+//
+// The same products with bf16 inputs and fp32 sums (matmul_bf16.h), one
+// (batch row, head) on the calling thread: each operand is converted (a
+// left one, row-major) or packed (a right one, in pair-interleaved panels)
+// once per (batch row, head) and read by every block of rows. Scores,
+// probabilities and softmax stay fp32; what the products read is rounded.
+// A causal block of rows reads only its visible keys: the left operand's
+// columns and the packed right operand's rows 0..keys-1, or from a first
+// query on (a multiple of 32, so that the pairs and AMX's steps of 32 line
+// up), which the products take panel by panel (a panel's offset in the
+// packed layout depends on the K it was packed with, not the K read).
+
+// bf16 elements rounded up to a cache line, for carving one scratch.
+static size_t line_up(size_t elements) { return (elements + 31) & ~(size_t)31; }
+
+// c (m, n) (+)= a (m, k) . rows first..first+k-1 of b_packed, which was
+// packed as (packed_k, n); a holds those k columns from its pointer on,
+// first is even (a multiple of 32 under AMX).
+static void gemm_rows_of_packed(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                                int packed_k, int first, int m, int k, int n, int accumulate) {
+    for (int j0 = 0; j0 < n; j0 += BF16_PANEL) {
+        int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = (width + 15) & ~15;
+        const bf16 *panel = b_packed + (long)j0 * bf16_kpad(packed_k) + (long)first * wp;
+        bf16_gemm(c + j0, ldc, a, lda, panel, m, k, width, accumulate, 0);
+    }
+}
+
+// Columns of a score block: its visible keys rounded up to whole panels
+// (at most Tk), so that the packed keys' panels are read with the widths
+// they were packed with. The extra scores are the masked ones: the softmax
+// and its backward set them to zero.
+static int score_columns(int keys, int Tk) {
+    int columns = (keys + BF16_PANEL - 1) / BF16_PANEL * BF16_PANEL;
+    return columns < Tk ? columns : Tk;
+}
+
+// Scratch of one (batch row, head): bf16 elements of each operand.
+typedef struct {
+    bf16 *q, *k_packed, *probs, *v_packed;
+} ForwardOperands;
+
+// Their sizes in bf16 elements, in that order; returns the scratch in
+// floats (with dropout, the dropped probs (Tq, Tk) fp32 after them).
+static size_t forward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[4]) {
+    sizes[0] = line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(hs));
+    sizes[1] = line_up(bf16_packed_size(hs, Tk));
+    sizes[2] = line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(Tk));
+    sizes[3] = line_up(bf16_packed_size(Tk, hs));
+    return (sizes[0] + sizes[1] + sizes[2] + sizes[3]) / 2 + (drop ? (size_t)Tq * Tk : 0);
+}
+
+static ForwardOperands forward_operands(int Tq, int Tk, int hs, int drop) {
+    size_t sizes[4];
+    bf16 *base = (bf16 *)thread_scratch(forward_sizes(Tq, Tk, hs, drop, sizes));
+    return (ForwardOperands){base, base + sizes[0], base + sizes[0] + sizes[1],
+                             base + sizes[0] + sizes[1] + sizes[2]};
+}
+
+// One (batch row, head) of the forward in bf16: q_bh, out_bh (Tq, ld C),
+// k_bh, v_bh (Tk, ld C), probs_bh (Tq, Tk).
+static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const float *q_bh,
+                                        const float *k_bh, const float *v_bh, int Tq, int Tk,
+                                        int C, int hs, int causal, long bh,
+                                        const DropoutMask *drop) {
+    float scale = 1.0f / sqrtf((float)hs);
+    ForwardOperands op = forward_operands(Tq, Tk, hs, drop != NULL);
+    long q_ld = bf16_kpad(hs), p_ld = bf16_kpad(Tk);
+    bf16_convert(op.q, q_ld, q_bh, C, 1, Tq, hs, 0);
+    bf16_pack(op.k_packed, k_bh, 1, C, hs, Tk, 0); // k_h^T (hs, Tk)
+    bf16_pack(op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
+    for (int i0 = 0; i0 < Tq; i0 += QB) {
+        int rows = Tq - i0 < QB ? Tq - i0 : QB;
+        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        bf16_gemm(probs_bh + (long)i0 * Tk, Tk, op.q + i0 * q_ld, q_ld, op.k_packed, rows, hs,
+                  score_columns(keys, Tk), 0, 0);
+    }
+    for (int i = 0; i < Tq; i++)
+        softmax_row(probs_bh + (long)i * Tk, last_visible_key(i, Tq, Tk, causal), Tk, scale);
+    const float *weights = probs_bh;
+    if (drop) {
+        size_t sizes[4];
+        forward_sizes(Tq, Tk, hs, 0, sizes);
+        float *dropped = (float *)(op.v_packed + sizes[3]);
+        dropout_forward(dropped, probs_bh, (long)Tq * Tk, bh * Tq * Tk, drop);
+        weights = dropped;
+    }
+    for (int i0 = 0; i0 < Tq; i0 += QB) {
+        int rows = Tq - i0 < QB ? Tq - i0 : QB;
+        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        bf16_convert(op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
+        gemm_rows_of_packed(out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk,
+                            0, rows, keys, hs, 0);
+    }
+}
+
 // The products are small matrix multiplications (matmul_strided), one
 // (batch row, head) per thread:
 //   scores = q_h . k_h^T      (Tq,hs) x (hs,Tk), keys transposed once
@@ -77,7 +203,7 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
 static void attention_forward_masked(float *out, float *probs, const float *q, const float *k,
                                      const float *v, int B, int Tq, int Tk, int C, int NH,
                                      int causal, const DropoutMask *drop) {
-    int hs = C / NH;
+    int hs = C / NH, bf16 = matmul_precision() == PRECISION_BF16;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -86,8 +212,13 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
         const float *v_bh = v + (long)b * Tk * C + h * hs;
         float *out_bh = out + (long)b * Tq * C + h * hs;
         float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
+        if (bf16) {
+            attention_head_forward_bf16(out_bh, probs_bh, q_bh, k_bh, v_bh, Tq, Tk, C, hs,
+                                        causal, bh, drop);
+            continue;
+        }
         // (hs, Tk) keys transposed, then with dropout the dropped probs (Tq, Tk)
-        float *k_t = thread_scratch((size_t)hs * Tk + (drop ? (size_t)Tq * Tk : 0));
+        float *k_t = thread_scratch(fp32_forward_floats(Tq, Tk, hs, drop != NULL));
         transpose_head(k_t, k_bh, Tk, C, hs);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
@@ -229,6 +360,150 @@ void attention_forward_one_batch(float *out, float *probs, const float *q, const
     chain_flush(&group);
 }
 
+// The softmax's backward for one (batch row, head): d_scores (Tq, Tk) holds
+// dP = dO . v_h^T (with dropout, the gradient of the dropped probs, and
+// 2 (Tq, Tk) of scratch after it) and becomes dS; returns what multiplied
+// v_h in the forward (probs, or the dropped copy in that scratch).
+static const float *scores_gradient(float *d_scores, const float *probs_bh, int Tq, int Tk,
+                                    int causal, float scale, long bh, const DropoutMask *drop) {
+    long tt = (long)Tq * Tk;
+    const float *weights = probs_bh;
+    if (drop) {
+        float *dropped = d_scores + tt, *d_dropped = dropped + tt;
+        dropout_forward(dropped, probs_bh, tt, bh * tt, drop);
+        for (long e = 0; e < tt; e++) d_dropped[e] = d_scores[e];
+        for (long e = 0; e < tt; e++) d_scores[e] = 0.0f;
+        dropout_backward(d_scores, d_dropped, tt, bh * tt, drop);
+        weights = dropped;
+    }
+    for (int i = 0; i < Tq; i++) {
+        const float *p = probs_bh + (long)i * Tk;
+        float *ds = d_scores + (long)i * Tk;
+        int last = last_visible_key(i, Tq, Tk, causal);
+        float dot_p_dp = 0.0f;
+        for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
+        for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
+        for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
+    }
+    return weights;
+}
+
+// ---- backward in bf16: the operands of one (batch row, head), after its
+// fp32 dS (Tq, Tk) (and with dropout 2 more (Tq, Tk)). A key block's
+// products read the block's columns of dS and of W (what multiplied v_h)
+// transposed, from its first query on, as their left operand: packed from
+// their rows in the panel layout (bf16_gemm_panel_a), or under AMX, which
+// does not take it, converted transposed into rows; one block at a time,
+// into block_t.
+typedef struct {
+    float *d_scores;
+    bf16 *d_out, *v_t_packed, *d_scores_rows, *k_packed, *q_packed, *d_out_packed, *block_t;
+} BackwardOperands;
+
+// The sizes of the bf16 operands (in that order, bf16 elements) and of
+// d_scores with dropout's two more (floats); returns the scratch in floats.
+enum { BACKWARD_OPERANDS = 7 };
+static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACKWARD_OPERANDS],
+                             size_t *d_scores) {
+    size_t tq_hs = line_up(bf16_packed_size(Tq, hs));
+    size_t all[BACKWARD_OPERANDS] = {
+        line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(hs)),
+        line_up(bf16_packed_size(hs, Tk)),
+        line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(Tk)),
+        line_up(bf16_packed_size(Tk, hs)),
+        tq_hs,
+        tq_hs,
+        line_up(bf16_panel_a_supported() ? bf16_packed_size(Tq, QB)
+                                         : (size_t)bf16_rows_pad(QB) * bf16_kpad(Tq)),
+    };
+    size_t bf16s = 0;
+    for (int i = 0; i < BACKWARD_OPERANDS; i++) bf16s += sizes[i] = all[i];
+    *d_scores = line_up((size_t)Tq * Tk * (drop ? 3 : 1));
+    return *d_scores + bf16s / 2;
+}
+
+static BackwardOperands backward_operands(int Tq, int Tk, int hs, int drop) {
+    size_t sizes[BACKWARD_OPERANDS], d_scores_floats;
+    float *d_scores = thread_scratch(backward_sizes(Tq, Tk, hs, drop, sizes, &d_scores_floats));
+    BackwardOperands op = {.d_scores = d_scores};
+    bf16 *next = (bf16 *)(d_scores + d_scores_floats);
+    bf16 **views[BACKWARD_OPERANDS] = {&op.d_out,    &op.v_t_packed,   &op.d_scores_rows,
+                                       &op.k_packed, &op.q_packed,     &op.d_out_packed,
+                                       &op.block_t};
+    for (int i = 0; i < BACKWARD_OPERANDS; i++) {
+        *views[i] = next;
+        next += sizes[i];
+    }
+    return op;
+}
+
+// c (rows, n) += src^T . b: src (k, rows) with row stride ld (a key block's
+// columns of dS or W from its first query on), b_packed the rows from that
+// query on of a packed (., n) whose panels hold panel_k rows (b_packed
+// points at its first panel's row `first`).
+static void gemm_transposed_block(float *c, int ldc, bf16 *block_t, const float *src, long ld,
+                                  int rows, int k, const bf16 *b_packed, int panel_k, int first,
+                                  int n) {
+    int panel_a = bf16_panel_a_supported();
+    if (panel_a) bf16_pack(block_t, src, ld, 1, k, rows, 0);
+    else bf16_convert(block_t, bf16_kpad(k), src, 1, ld, rows, k, 0);
+    for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
+        int width = n - p0 < BF16_PANEL ? n - p0 : BF16_PANEL, wp = (width + 15) & ~15;
+        const bf16 *b_panel = b_packed + (long)p0 * bf16_kpad(panel_k) + (long)first * wp;
+        if (panel_a) bf16_gemm_panel_a(c + p0, ldc, block_t, b_panel, rows, k, width, 1, 0);
+        else bf16_gemm(c + p0, ldc, block_t, bf16_kpad(k), b_panel, rows, k, width, 1, 0);
+    }
+}
+
+// One (batch row, head) of the backward in bf16, the products of the fp32
+// one below with bf16 inputs; d_q_bh, d_o (Tq, ld C), d_k_bh, d_v_bh, k_bh,
+// v_bh (Tk, ld C), probs_bh (Tq, Tk).
+static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_v_bh,
+                                         const float *d_o, const float *probs_bh,
+                                         const float *q_bh, const float *k_bh, const float *v_bh,
+                                         int Tq, int Tk, int C, int hs, int causal, long bh,
+                                         const DropoutMask *drop) {
+    BackwardOperands op = backward_operands(Tq, Tk, hs, drop != NULL);
+    long o_ld = bf16_kpad(hs), s_ld = bf16_kpad(Tk);
+    bf16_convert(op.d_out, o_ld, d_o, C, 1, Tq, hs, 0);
+    bf16_pack(op.v_t_packed, v_bh, 1, C, hs, Tk, 0); // v_h^T (hs, Tk)
+    for (int i0 = 0; i0 < Tq; i0 += QB) {            // dP = dO . v_h^T
+        int rows = Tq - i0 < QB ? Tq - i0 : QB;
+        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        bf16_gemm(op.d_scores + (long)i0 * Tk, Tk, op.d_out + i0 * o_ld, o_ld, op.v_t_packed, rows,
+                  hs, score_columns(keys, Tk), 0, 0);
+    }
+    const float *weights = scores_gradient(op.d_scores, probs_bh, Tq, Tk, causal,
+                                           1.0f / sqrtf((float)hs), bh, drop);
+    bf16_pack(op.k_packed, k_bh, C, 1, Tk, hs, 0); // k_h (Tk, hs)
+    for (int i0 = 0; i0 < Tq; i0 += QB) {          // d_q_h += dS . k_h
+        int rows = Tq - i0 < QB ? Tq - i0 : QB;
+        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        bf16_convert(op.d_scores_rows + i0 * s_ld, s_ld, op.d_scores + (long)i0 * Tk, Tk, 1, rows,
+                     keys, 0);
+        gemm_rows_of_packed(d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
+                            op.k_packed, Tk, 0, rows, keys, hs, 1);
+    }
+    bf16_pack(op.q_packed, q_bh, C, 1, Tq, hs, 0);    // q_h (Tq, hs)
+    bf16_pack(op.d_out_packed, d_o, C, 1, Tq, hs, 0); // dO (Tq, hs)
+    // key rows [j0, j0+QB) receive from queries i >= first_query, from a
+    // multiple of 32 on (the queries before it add exact zeros)
+    for (int j0 = 0; j0 < Tk; j0 += QB) {
+        int rows = Tk - j0 < QB ? Tk - j0 : QB;
+        int first_query = causal ? j0 - (Tk - Tq) : 0;
+        if (first_query < 0) first_query = 0;
+        if (first_query >= Tq) continue;
+        first_query &= ~31;
+        long at = (long)first_query * Tk + j0;
+        gemm_transposed_block(d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
+                              Tq - first_query, op.q_packed, Tq, first_query,
+                              hs); // d_k_h += dS^T . q_h
+        gemm_transposed_block(d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
+                              Tq - first_query, op.d_out_packed, Tq, first_query,
+                              hs); // d_v_h += W^T . dO
+    }
+}
+
 // Backward, per (batch row, head), with P = probs and dO = d_out's slice:
 //   dP     = dO . v_h^T                      (Tq,hs) x (hs,Tk)
 //   dS_ij  = P_ij (dP_ij - sum_j' P_ij' dP_ij') / sqrt(hs)   (softmax)
@@ -241,7 +516,7 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
                                       const float *probs, const float *q, const float *k,
                                       const float *v, int B, int Tq, int Tk, int C, int NH,
                                       int causal, const DropoutMask *drop) {
-    int hs = C / NH;
+    int hs = C / NH, bf16 = matmul_precision() == PRECISION_BF16;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -249,9 +524,14 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
         long k_off = (long)b * Tk * C + h * hs;
         const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
         const float *d_o = d_out + q_off;
+        if (bf16) {
+            attention_head_backward_bf16(d_q + q_off, d_k + k_off, d_v + k_off, d_o, probs_bh,
+                                         q + q_off, k + k_off, v + k_off, Tq, Tk, C, hs, causal,
+                                         bh, drop);
+            continue;
+        }
         // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
-        long tt = (long)Tq * Tk;
-        float *v_t = thread_scratch((size_t)hs * Tk + (size_t)tt * (drop ? 3 : 1));
+        float *v_t = thread_scratch(fp32_backward_floats(Tq, Tk, hs, drop != NULL));
         float *d_scores = v_t + (long)hs * Tk;
         transpose_head(v_t, v + k_off, Tk, C, hs);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
@@ -260,24 +540,8 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
             matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
                            rows, hs, keys, 0);
         }
-        const float *weights = probs_bh; // what multiplied v_h in the forward
-        if (drop) {
-            float *dropped = d_scores + tt, *d_dropped = dropped + tt;
-            dropout_forward(dropped, probs_bh, tt, bh * tt, drop);
-            for (long e = 0; e < tt; e++) d_dropped[e] = d_scores[e];
-            for (long e = 0; e < tt; e++) d_scores[e] = 0.0f;
-            dropout_backward(d_scores, d_dropped, tt, bh * tt, drop);
-            weights = dropped;
-        }
-        for (int i = 0; i < Tq; i++) {
-            const float *p = probs_bh + (long)i * Tk;
-            float *ds = d_scores + (long)i * Tk;
-            int last = last_visible_key(i, Tq, Tk, causal);
-            float dot_p_dp = 0.0f;
-            for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
-            for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
-            for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
-        }
+        const float *weights =
+            scores_gradient(d_scores, probs_bh, Tq, Tk, causal, scale, bh, drop);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
             int keys = keys_for_block(i0, rows, Tq, Tk, causal);
@@ -315,4 +579,16 @@ void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float 
                                 const DropoutMask *drop) {
     attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
                               drop);
+}
+
+size_t attention_scratch_bytes(int Tq, int Tk, int C, int NH, int backward, int dropout) {
+    int hs = C / NH;
+    size_t forward[4], backward_ops[BACKWARD_OPERANDS], d_scores;
+    size_t floats[4] = {fp32_forward_floats(Tq, Tk, hs, dropout),
+                        forward_sizes(Tq, Tk, hs, dropout, forward),
+                        backward ? fp32_backward_floats(Tq, Tk, hs, dropout) : 0,
+                        backward ? backward_sizes(Tq, Tk, hs, dropout, backward_ops, &d_scores) : 0};
+    size_t most = 0;
+    for (int i = 0; i < 4; i++) most = floats[i] > most ? floats[i] : most;
+    return most * sizeof(float);
 }

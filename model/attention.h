@@ -55,4 +55,11 @@ void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float 
                                 const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
                                 const DropoutMask *drop);
 
+// Bytes of scratch each thread that runs the functions above keeps
+// (allocated on its first call, then reused): the most over both
+// precisions, for the forward alone or with the backward, with or without
+// dropout. What a model's memory estimate adds per thread.
+#include <stddef.h>
+size_t attention_scratch_bytes(int Tq, int Tk, int C, int NH, int backward, int dropout);
+
 #endif

@@ -2,6 +2,7 @@
 #include "gpt.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,9 +231,12 @@ double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training) {
     Activations a;
     Scratch s;
     double params = (double)gpt_num_params(cfg);
+    // each thread that runs attention keeps its scratch (without dropout's)
+    double attention = (double)omp_get_max_threads() *
+                       attention_scratch_bytes(T, T, cfg->dim, cfg->heads, training, 0);
     double floats = params + activation_layout(cfg, &a, B, T, NULL) +
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
-                    matmul_workspace_floats(cfg, B, T);
+                    matmul_workspace_floats(cfg, B, T) + attention / sizeof(float);
     if (training) floats += params + backward_scratch_layout(cfg, &s, B, T, NULL);
     return floats * sizeof(float) + (double)B * T * sizeof(int); // + the targets
 }

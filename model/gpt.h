@@ -169,7 +169,9 @@ void gpt_alloc_inference(GPT *model, int B, int T);
 // gpt_alloc_inference plus gradients and the backward's scratch.
 void gpt_alloc_training(GPT *model, int B, int T);
 // Bytes the two calls above allocate for cfg and B x T (parameters
-// included; not the optimizer's moments), from the same layout code.
+// included; not the optimizer's moments), from the same layout code, and
+// the attention scratch each of omp_get_max_threads() threads keeps
+// without dropout (attention.h: dropout's is what a run adds).
 // In double, so that absurd shapes give a huge figure, not an overflow.
 double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training);
 // The number of parameters (floats) of a model of shape cfg.

@@ -9,6 +9,7 @@
 
 #include "../base/files.h"
 #include "../lib/checkpoint.h"
+#include "../model/attention.h"
 #include "../model/matmul.h"
 #include "../viz/heatmap.h"
 #include "distributed.h"
@@ -159,13 +160,20 @@ static RunBuffers run_buffers(const Run *run, size_t num_params) {
 }
 
 // The run needs about this much memory: the model's own layout
-// (gpt_memory_bytes), the two AdamW moments and the run's buffers.
+// (gpt_memory_bytes), the two AdamW moments, the run's buffers and, with
+// dropout, the attention scratch it adds.
 static double bytes_needed(const Run *run, const GPTConfig *cfg) {
     double params = (double)gpt_num_params(cfg);
     RunBuffers b = run_buffers(run, (size_t)params);
+    // dropout's attention scratch, per thread (gpt_memory_bytes counts the rest)
+    double dropout = run->o.dropout > 0.0f
+                         ? (double)omp_get_max_threads() *
+                               ((double)attention_scratch_bytes(run->T, run->T, cfg->dim, cfg->heads, 1, 1) -
+                                (double)attention_scratch_bytes(run->T, run->T, cfg->dim, cfg->heads, 1, 0))
+                         : 0.0;
     return gpt_memory_bytes(cfg, run->micro_rows, run->T, 1) + 2.0 * params * sizeof(float) +
            ((double)b.grad_micro + (double)b.reduce_scratch) * sizeof(float) +
-           2.0 * (double)b.batch_tokens * sizeof(int);
+           2.0 * (double)b.batch_tokens * sizeof(int) + dropout;
 }
 
 // A resumed run: rank 0 loads the folder (its vocabulary into *ckpt_vocab)
