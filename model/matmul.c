@@ -213,10 +213,18 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 // products in the same order (k ascending, in KC chunks) whichever thread
 // computes it, so results do not depend on the thread count.
 
+// With a bias, C's block starts as the bias in every row (written here,
+// while it is in L1, rather than over all of C before the product) and the
+// product accumulates onto it.
 static void gemm_item(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
-                      int ldb, int m, int k, int n, int accumulate, int i0, int i1, int j) {
+                      int ldb, int m, int k, int n, int accumulate, const float *bias, int i0,
+                      int i1, int j) {
     (void)m;
     int cols = n - j < COLS ? n - j : COLS;
+    if (bias) {
+        for (int i = i0; i < i1; i++) memcpy(c + (long)i * ldc + j, bias + j, (size_t)cols * sizeof(float));
+        accumulate = 1;
+    }
     if (k == 0) { // an empty sum
         for (int i = i0; i < i1 && !accumulate; i++)
             memset(c + (long)i * ldc + j, 0, (size_t)cols * sizeof(float));
@@ -245,26 +253,37 @@ enum { ALONE, SHARED, SHARED_NOWAIT };
 // Work item `item` of a product: CHUNK_ROWS rows by one panel of COLS columns.
 static void gemm_numbered_item(float *c, int ldc, const float *a, long a_row, long a_col,
                                const float *b, int ldb, int m, int k, int n, int accumulate,
-                               int panels, int item) {
+                               const float *bias, int panels, int item) {
     int i0 = item / panels * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < m ? i0 + CHUNK_ROWS : m;
-    gemm_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, i0, i1, item % panels * COLS);
+    gemm_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, i0, i1,
+              item % panels * COLS);
 }
 
-static void gemm_items(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
-                       int ldb, int m, int k, int n, int accumulate, int sharing) {
+// C (+)= A . B, or with a bias (N) C = bias + A . B.
+static void gemm_items_bias(float *c, int ldc, const float *a, long a_row, long a_col,
+                            const float *b, int ldb, int m, int k, int n, int accumulate,
+                            const float *bias, int sharing) {
     int panels = (n + COLS - 1) / COLS, items = (m + CHUNK_ROWS - 1) / CHUNK_ROWS * panels;
     if (sharing == SHARED_NOWAIT) {
 #pragma omp for schedule(static) nowait
         for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
+                               item);
     } else if (sharing == SHARED) {
 #pragma omp for schedule(static)
         for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
+                               item);
     } else {
         for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, panels, item);
+            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
+                               item);
     }
+}
+
+static void gemm_items(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
+                       int ldb, int m, int k, int n, int accumulate, int sharing) {
+    gemm_items_bias(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, NULL, sharing);
 }
 
 // Whether a product of m*k*n multiply-adds is worth a parallel region:
@@ -303,12 +322,6 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
                 for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
         }
     }
-}
-
-// Every row of out (N,OC) = bias (shared among the threads).
-static void fill_rows_with_bias(float *out, const float *bias, int n, int oc) {
-#pragma omp for schedule(static)
-    for (int t = 0; t < n; t++) memcpy(out + (long)t * oc, bias, (size_t)oc * sizeof(float));
 }
 
 // d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
@@ -373,9 +386,8 @@ static void linear_forward_bf16(float *out, const float *inp, const float *weigh
     {
         bf16_convert(inp_h, kpad, inp, ic, 1, n, ic, 1);
         bf16_pack(weight_t, weight, 1, ic, ic, oc, 1);
-        if (bias) fill_rows_with_bias(out, bias, n, oc);
 #pragma omp barrier
-        bf16_gemm(out, oc, inp_h, kpad, weight_t, n, ic, oc, bias != NULL, 1);
+        bf16_gemm_bias(out, oc, inp_h, kpad, weight_t, bias, n, ic, oc, 1);
     }
 }
 
@@ -389,9 +401,7 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
     {
         transpose(weight_t, weight, oc, ic);
-        // with a bias, every row starts at it and the product accumulates onto it
-        if (bias) fill_rows_with_bias(out, bias, n, oc);
-        gemm_items(out, oc, inp, ic, 1, weight_t, oc, n, ic, oc, bias != NULL, SHARED);
+        gemm_items_bias(out, oc, inp, ic, 1, weight_t, oc, n, ic, oc, 0, bias, SHARED);
     }
 }
 

@@ -417,9 +417,16 @@ static const bf16 *a_row_start(const OperandA *A, int kpad, int i, long *a_row, 
 }
 
 // Rows [i0, i1) x the panel at column j0 of C, over all of K.
+// With a bias, the block starts as the bias in every row (written while
+// it is in L1) and the product accumulates onto it.
 static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int i0, int i1,
-                      int j0, int k, int n, int accumulate, Bf16Kernel kernel) {
+                      int j0, int k, int n, int accumulate, const float *bias, Bf16Kernel kernel) {
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
+    if (bias) {
+        for (int i = i0; i < i1; i++)
+            memcpy(c + (long)i * ldc + j0, bias + j0, (size_t)width * sizeof(float));
+        accumulate = 1;
+    }
     int kpad = bf16_kpad(k);
     const bf16 *panel = b_packed + (long)j0 * kpad;
     if (k == 0) { // an empty sum
@@ -461,7 +468,8 @@ static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed
 // The work items: `chunk` rows x one panel of C, numbered row block by row
 // block, split statically among the threads (shared) or all by the caller.
 static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int m, int k,
-                       int n, int accumulate, int shared, int chunk, Bf16Kernel kernel) {
+                       int n, int accumulate, const float *bias, int shared, int chunk,
+                       Bf16Kernel kernel) {
     int panels = (n + BF16_PANEL - 1) / BF16_PANEL, items = (m + chunk - 1) / chunk * panels;
     int tiles_configured = 0; // each thread sets up its own tile registers
 #define GEMM_ITEM(item)                                                                           \
@@ -472,7 +480,7 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
             tiles_configured = 1;                                                                 \
         }                                                                                         \
         gemm_item(c, ldc, A, b_packed, i0_, i1_, (item) % panels * BF16_PANEL, k, n, accumulate,  \
-                  kernel);                                                                        \
+                  bias, kernel);                                                                  \
     } while (0)
     if (shared) {
 #pragma omp for schedule(static)
@@ -486,13 +494,23 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
 #endif
 }
 
-void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
-               int n, int accumulate, int shared) {
+static void gemm_row_major(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                           int m, int k, int n, int accumulate, const float *bias, int shared) {
     Bf16Kernel kernel = bf16_kernel();
     OperandA A = {a, lda, 0, m};
     // AMX: 32 rows (two row tiles) per item; the others: 4 register tiles
-    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, shared,
+    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, bias, shared,
                kernel == BF16_AMX ? 32 : CHUNK_ROWS, kernel);
+}
+
+void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+               int n, int accumulate, int shared) {
+    gemm_row_major(c, ldc, a, lda, b_packed, m, k, n, accumulate, NULL, shared);
+}
+
+void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                    const float *bias, int m, int k, int n, int shared) {
+    gemm_row_major(c, ldc, a, lda, b_packed, m, k, n, 0, bias, shared);
 }
 
 int bf16_panel_a_supported(void) { return bf16_kernel() != BF16_AMX; }
@@ -501,5 +519,5 @@ void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_pa
                        int k, int n, int accumulate, int shared) {
     OperandA A = {a_packed, 0, 1, m};
     // items of one whole panel of A's rows, so that no tile straddles two
-    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, shared, BF16_PANEL, bf16_kernel());
+    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, NULL, shared, BF16_PANEL, bf16_kernel());
 }

@@ -91,6 +91,9 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
 // depend on the threads.
 void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
                int n, int accumulate, int shared);
+// C (M,N) = bias (N) in every row + A . B, the same way (bias NULL: C = A . B).
+void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                    const float *bias, int m, int k, int n, int shared);
 
 // The same with A (M,K) in B's panel layout: a_packed = bf16_pack of A^T
 // (K,M), so A's rows are the panels' columns. What the weight gradient
