@@ -202,8 +202,8 @@ static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const fl
 // itself, and out = dropout(probs) . v_h with the dropped copy in scratch.
 static void attention_forward_masked(float *out, float *probs, const float *q, const float *k,
                                      const float *v, int B, int Tq, int Tk, int C, int NH,
-                                     int causal, const DropoutMask *drop) {
-    int hs = C / NH, bf16 = matmul_precision() == PRECISION_BF16;
+                                     int causal, const DropoutMask *drop, int bf16) {
+    int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -243,15 +243,22 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
     });
 }
 
+static int bf16_products(void) { return matmul_precision() == PRECISION_BF16; }
+
 void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL);
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL, bf16_products());
+}
+
+void attention_forward_fp32(float *out, float *probs, const float *q, const float *k,
+                            const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL, 0);
 }
 
 void attention_forward_dropout(float *out, float *probs, const float *q, const float *k,
                                const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
                                const DropoutMask *drop) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop);
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop, bf16_products());
 }
 
 void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,

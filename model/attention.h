@@ -16,6 +16,12 @@
 
 void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
+// In bf16 precision (matmul.h) the forward and backward take bf16 inputs to
+// their products (fp32 sums; softmax fp32). The same forward in fp32 whatever
+// the precision: what the KV cache's attention runs, so that its many-query
+// and one-query forms (the two below, fp32) give the same numbers.
+void attention_forward_fp32(float *out, float *probs, const float *q, const float *k,
+                            const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
 
 // One query (the newest position, while sampling) against Tk <= ldk keys,
 // all visible: q (C) and out (C), v (Tk,C) as above, the keys transposed per

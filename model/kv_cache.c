@@ -21,13 +21,25 @@ typedef struct {
     int kind;
 } BufferSpec;
 
+// Floats a weight W (OC,IC) takes packed (below): IC x OC fp32, or the
+// bf16 panels in bf16 precision, whichever is more (the bf16 ones, half the
+// bytes, except for tiny shapes that their padding dominates), in whole
+// cache lines.
+static long weight_floats(long ic, long oc) {
+    long bf16_floats = ((long)bf16_packed_size(ic, oc) + 1) / 2, floats = ic * oc;
+    return ((floats > bf16_floats ? floats : bf16_floats) + 15) & ~15L;
+}
+
 // Every buffer of the cache with its size in floats and its kind; the next
 // window's cache (keep_next) is empty unless kept.
 static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
                          BufferSpec specs[NUM_BUFFERS]) {
     size_t T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads;
-    size_t V = cfg->vocab_size, cc = C * C, windows = cache->keep_next ? 2 : 1;
+    size_t V = cfg->vocab_size, windows = cache->keep_next ? 2 : 1;
     size_t kept = cache->keep_next ? L * B * T * C : 0;
+    // each layer's packed weights: fp32 panels, or bf16 ones in bf16 precision
+    cache->stride_cc = weight_floats(C, C), cache->stride_fc = weight_floats(C, 4 * C);
+    cache->stride_proj = weight_floats(4 * C, C);
     size_t R = windows * B * T; // R: rows of a forward, at most a whole window per window and sample
     BufferSpec all[NUM_BUFFERS] = {
         {&cache->k, L * B * T * C, CACHED},     {&cache->v, L * B * T * C, CACHED},
@@ -40,10 +52,13 @@ static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
         {&cache->fc, R * 4 * C, SCRATCH},       {&cache->fc_gelu, R * 4 * C, SCRATCH},
         {&cache->att_probs, windows * B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
         {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
-        {&cache->w_q_t, L * cc, WEIGHTS},       {&cache->w_k_t, L * cc, WEIGHTS},
-        {&cache->w_v_t, L * cc, WEIGHTS},       {&cache->w_o_t, L * cc, WEIGHTS},
-        {&cache->fc_w_t, L * 4 * cc, WEIGHTS},  {&cache->proj_w_t, L * 4 * cc, WEIGHTS},
-        {&cache->wte_t, V * C, WEIGHTS},
+        {&cache->w_q_t, L * cache->stride_cc, WEIGHTS},
+        {&cache->w_k_t, L * cache->stride_cc, WEIGHTS},
+        {&cache->w_v_t, L * cache->stride_cc, WEIGHTS},
+        {&cache->w_o_t, L * cache->stride_cc, WEIGHTS},
+        {&cache->fc_w_t, L * cache->stride_fc, WEIGHTS},
+        {&cache->proj_w_t, L * cache->stride_proj, WEIGHTS},
+        {&cache->wte_t, weight_floats(C, V), WEIGHTS},
         {&cache->qkv_tables, 3 * (V + T + 2) * C, WEIGHTS},
     };
     memcpy(specs, all, sizeof all);
@@ -114,25 +129,51 @@ void kv_cache_free(KVCache *cache) {
 // then see 32 or 64 keys, whole vector tiles of the scores' product.
 #define QUERY_ROWS 32
 
-// In bf16 precision a product takes bf16 inputs, summed in fp32 (matmul.h):
-// the weights are rounded when packed and the rows they multiply where
-// they are made (each such buffer feeds nothing but products).
-static inline float as_product_input(float x) {
-    return matmul_precision() == PRECISION_BF16 ? bf16_to_float(bf16_from_float(x)) : x;
-}
-static void round_for_products(float *x, long n) {
-    if (matmul_precision() != PRECISION_BF16) return;
-    for (long i = 0; i < n; i++) x[i] = bf16_to_float(bf16_from_float(x[i]));
-}
-
-static void pack_weight(float *panels, const float *weight, int oc, int ic) {
+// In bf16 precision (matmul.h) the weights are packed as bf16 panels, in
+// matmul_bf16.h's pair-interleaved layout (panel j0 at j0 * KPAD): half
+// the bytes a step streams from L3, which bounds a single sample's step.
+// The rows a product multiplies are rounded to bf16 block by block as the
+// product reads them; the sums are fp32, as in training's bf16 products.
+static void pack_weight(const KVCache *cache, float *panels, const float *weight, int oc, int ic) {
+    if (cache->bf16) {
+        bf16_pack((bf16 *)panels, weight, 1, ic, ic, oc, 0);
+        return;
+    }
     for (int j0 = 0; j0 < oc; j0 += PANEL) {
         int width = oc - j0 < PANEL ? oc - j0 : PANEL;
         float *panel = panels + (long)j0 * ic;
         for (int j = 0; j < width; j++)
-            for (int p = 0; p < ic; p++)
-                panel[(long)p * width + j] = as_product_input(weight[(long)(j0 + j) * ic + p]);
+            for (int p = 0; p < ic; p++) panel[(long)p * width + j] = weight[(long)(j0 + j) * ic + p];
     }
+}
+
+// A thread's bf16 copy of a block's rows: allocated on the thread's first
+// bf16 product, then reused.
+static bf16 *thread_rows(size_t elements) {
+    static _Thread_local bf16 *buffer;
+    static _Thread_local size_t capacity;
+    if (elements > capacity) {
+        free(buffer);
+        buffer = xmalloc(elements * sizeof(bf16));
+        capacity = elements;
+    }
+    return buffer;
+}
+
+// out (rows, width) = rows of inp (row stride inp_row) . one packed panel
+// of width columns at column j0 (row stride oc in out).
+static void block_product(const KVCache *cache, float *out, int oc, const float *inp,
+                          long inp_row, const float *w_panels, int rows, int ic, int j0,
+                          int width) {
+    if (!cache->bf16) {
+        matmul_strided(out, oc, inp, inp_row, 1, w_panels + (long)j0 * ic, width, rows, ic, width,
+                       0);
+        return;
+    }
+    long kpad = bf16_kpad(ic);
+    bf16 *rows_h = thread_rows((size_t)bf16_rows_pad(rows) * kpad);
+    bf16_convert(rows_h, kpad, inp, inp_row, 1, rows, ic, 0);
+    bf16_gemm(out, oc, rows_h, kpad, (const bf16 *)w_panels + j0 * kpad, rows, ic, width, 0, 0);
 }
 
 // out (R,OC) = inp (R,IC) . W^T + bias (OC), W packed; inp's rows are
@@ -146,9 +187,9 @@ static void pack_weight(float *panels, const float *weight, int oc, int ic) {
 // loop run outside a parallel region (one thread), 9% of a single step.
 // Every element is summed in the same order whichever thread computes it,
 // in whichever block, so the results depend on neither the threads nor B.
-static void linear_blocks(float *out, const float *inp, long inp_row, const float *w_panels,
-                          const float *bias, int rows, int ic, int oc, float *residual,
-                          float *gelu_out) {
+static void linear_blocks(const KVCache *cache, float *out, const float *inp, long inp_row,
+                          const float *w_panels, const float *bias, int rows, int ic, int oc,
+                          float *residual, float *gelu_out) {
     int row_blocks = (rows + BLOCK_ROWS - 1) / BLOCK_ROWS, panels = (oc + PANEL - 1) / PANEL;
     // panel by panel, so that consecutive blocks share the panel in cache
 #pragma omp for schedule(static, 1) nowait
@@ -156,8 +197,8 @@ static void linear_blocks(float *out, const float *inp, long inp_row, const floa
         int r0 = block % row_blocks * BLOCK_ROWS;
         int r1 = r0 + BLOCK_ROWS < rows ? r0 + BLOCK_ROWS : rows;
         int j0 = block / row_blocks * PANEL, width = oc - j0 < PANEL ? oc - j0 : PANEL;
-        matmul_strided(out + (long)r0 * oc + j0, oc, inp + r0 * inp_row, inp_row, 1,
-                       w_panels + (long)j0 * ic, width, r1 - r0, ic, width, 0);
+        block_product(cache, out + (long)r0 * oc + j0, oc, inp + r0 * inp_row, inp_row, w_panels,
+                      r1 - r0, ic, j0, width);
         for (int r = r0; r < r1; r++) {
             float *o = out + (long)r * oc + j0;
             if (bias)
@@ -169,7 +210,6 @@ static void linear_blocks(float *out, const float *inp, long inp_row, const floa
             if (gelu_out) {
                 float *g = gelu_out + (long)r * oc + j0;
                 gelu_forward(g, o, width);
-                round_for_products(g, width);
             }
         }
     }
@@ -204,12 +244,11 @@ static void make_qkv_tables(KVCache *cache) {
     }
     memcpy(inputs + (long)(V + T) * C, p->ln1_w, C * sizeof(float));
     memcpy(inputs + (long)(V + T + 1) * C, p->ln1_b, C * sizeof(float));
-    round_for_products(inputs, (long)rows * C);
     const float *w_t[3] = {cache->w_q_t, cache->w_k_t, cache->w_v_t};
     const float *bias[3] = {p->b_q, p->b_k, p->b_v};
     for (int j = 0; j < 3; j++) {
         float *table = cache->qkv_tables + (long)j * rows * C;
-        linear_blocks(table, inputs, C, w_t[j], NULL, rows, C, C, NULL, NULL);
+        linear_blocks(cache, table, inputs, C, w_t[j], NULL, rows, C, C, NULL, NULL);
         for (int c = 0; c < C; c++) table[(long)(rows - 1) * C + c] += bias[j][c];
     }
     free(inputs);
@@ -219,16 +258,18 @@ void kv_cache_reset(KVCache *cache) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
     int C = cfg->dim;
-    long cc = (long)C * C;
+    long cc = (long)C * C, s_cc = cache->stride_cc, s_fc = cache->stride_fc,
+         s_proj = cache->stride_proj;
+    cache->bf16 = matmul_precision() == PRECISION_BF16;
     for (int l = 0; l < cfg->layers; l++) {
-        pack_weight(cache->w_q_t + l * cc, p->w_q + l * cc, C, C);
-        pack_weight(cache->w_k_t + l * cc, p->w_k + l * cc, C, C);
-        pack_weight(cache->w_v_t + l * cc, p->w_v + l * cc, C, C);
-        pack_weight(cache->w_o_t + l * cc, p->w_o + l * cc, C, C);
-        pack_weight(cache->fc_w_t + 4 * l * cc, p->fc_w + 4 * l * cc, 4 * C, C);
-        pack_weight(cache->proj_w_t + 4 * l * cc, p->proj_w + 4 * l * cc, C, 4 * C);
+        pack_weight(cache, cache->w_q_t + l * s_cc, p->w_q + l * cc, C, C);
+        pack_weight(cache, cache->w_k_t + l * s_cc, p->w_k + l * cc, C, C);
+        pack_weight(cache, cache->w_v_t + l * s_cc, p->w_v + l * cc, C, C);
+        pack_weight(cache, cache->w_o_t + l * s_cc, p->w_o + l * cc, C, C);
+        pack_weight(cache, cache->fc_w_t + l * s_fc, p->fc_w + 4 * l * cc, 4 * C, C);
+        pack_weight(cache, cache->proj_w_t + l * s_proj, p->proj_w + 4 * l * cc, C, 4 * C);
     }
-    pack_weight(cache->wte_t, p->wte, cfg->vocab_size, C);
+    pack_weight(cache, cache->wte_t, p->wte, cfg->vocab_size, C);
     make_qkv_tables(cache);
     cache->len = 0;
 }
@@ -244,7 +285,6 @@ static void layernorm_rows(KVCache *cache, const float *x, const float *weight,
         int n = rows - r0 < BLOCK_ROWS ? rows - r0 : BLOCK_ROWS;
         layernorm_forward(cache->ln + (long)r0 * C, cache->ln_mean + r0, cache->ln_rstd + r0,
                           x + (long)r0 * C, weight, bias, n, C);
-        round_for_products(cache->ln + (long)r0 * C, (long)n * C);
     }
 }
 
@@ -369,8 +409,8 @@ static void attend(KVCache *cache, const RowGroup *g, int l, int b, int r0, int 
     if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
         attention_forward_one(out, probs, q, g->k_t + at, T, g->v + at, keys_seen, C, NH);
     else
-        attention_forward(out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH, 1);
-    round_for_products(out, (long)(r1 - r0) * C);
+        attention_forward_fp32(out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH,
+                               1);
 }
 
 // att_out rows first_row + b0 .. first_row + b1-1: each sample's one query
@@ -384,7 +424,6 @@ static void attend_one_each(KVCache *cache, const RowGroup *g, int l, int b0, in
     attention_forward_one_batch(cache->att_out + row * C, g->probs + (long)b0 * NH * T,
                                 cache->q + row * C, g->k_t + at, g->v + at, (long)T * C, T,
                                 g->pos + g->n, C, NH, b1 - b0);
-    round_for_products(cache->att_out + row * C, (long)(b1 - b0) * C);
 }
 
 // The new keys and values of every group join its cache of layer l, then
@@ -432,7 +471,7 @@ static void forward_new_positions(KVCache *cache, int pos, int n) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
     int B = cache->samples, C = cfg->dim, L = cfg->layers, V = cfg->vocab_size;
-    long cc = (long)C * C;
+    long s_cc = cache->stride_cc, s_fc = cache->stride_fc, s_proj = cache->stride_proj;
     float *x = cache->x;
     RowGroup groups[MAX_GROUPS];
     int count = row_groups(cache, pos, n, groups);
@@ -449,13 +488,13 @@ static void forward_new_positions(KVCache *cache, int pos, int n) {
         } else {
             layernorm_rows(cache, x, p->ln1_w + l * C, p->ln1_b + l * C, rows);
 #pragma omp barrier
-            linear_blocks(cache->k_new, cache->ln, C, cache->w_k_t + l * cc, p->b_k + l * C, rows,
+            linear_blocks(cache, cache->k_new, cache->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows,
                           C, C, NULL, NULL);
-            linear_blocks(cache->v_new, cache->ln, C, cache->w_v_t + l * cc, p->b_v + l * C, rows,
+            linear_blocks(cache, cache->v_new, cache->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows,
                           C, C, NULL, NULL);
             // in the last layer every n-th row, from the first sample's last
-            linear_blocks(cache->q, cache->ln + (last ? (long)(n - 1) * C : 0),
-                          last ? (long)n * C : C, cache->w_q_t + l * cc, p->b_q + l * C, rows_on,
+            linear_blocks(cache, cache->q, cache->ln + (last ? (long)(n - 1) * C : 0),
+                          last ? (long)n * C : C, cache->w_q_t + l * s_cc, p->b_q + l * C, rows_on,
                           C, C, NULL, NULL);
         }
 #pragma omp barrier
@@ -468,23 +507,23 @@ static void forward_new_positions(KVCache *cache, int pos, int n) {
         // x += Attn(LN1(x)) W_o^T + b_o
         keys_values_and_attention(cache, groups, count, l, last);
 #pragma omp barrier
-        linear_blocks(cache->proj, cache->att_out, C, cache->w_o_t + l * cc, p->b_o + l * C,
+        linear_blocks(cache, cache->proj, cache->att_out, C, cache->w_o_t + l * s_cc, p->b_o + l * C,
                       rows_on, C, C, x, NULL);
 #pragma omp barrier
         // x += MLP(LN2(x))
         layernorm_rows(cache, x, p->ln2_w + l * C, p->ln2_b + l * C, rows_on);
 #pragma omp barrier
-        linear_blocks(cache->fc, cache->ln, C, cache->fc_w_t + 4 * l * cc, p->fc_b + 4 * l * C,
+        linear_blocks(cache, cache->fc, cache->ln, C, cache->fc_w_t + l * s_fc, p->fc_b + 4 * l * C,
                       rows_on, C, 4 * C, NULL, cache->fc_gelu);
 #pragma omp barrier
-        linear_blocks(cache->proj, cache->fc_gelu, 4 * C, cache->proj_w_t + 4 * l * cc,
+        linear_blocks(cache, cache->proj, cache->fc_gelu, 4 * C, cache->proj_w_t + l * s_proj,
                       p->proj_b + l * C, rows_on, 4 * C, C, x, NULL);
 #pragma omp barrier
     }
     // logits (B,V) = LN_f(x) wte^T, each sample's last position
     layernorm_rows(cache, x, p->lnf_w, p->lnf_b, B);
 #pragma omp barrier
-    linear_blocks(cache->logits, cache->ln, C, cache->wte_t, NULL, B, C, V, NULL, NULL);
+    linear_blocks(cache, cache->logits, cache->ln, C, cache->wte_t, NULL, B, C, V, NULL, NULL);
 #pragma omp barrier
 }
 

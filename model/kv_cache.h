@@ -68,8 +68,16 @@ typedef struct {
     float *logits;                                       // (B,V) the next token's
     // The weights transposed to (in, out) in column panels (one buffer, see
     // kv_cache.c), read by every step; refreshed by kv_cache_reset (the
-    // trainer samples between steps, after the weights changed). Rounded to
-    // bf16 in bf16 precision (matmul.h), like the rows they multiply.
+    // trainer samples between steps, after the weights changed). In bf16
+    // precision (matmul.h, as set when kv_cache_reset ran: bf16 = 1) they
+    // are bf16 panels in the same buffers, and the rows they multiply are
+    // rounded to bf16 as the products read them; the attention stays fp32
+    // (attention_forward_fp32), so that its one-query and many-query forms
+    // agree and a sample's text does not depend on K. Layer l's panels start
+    // l * stride floats in (stride_cc for the C x C weights, stride_fc for
+    // fc, stride_proj for proj: enough for either layout).
+    int bf16;
+    long stride_cc, stride_fc, stride_proj;
     float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
     float *fc_w_t;                         // (L,C,4C)
     float *proj_w_t;                       // (L,4C,C)

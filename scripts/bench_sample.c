@@ -8,7 +8,8 @@
 // vocab 65); characters sampled at temperature 0.8 from a newline, as
 // bin/sample does, fp32; the best of 3 runs of each:
 //   exact (--slide 1) on 1 thread and on 2; --slide 32 on 1 thread;
-//   --num-samples 16 --slide 32 on 1 thread, tokens/s in total.
+//   --num-samples 16 --slide 32 on 1 thread, tokens/s in total; then the
+//   same with bf16 products.
 //
 // Loss (--policies): the validation text is the last 10% of the corpus,
 // as bin/train splits it. Sliding by S, the model predicts position p from
@@ -30,6 +31,7 @@
 #include "../lib/checkpoint.h"
 #include "../lib/sampler.h"
 #include "../model/kv_cache.h"
+#include "../model/matmul.h"
 #include "../base/files.h"
 #include "../base/options.h"
 #include "../base/util.h"
@@ -72,7 +74,9 @@ static double tokens_per_second(const GPT *model, int samples, int slide, int th
     return (double)samples * n / best;
 }
 
-// Issue 14's four figures (its targets are for the default trained model).
+// Issue 14's four figures (its targets are for the default trained model,
+// in fp32), then the same modes with bf16 products (--precision bf16: bf16
+// weights, half the bytes a step streams), each with its ratio to fp32.
 static void bench_modes(const GPT *model, int tokens) {
     int T = model->config.context, slide = T / 2 > 0 ? T / 2 : 1;
     struct {
@@ -85,15 +89,26 @@ static void bench_modes(const GPT *model, int tokens) {
         {"--slide %d, 1 thread", 1, slide, 1, 10 * tokens, 25000},
         {"--num-samples 16 --slide %d, 1 thread (total)", 16, slide, 1, tokens, 50000},
     };
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        double speed = tokens_per_second(model, modes[i].samples, modes[i].slide, modes[i].threads,
-                                         modes[i].tokens);
-        char name[128];
-        snprintf(name, sizeof name, modes[i].name, modes[i].slide);
-        printf("  %-48s %8.0f tokens/s   (target for the default model: >= %.0f)\n", name, speed,
-               modes[i].target);
-        fflush(stdout);
+    enum { MODES = sizeof modes / sizeof modes[0] };
+    double fp32[MODES];
+    for (int p = 0; p < 2; p++) {
+        matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+        if (p) printf("bf16 products (--precision bf16, on %s):\n", matmul_bf16_kernel_name());
+        for (int i = 0; i < MODES; i++) {
+            double speed = tokens_per_second(model, modes[i].samples, modes[i].slide,
+                                             modes[i].threads, modes[i].tokens);
+            char name[128];
+            snprintf(name, sizeof name, modes[i].name, modes[i].slide);
+            if (!p)
+                printf("  %-48s %8.0f tokens/s   (target for the default model: >= %.0f)\n", name,
+                       speed, modes[i].target);
+            else
+                printf("  %-48s %8.0f tokens/s   (%.2fx fp32)\n", name, speed, speed / fp32[i]);
+            fp32[i] = p ? fp32[i] : speed;
+            fflush(stdout);
+        }
     }
+    matmul_set_precision(PRECISION_FP32);
 }
 
 // The mean loss over validation positions 0..P-1 of predictions made with
@@ -202,7 +217,7 @@ int main(int argc, char **argv) {
         gpt_init_params(&model, 1337);
     }
     const GPTConfig *cfg = &model.config;
-    printf("bench_sample: %s (%d layers, %d heads, dim %d, context %d, vocab %d), fp32, best of "
+    printf("bench_sample: %s (%d layers, %d heads, dim %d, context %d, vocab %d), best of "
            "%d runs\n", loaded ? o.ckpt : "a random model", cfg->layers, cfg->heads, cfg->dim,
            cfg->context, cfg->vocab_size, RUNS);
     if (o.policies) {

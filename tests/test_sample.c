@@ -12,7 +12,10 @@
 #include "../data/vocab.h"
 #include "../lib/checkpoint.h"
 #include "../model/attention.h"
+#include "../model/cpu_features.h"
 #include "../model/kv_cache.h"
+#include "../model/matmul.h"
+#include "../model/matmul_bf16.h"
 #include "../base/util.h"
 #include "../lib/sampler.h"
 #include "check.h"
@@ -422,6 +425,88 @@ static void test_next_window_equals_rebuild(void) {
     gpt_free(&model);
 }
 
+// ---- bf16 precision: bf16 weights in the cache
+
+// Logits of one sample from a start character, sliding by half the
+// context, for `steps` steps: the cache's, and a full forward's over each
+// step's window (both in the current precision), into (steps, V) each.
+static void cache_and_full_logits(GPT *model, int steps, float *cached, float *full) {
+    int T = model->config.context, V = model->config.vocab_size;
+    KVCache cache;
+    kv_cache_init_samples(&cache, model, 1, T / 2);
+    Rng rng;
+    rng_seed(&rng, 21);
+    const float *logits = kv_cache_step(&cache, 3);
+    for (int i = 0; i < steps; i++) {
+        memcpy(cached + (long)i * V, logits, V * sizeof(float));
+        memcpy(full + (long)i * V, full_forward_last(model, cache.tokens, cache.len),
+               V * sizeof(float));
+        logits = kv_cache_step(&cache, (int)rng_below(&rng, V));
+    }
+    kv_cache_free(&cache);
+}
+
+static double largest_difference(const float *a, const float *b, long n) {
+    double worst = 0.0;
+    for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst;
+}
+
+// In bf16 precision the cache packs bf16 weights and rounds the rows they
+// multiply, as the full forward's bf16 products do (the cache's attention
+// stays fp32; the full forward's products in attention are bf16 too). So:
+// - the cache's logits differ from its fp32 logits by about bf16's
+//   relative 2^-8 of each product's inputs (more than 1e-3 somewhere: bf16
+//   was used; measured 0.014, against 2e-6 between the fp32 cache and the
+//   fp32 forward), and stay within 0.05 of the bf16 full forward's, which
+//   differs from the cache only in the attention's rounding and the sums'
+//   order: each is within about a logit's size (~3) x 2^-8 = 0.012 of the
+//   fp32 logit, so they differ by at most about twice that (measured
+//   0.012);
+// - samples generated together equal each alone and the next window
+//   equals the rebuild, bit for bit, as in fp32 (the same rows, sums in the
+//   same order, whatever K, the threads or the rows' grouping);
+// - the portable kernel (a CPU without AVX512_BF16) gives the same bits.
+static void test_bf16_weights(void) {
+    GPT model;
+    build_default_shape_model(&model, 0.05f, 8);
+    int T = model.config.context, V = model.config.vocab_size, steps = 2 * T;
+    gpt_alloc_inference(&model, 1, T);
+    long n = (long)steps * V;
+    float *cached[2], *full[2];
+    for (int p = 0; p < 2; p++) {
+        matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+        cached[p] = xcalloc(n, sizeof(float)), full[p] = xcalloc(n, sizeof(float));
+        cache_and_full_logits(&model, steps, cached[p], full[p]);
+    }
+    double bf16_vs_fp32 = largest_difference(cached[1], cached[0], n);
+    double cache_vs_full = largest_difference(cached[1], full[1], n);
+    CHECK_MSG(bf16_vs_fp32 > 1e-3, "bf16 cache logits within %g of fp32: bf16 not used?",
+              bf16_vs_fp32);
+    CHECK_MSG(cache_vs_full <= 0.05, "bf16: largest |cache - full forward| logit difference %g",
+              cache_vs_full);
+    if (cpu_has_avx512_bf16()) {
+        float *portable = xcalloc(n, sizeof(float)), *unused = xcalloc(n, sizeof(float));
+        bf16_limit_kernel(BF16_PORTABLE);
+        cache_and_full_logits(&model, steps, portable, unused);
+        bf16_limit_kernel(BF16_AMX);
+        CHECK_MSG(!memcmp(portable, cached[1], n * sizeof(float)),
+                  "bf16: the portable kernel's logits differ from AVX512_BF16's");
+        free(portable);
+        free(unused);
+    } else {
+        printf("    (no AVX512_BF16 here: the portable kernel ran above)\n");
+    }
+    GPT together;
+    build_default_shape_model(&together, 0.2f, 9);
+    check_together_equals_alone(&together, 1, 40, 3);
+    check_together_equals_alone(&together, T / 2, 100, 5); // keep_next up to 4, not at 5
+    gpt_free(&together);
+    matmul_set_precision(PRECISION_FP32);
+    for (int p = 0; p < 2; p++) free(cached[p]), free(full[p]);
+    gpt_free(&model);
+}
+
 // Logits with a known order: token i has logit i * 0.3 (shuffled ids).
 static void make_logits(float *logits, int V) {
     for (int i = 0; i < V; i++) logits[(i * 7) % V] = 0.3f * i;
@@ -642,6 +727,8 @@ void suite_sample(void) {
              test_one_query_batch);
     run_test("sample: keeping the next window equals the rebuild, bit for bit",
              test_next_window_equals_rebuild);
+    run_test("sample: bf16 weights: near the bf16 forward, together = alone, kernels agree",
+             test_bf16_weights);
     run_test("sample: top-k, top-p and temperature", test_top_k_and_top_p);
     run_test("sample: bin/sample output and seeds", test_sample_program);
     run_test("sample: bin/sample --num-samples", test_sample_program_num_samples);
