@@ -60,6 +60,15 @@ void *xcalloc(size_t count, size_t size) {
     return memset(p, 0, bytes);
 }
 
+void *growing_buffer(GrowingBuffer *buffer, size_t bytes) {
+    if (bytes > buffer->capacity) {
+        free(buffer->data);
+        buffer->data = xmalloc(bytes);
+        buffer->capacity = bytes;
+    }
+    return buffer->data;
+}
+
 void set_error(char *err, size_t err_len, const char *fmt, ...) {
     if (!err || err_len == 0) return;
     va_list args;

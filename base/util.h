@@ -20,6 +20,14 @@ void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 // Bytes xmalloc and xcalloc have handed out since the program started.
 size_t xalloc_total_bytes(void);
+// A buffer that grows to the largest size asked of it and is then reused
+// (no allocation once warm): declare one `static _Thread_local` for
+// per-thread scratch.
+typedef struct {
+    void *data;
+    size_t capacity;
+} GrowingBuffer;
+void *growing_buffer(GrowingBuffer *buffer, size_t bytes);
 
 // Format into a caller's error buffer (used by loaders that report, not exit).
 void set_error(char *err, size_t err_len, const char *fmt, ...)

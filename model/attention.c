@@ -17,17 +17,12 @@
 #include "vector.h"
 #include "../base/util.h"
 
-// Per-thread scratch for a transposed (hs, Tk) block of keys or values.
-// It grows on first use and is then reused: no allocation once warm.
+// Per-thread scratch of one (batch row, head): transposed keys or values,
+// dS, the bf16 operands (the layouts below). It grows on first use and is
+// then reused: no allocation once warm (attention_scratch_bytes counts it).
 static float *thread_scratch(size_t floats) {
-    static _Thread_local float *buffer;
-    static _Thread_local size_t capacity;
-    if (floats > capacity) {
-        free(buffer);
-        buffer = xmalloc(floats * sizeof(float));
-        capacity = floats;
-    }
-    return buffer;
+    static _Thread_local GrowingBuffer scratch;
+    return growing_buffer(&scratch, floats * sizeof(float));
 }
 
 // dst (hs, T) = the head's slice of src (T, C) transposed, so that a dot

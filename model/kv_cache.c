@@ -150,14 +150,8 @@ static void pack_weight(const KVCache *cache, float *panels, const float *weight
 // A thread's bf16 copy of a block's rows: allocated on the thread's first
 // bf16 product, then reused.
 static bf16 *thread_rows(size_t elements) {
-    static _Thread_local bf16 *buffer;
-    static _Thread_local size_t capacity;
-    if (elements > capacity) {
-        free(buffer);
-        buffer = xmalloc(elements * sizeof(bf16));
-        capacity = elements;
-    }
-    return buffer;
+    static _Thread_local GrowingBuffer rows;
+    return growing_buffer(&rows, elements * sizeof(bf16));
 }
 
 // out (rows, width) = rows of inp (row stride inp_row) . one packed panel
