@@ -104,6 +104,7 @@ SUITE(suite_heatmap);
 SUITE(suite_robust);
 SUITE(suite_layout);
 SUITE(suite_bf16);
+SUITE(suite_bf16_attention);
 SUITE(suite_inference);
 SUITE(suite_atlas);
 SUITE(suite_recipes);
@@ -120,7 +121,8 @@ int main(int argc, char **argv) {
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
                   {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust},
-                  {"layout", suite_layout}, {"bf16", suite_bf16}, {"inference", suite_inference},
+                  {"layout", suite_layout}, {"bf16", suite_bf16},
+                  {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
                   {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
                   {"threads", suite_threads}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
