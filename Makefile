@@ -18,7 +18,7 @@ BUILD = build
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> model/, data/ -> lib/, viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c
-MODEL_SRC = model/matmul.c model/ops.c model/dropout.c model/attention.c model/gpt.c \
+MODEL_SRC = model/matmul.c model/transpose.c model/ops.c model/dropout.c model/attention.c model/gpt.c \
             model/safetensors.c model/kv_cache.c model/cpu_features.c model/matmul_bf16.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 SHARED_SRC = lib/checkpoint.c lib/sampler.c

@@ -14,6 +14,7 @@
 #include "matmul.h"
 #include "matmul_bf16.h"
 #include "parallel.h"
+#include "transpose.h"
 #include "vector.h"
 #include "../base/util.h"
 
@@ -28,8 +29,7 @@ static float *thread_scratch(size_t floats) {
 // dst (hs, T) = the head's slice of src (T, C) transposed, so that a dot
 // product with every key becomes a loop along contiguous memory.
 static void transpose_head(float *dst, const float *src, int T, int C, int hs) {
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < hs; d++) dst[(long)d * T + t] = src[(long)t * C + d];
+    transpose_rows(dst, T, src, C, T, hs);
 }
 
 // Scratch of the fp32 forward and backward of one (batch row, head), in

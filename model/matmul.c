@@ -32,6 +32,7 @@
 
 #include "cpu_features.h"
 #include "matmul_bf16.h"
+#include "transpose.h"
 #include "vector.h"
 #include "../base/options.h"
 #include "../base/util.h"
@@ -316,11 +317,7 @@ static void transpose(float *dst, const float *src, int rows, int cols) {
 #pragma omp for schedule(dynamic, 1)
     for (int rb = 0; rb < row_blocks; rb++) {
         int i0 = rb * BLOCK, i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows;
-        for (int j0 = 0; j0 < cols; j0 += BLOCK) {
-            int j1 = j0 + BLOCK < cols ? j0 + BLOCK : cols;
-            for (int j = j0; j < j1; j++)
-                for (int i = i0; i < i1; i++) dst[(long)j * rows + i] = src[(long)i * cols + j];
-        }
+        transpose_rows(dst + i0, rows, src + (long)i0 * cols, cols, i1 - i0, cols);
     }
 }
 

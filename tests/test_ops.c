@@ -27,6 +27,7 @@
 
 #include "../model/matmul.h"
 #include "../model/ops.h"
+#include "../model/transpose.h"
 #include "../base/util.h"
 #include "check.h"
 #include "grad_check.h"
@@ -442,9 +443,40 @@ static void test_crossentropy_large_logits(void) {
     CHECK_NEAR(losses[1], log(1 + 2 / e), 1e-4);
 }
 
+// transpose_rows against the definition, element by element (a copy, so
+// bit for bit): shapes below, at and past the 8 x 8 blocks in both
+// directions, inside larger row strides, and the cells around dst's block
+// left untouched.
+static void test_transpose_rows(void) {
+    const int shapes[][2] = {{1, 1}, {3, 5}, {8, 8}, {9, 7}, {16, 24}, {37, 45}, {64, 13}};
+    Rng rng;
+    rng_seed(&rng, 12);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], cols = shapes[s][1];
+        long ld_src = cols + 3, ld_dst = rows + 5;
+        float *src = xmalloc(sizeof(float) * rows * ld_src);
+        float *dst = xmalloc(sizeof(float) * (cols + 1) * ld_dst);
+        for (long i = 0; i < rows * ld_src; i++) src[i] = rng_uniform(&rng);
+        for (long i = 0; i < (cols + 1) * ld_dst; i++) dst[i] = -1.0f;
+        transpose_rows(dst, ld_dst, src, ld_src, rows, cols);
+        int wrong = 0, touched = 0;
+        for (int j = 0; j <= cols; j++)
+            for (long i = 0; i < ld_dst; i++) {
+                float got = dst[j * ld_dst + i];
+                if (j < cols && i < rows) wrong += got != src[i * ld_src + j];
+                else touched += got != -1.0f;
+            }
+        CHECK_MSG(!wrong && !touched, "%dx%d: %d elements wrong, %d outside written", rows, cols,
+                  wrong, touched);
+        free(src);
+        free(dst);
+    }
+}
+
 void suite_ops(void) {
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
+    run_test("transpose_rows copies every element to its place", test_transpose_rows);
     run_test("matmul matches double", test_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
