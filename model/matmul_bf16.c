@@ -19,7 +19,7 @@
 #define NOINLINE __attribute__((noinline))
 #define ROWS 6          // rows of C per register tile, as in matmul.c
 #define CHUNK_ROWS 24   // rows of C per work item (4 tiles share a block of B)
-#define KCP 128         // pairs of K per pass: a 128 x 64 block of B, 32 KB, stays in L1
+#define KCP 256         // pairs of K per pass: a 256 x 64 block of B, 64 KB, read from L2
 
 static Bf16Kernel kernel_limit = BF16_AMX;
 

@@ -194,10 +194,10 @@ static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
 }
 
 // Shapes with every edge: odd K (a half-empty last pair), K past one pass
-// of 128 pairs and past AMX's steps of 32, rows not a multiple of the 6-,
+// of 256 pairs and past AMX's steps of 32, rows not a multiple of the 6-,
 // 24- or 32-row blocks, columns past one 64-wide panel and not a multiple
 // of 16; and the model's own (64 tokens of width 16, the vocabulary's 65).
-static const int shapes[][3] = {{37, 67, 72}, {5, 3, 9}, {70, 300, 130}, {64, 16, 65}, {1, 33, 17}};
+static const int shapes[][3] = {{37, 67, 72}, {5, 3, 9}, {70, 530, 130}, {64, 16, 65}, {1, 33, 17}};
 
 static void test_products_every_kernel(void) {
     Bf16Kernel best = bf16_kernel();

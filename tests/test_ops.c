@@ -219,10 +219,10 @@ static void test_matmul_matches_double(void) {
             check_matmul_shape(&rng, shapes[s][0], shapes[s][1], shapes[s][2], accumulate);
     // Every row count up to two tiles and a bit (the leftover rows go in
     // fours, twos and ones), at full and half width (96 = 64 + 32), with K
-    // past the depth of one pass (150 > 128).
+    // past the depth of one pass (300 > 256).
     for (int m = 1; m <= 13; m++)
         for (int accumulate = 0; accumulate <= 1; accumulate++)
-            check_matmul_shape(&rng, m, 150, 96, accumulate);
+            check_matmul_shape(&rng, m, 300, 96, accumulate);
 }
 
 static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias) {
