@@ -390,7 +390,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
 
 void gpt_zero_grad(GPT *model) {
     if (model->grads_memory)
-        memset(model->grads_memory, 0, model->num_params * sizeof(float));
+        zero_floats(model->grads_memory, model->num_params);
 }
 
 // Block l's backward, over the last forward's B x T. d_residual (B,T,C)
@@ -400,7 +400,6 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     const GPTConfig *cfg = &model->config;
     int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C, cc = (long)C * C;
-    size_t btc_bytes = (size_t)btc * sizeof(float);
     ParameterTensors *p = &model->params, *g = &model->grads;
     Activations *a = &model->acts;
     Scratch *s = &model->scratch;
@@ -422,17 +421,17 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     // itself, or without dropout's mask d_ln (free until LN2's backward)
     const float *d_proj = s->d_residual;
     if (drop) {
-        memset(s->d_ln, 0, btc_bytes);
+        zero_floats(s->d_ln, btc);
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.mlp_proj);
         d_proj = s->d_ln;
     }
-    memset(s->d_fc_gelu, 0, 4 * btc_bytes);
+    zero_floats(s->d_fc_gelu, 4 * btc);
     TIMED(OP_MATMUL_BWD,
           linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
                           d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
-    memset(s->d_fc, 0, 4 * btc_bytes);
+    zero_floats(s->d_fc, 4 * btc);
     TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
-    memset(s->d_ln, 0, btc_bytes);
+    zero_floats(s->d_ln, btc);
     TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C,
                                          s->d_fc, ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C));
     // the residual path passes d_residual through; LN2's path adds to it
@@ -442,19 +441,19 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
 
     // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
     if (drop) {
-        memset(s->d_ln, 0, btc_bytes);
+        zero_floats(s->d_ln, btc);
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.att_proj);
     }
-    memset(s->d_att_out, 0, btc_bytes);
+    zero_floats(s->d_att_out, btc);
     TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
                                          d_proj, att_out, p->w_o + l * cc, BT, C, C));
-    memset(s->d_q, 0, btc_bytes);
-    memset(s->d_k, 0, btc_bytes);
-    memset(s->d_v, 0, btc_bytes);
+    zero_floats(s->d_q, btc);
+    zero_floats(s->d_k, btc);
+    zero_floats(s->d_v, btc);
     TIMED(OP_ATTN_BWD,
           attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v,
                                      B, T, T, C, NH, 1, drop ? &masks.att_probs : NULL));
-    memset(s->d_ln, 0, btc_bytes);
+    zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (s->ln held LN2's until here)
     TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
                                           x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
@@ -479,7 +478,6 @@ void gpt_backward(GPT *model, const int *tokens) {
     int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size;
     int B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C;
-    size_t btc_bytes = (size_t)btc * sizeof(float);
     ParameterTensors *p = &model->params, *g = &model->grads;
     Activations *a = &model->acts;
     Scratch *s = &model->scratch;
@@ -487,14 +485,14 @@ void gpt_backward(GPT *model, const int *tokens) {
     long row_tc = (long)T * C;
 
     // loss = mean over B*T of the cross-entropies
-    memset(s->d_logits, 0, (size_t)BT * V * sizeof(float));
+    zero_floats(s->d_logits, (long)BT * V);
     TIMED(OP_SOFTMAX_LOSS,
           crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT));
-    memset(s->d_ln, 0, btc_bytes);
+    zero_floats(s->d_ln, btc);
     TIMED(OP_MATMUL_BWD,
           linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V));
     const float *x_last = L > 0 ? a->residual3 + (L - 1) * btc : a->encoded;
-    memset(s->d_residual, 0, btc_bytes);
+    zero_floats(s->d_residual, btc);
     TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last,
                                            p->lnf_w, a->lnf_mean, a->lnf_rstd, BT, C));
 
@@ -504,7 +502,7 @@ void gpt_backward(GPT *model, const int *tokens) {
     const float *d_encoded = s->d_residual;
     if (drop) {
         DropoutMask m = dropout_mask(drop, DROPOUT_EMBEDDING, 0, row_tc);
-        memset(s->d_ln, 0, btc_bytes);
+        zero_floats(s->d_ln, btc);
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &m);
         d_encoded = s->d_ln;
     }

@@ -138,6 +138,19 @@ void residual_forward(float *out, const float *a, const float *b, long n) {
     FOR_EACH(i, n, n, { out[i] = a[i] + b[i]; });
 }
 
+// Split as FOR_EACH splits the element-wise ops, so that each thread's
+// zeros are in its own core's cache when its part is accumulated into; one
+// thread's memset took 6.5% of the default recipe's bf16 step (perf).
+// Blocks of 4096 floats (16 KB).
+void zero_floats(float *x, long n) {
+    enum { BLOCK = 4096 };
+    long blocks = (n + BLOCK - 1) / BLOCK;
+    FOR_EACH(b, blocks, n, {
+        long begin = b * BLOCK, count = n - begin < BLOCK ? n - begin : BLOCK;
+        memset(x + begin, 0, (size_t)count * sizeof(float));
+    });
+}
+
 // ---- softmax + cross-entropy
 
 float crossentropy_forward(float *probs, float *losses, const float *logits,

@@ -26,6 +26,10 @@ void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);
 // out (n) = a + b.
 void residual_forward(float *out, const float *a, const float *b, long n);
 
+// x (n) = 0: the gradients' zeroing before a backward accumulates into them,
+// each thread zeroing the part it later works on (FOR_EACH's static split).
+void zero_floats(float *x, long n);
+
 // Softmax over each row of logits (N,V) into probs (N,V), and the
 // cross-entropy losses (N) = -log probs[n, targets[n]]. Returns the mean loss.
 float crossentropy_forward(float *probs, float *losses, const float *logits,

@@ -21,6 +21,7 @@
 // the tolerance. A wrong formula (a missing term, a transposed weight, a
 // lost factor) is off by far more than 1%.
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,29 @@ static void test_residual(void) {
     for (int i = 0; i < 5; i++) CHECK(out[i] == a[i] + b[i]);
 }
 
+// Every element zero and nothing past n touched, for sizes below, at and
+// past the 4096-float blocks and past the threshold for threads, on 1 and
+// 2 threads.
+static void test_zero_floats(void) {
+    const long sizes[] = {0, 1, 4095, 4096, 4097, 100003};
+    int threads = omp_get_max_threads();
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            long n = sizes[s];
+            float *x = xmalloc((size_t)(n + 1) * sizeof(float));
+            for (long i = 0; i <= n; i++) x[i] = 1.5f;
+            zero_floats(x, n);
+            long nonzero = 0;
+            for (long i = 0; i < n; i++) nonzero += x[i] != 0.0f;
+            CHECK_MSG(nonzero == 0, "n = %ld, %d threads: %ld elements not zeroed", n, t, nonzero);
+            CHECK_MSG(x[n] == 1.5f, "n = %ld, %d threads: the element past n was written", n, t);
+            free(x);
+        }
+    }
+    omp_set_num_threads(threads);
+}
+
 // ---- softmax + cross-entropy
 
 typedef struct {
@@ -484,6 +508,7 @@ void suite_ops(void) {
     run_test("linear_backward accumulates", test_linear_backward_accumulates);
     run_test("gelu forward and gradient", test_gelu);
     run_test("residual adds", test_residual);
+    run_test("zero_floats zeroes n elements and no more, 1 and 2 threads", test_zero_floats);
     run_test("softmax + cross-entropy gradient", test_crossentropy);
     run_test("softmax with large logits", test_crossentropy_large_logits);
 }
