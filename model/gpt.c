@@ -390,7 +390,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
 
 void gpt_zero_grad(GPT *model) {
     if (model->grads_memory)
-        zero_floats(model->grads_memory, model->num_params);
+        memset(model->grads_memory, 0, model->num_params * sizeof(float));
 }
 
 // Block l's backward, over the last forward's B x T. d_residual (B,T,C)

@@ -382,10 +382,10 @@ static void test_residual(void) {
 }
 
 // Every element zero and nothing past n touched, for sizes below, at and
-// past the 4096-float blocks and past the threshold for threads, on 1 and
-// 2 threads.
+// past the threshold for threads (PARALLEL_MIN_WORK, 16384) and one that
+// two threads split unevenly, on 1 and 2 threads.
 static void test_zero_floats(void) {
-    const long sizes[] = {0, 1, 4095, 4096, 4097, 100003};
+    const long sizes[] = {0, 1, 16383, 16384, 16385, 100003};
     int threads = omp_get_max_threads();
     for (int t = 1; t <= 2; t++) {
         omp_set_num_threads(t);
