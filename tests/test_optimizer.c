@@ -19,7 +19,7 @@ static float *random_gradients(size_t n, unsigned seed) {
     return g;
 }
 
-// The order adamw.h promises: 64 chunks of ceil(n / 64) elements, each
+// The order adamw.h gives: 64 chunks of ceil(n / 64) elements, each
 // summed in float from its first element to its last, the chunks' sums
 // added in double in chunk order.
 static float norm_chunk_by_chunk(const float *g, size_t n) {
@@ -68,12 +68,19 @@ static void test_norm_order_and_threads(void) {
     omp_set_num_threads(threads);
 }
 
-// Three updates of a small model, every parameter against the update done
-// in double from the same gradients. The float update differs from it by
-// the rounding of a few operations a step: relative ~1e-6 of the step,
-// which is lr ~ 1e-2 here; 1e-6 absolute is far below a wrong term (a
-// missing bias correction changes the first step by ~lr, a decay applied to
-// a bias by lr * 0.1 * |p| ~ 1e-4).
+// Three updates of a small model, every parameter and both moments against
+// the update done in double from the same gradients, with a different
+// clipping scale at each step (Adam's step m/sqrt(v) does not change when
+// every gradient is scaled alike, so one scale throughout would not show a
+// lost grad_scale in the parameters; the moments show it). The float
+// update differs from the double one by the rounding of a few operations
+// a step: relative ~1e-6 of the step, which is lr ~ 1e-2 here, so 1e-6
+// absolute. m mixes gradients of up to 17 of either sign, so its float
+// error is absolute, ~1e-6 x 17: allowed 1e-4; v, a sum of squares, is
+// within 1e-5 relative. A wrong term is far larger: a lost grad_scale moves
+// m by 0.1 |g| (1 - scale) and v by a factor 1/scale^2, a missing bias
+// correction the first step by ~lr, decay applied to a LayerNorm weight
+// (1.0) by lr * 0.1 = 1e-3.
 static void test_adamw_matches_double(void) {
     GPTConfig cfg = {11, 8, 2, 2, 16};
     GPT model;
@@ -87,14 +94,15 @@ static void test_adamw_matches_double(void) {
     double *p = xmalloc(n * sizeof(double)), *m = xcalloc(n, sizeof(double)),
            *v = xcalloc(n, sizeof(double));
     for (size_t i = 0; i < n; i++) p[i] = model.params_memory[i];
+    const float scales[3] = {1.0f, 0.25f, 0.8f};
     for (int step = 1; step <= 3; step++) {
         float *g = random_gradients(n, 100 + step);
         memcpy(model.grads_memory, g, n * sizeof(float));
-        float lr = 1e-2f, scale = 0.5f;
+        float lr = 1e-2f, scale = scales[step - 1];
         adamw_update(&opt, &model, &acfg, lr, scale);
         double bias1 = 1.0 - pow(0.9, step), bias2 = 1.0 - pow(0.99, step);
-        size_t offset = 0, worst = 0;
-        double worst_error = 0.0;
+        size_t offset = 0, worst = 0, worst_moment = 0;
+        double worst_error = 0.0, worst_moment_error = 0.0;
         for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
             double decay = param_is_decayed(t) ? 0.1 : 0.0;
             for (size_t i = offset; i < offset + model.param_sizes[t]; i++) {
@@ -104,11 +112,21 @@ static void test_adamw_matches_double(void) {
                 p[i] -= lr * ((m[i] / bias1) / (sqrt(v[i] / bias2) + 1e-8) + decay * p[i]);
                 double error = fabs(p[i] - model.params_memory[i]);
                 if (error > worst_error) worst_error = error, worst = i;
+                // m mixes terms of either sign (absolute error), v sums squares
+                // (relative error, with a floor for the tiny ones)
+                double moment_error = fmax(fabs(m[i] - opt.m[i]) / 10.0,
+                                           fabs(v[i] - opt.v[i]) / (v[i] + 1e-6));
+                if (moment_error > worst_moment_error)
+                    worst_moment_error = moment_error, worst_moment = i;
             }
             offset += model.param_sizes[t];
         }
         CHECK_MSG(worst_error <= 1e-6, "step %d: parameter %zu is %.9g, double says %.9g", step,
                   worst, model.params_memory[worst], p[worst]);
+        CHECK_MSG(worst_moment_error <= 1e-5,
+                  "step %d: moments of parameter %zu are %.9g, %.9g; double says %.9g, %.9g", step,
+                  worst_moment, opt.m[worst_moment], opt.v[worst_moment], m[worst_moment],
+                  v[worst_moment]);
         free(g);
     }
     free(p), free(m), free(v);

@@ -26,8 +26,10 @@ void adamw_free(AdamW *opt);
 // iterations, then cosine decay from lr to min_lr at `iters` (nanoGPT's).
 float lr_at(const AdamWConfig *cfg, long it);
 
-// sqrt(sum of squared gradients), summed in a fixed order (so the same for
-// any thread count).
+// sqrt(sum of squared gradients), summed in a fixed order, so the same for
+// any thread count: 64 chunks of ceil(n / 64) elements (the last ones short
+// or empty), each summed in float from its first element to its last, the
+// chunks' sums added in double in chunk order.
 float grad_global_norm(const float *grads, size_t n);
 
 // One update of every parameter: grads are first scaled by grad_scale (the
