@@ -79,30 +79,39 @@ static double fma_probe_gflops(int threads) {
 // ---- the machine's bf16 throughput (0 where the CPU lacks the instructions)
 
 #if defined(__x86_64__)
-// vdpbf16ps: 16 lanes x 2 multiply-adds, 16 independent accumulators (the
-// instruction's latency is 6 cycles here, up to 2 a cycle), written as one
+// vdpbf16ps: 16 lanes x 2 multiply-adds, 16 independent accumulators
+// (latency 6 cycles; one zmm instruction a cycle on Zen 4), written as one
 // asm block: from C, GCC kept an array of accumulators in memory (a store
 // and a reload per instruction), which measured half of Zen 4's real rate.
+// The accumulators start at zero, the inputs are 1.0 and 2^-7 in bf16;
+// DOT_ACCUMULATORS must match the DOT lines.
 #define DOT_ACCUMULATORS 16
+#define DOT_ITERS 10000000L
 #define DOT(n) "vdpbf16ps %%zmm17, %%zmm16, %%zmm" #n "\n\t"
+#define ZERO(n) "vpxord %%zmm" #n ", %%zmm" #n ", %%zmm" #n "\n\t"
 __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one_thread(void) {
-    long iters = 10000000;
+    long remaining = DOT_ITERS;
+    const int ones = 0x3f803f80, small = 0x3c003c00; // bf16 pairs (1.0, 1.0), (2^-7, 2^-7)
     double start = now_seconds();
-    __asm__ volatile("vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
-                     "vpxord %%zmm17, %%zmm17, %%zmm17\n"
+    __asm__ volatile(ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5) ZERO(6) ZERO(7) ZERO(8)
+                         ZERO(9) ZERO(10) ZERO(11) ZERO(12) ZERO(13) ZERO(14) ZERO(15)
+                     "vpbroadcastd %1, %%zmm16\n\t"
+                     "vpbroadcastd %2, %%zmm17\n"
                      "1:\n\t" DOT(0) DOT(1) DOT(2) DOT(3) DOT(4) DOT(5) DOT(6) DOT(7) DOT(8)
                          DOT(9) DOT(10) DOT(11) DOT(12) DOT(13) DOT(14) DOT(15)
                      "dec %0\n\t"
-                     "jnz 1b"
-                     : "+r"(iters)
-                     :
+                     "jnz 1b\n\t"
+                     "vzeroupper"
+                     : "+r"(remaining)
+                     : "r"(ones), "r"(small)
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",
                        "xmm17", "cc");
     double seconds = now_seconds() - start;
-    return 64.0 * DOT_ACCUMULATORS * 10000000 / seconds / 1e9;
+    return 64.0 * DOT_ACCUMULATORS * DOT_ITERS / seconds / 1e9;
 }
 #undef DOT
+#undef ZERO
 
 // AMX tdpbf16ps: a 16x16 fp32 tile += 16x32 bf16 . 32x16 bf16 (16384
 // flops); four independent accumulator tiles.
