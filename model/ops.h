@@ -26,8 +26,8 @@ void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);
 // out (n) = a + b.
 void residual_forward(float *out, const float *a, const float *b, long n);
 
-// x (n) = 0: the gradients' zeroing before a backward accumulates into them,
-// spread over the threads (each zeroes one contiguous part).
+// x (n) = 0: the activations' gradients zeroed before a backward accumulates
+// into them, spread over the threads (each zeroes one contiguous part).
 void zero_floats(float *x, long n);
 
 // Softmax over each row of logits (N,V) into probs (N,V), and the
