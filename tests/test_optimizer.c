@@ -7,15 +7,17 @@
 #include <string.h>
 
 #include "check.h"
+#include "grad_check.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
 #include "../train/adamw.h"
 
+// Normal gradients whose sizes vary from 1 to 17 along the buffer.
 static float *random_gradients(size_t n, unsigned seed) {
     Rng rng;
     rng_seed(&rng, seed);
-    float *g = xmalloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++) g[i] = rng_normal(&rng) * (float)(1 + i % 17);
+    float *g = random_normal(&rng, (long)n, 1, 0);
+    for (size_t i = 0; i < n; i++) g[i] *= (float)(1 + i % 17);
     return g;
 }
 
