@@ -147,32 +147,64 @@ BF16_TARGET static void pack_panel_rows_native(bf16 *panel, const float *src, lo
     }
 }
 
+// 16 x 16 32-bit words transposed in registers: on entry rows[l] holds row
+// l, on return rows[m] holds column m. Three rounds of interleaving (words,
+// then pairs of words, then 128-bit lanes twice); every step is a shuffle.
+BF16_TARGET static void transpose_words_16x16(__m512i rows[16]) {
+    __m512i t[16], u[16], v[16];
+    for (int i = 0; i < 8; i++) { // t[2i], t[2i+1]: rows 2i and 2i+1 interleaved
+        t[2 * i] = _mm512_unpacklo_epi32(rows[2 * i], rows[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(rows[2 * i], rows[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { // u[4g + c]: rows 4g..4g+3 of column 4L + c in lane L
+        u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int c = 0; c < 4; c++) { // v[c]: columns c and c+8, v[4+c]: 4+c and 12+c
+        v[c] = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);
+        v[4 + c] = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);
+        v[8 + c] = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        v[12 + c] = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
+    }
+    for (int c = 0; c < 8; c++) {
+        rows[c] = _mm512_shuffle_i32x4(v[c], v[8 + c], 0x88);
+        rows[8 + c] = _mm512_shuffle_i32x4(v[c], v[8 + c], 0xdd);
+    }
+}
+
 // A panel from a source whose columns run along p (s_row == 1): a pair
-// (p, p+1) of column j is two adjacent floats, so 16 columns' pairs are two
-// gathers of 8 bytes each, converted straight into panel order. The last
-// pair of an odd k is written one element at a time (its p+1 is past the
-// column).
+// (p, p+1) of column j is two adjacent floats, one 32-bit word once
+// converted. So 16 columns x 16 pairs are 16 runs of 32 floats, converted
+// into 16 vectors of words (one per column) and transposed into one vector
+// per pair. The masked loads leave zero in the pad columns and in the
+// missing p+1 of an odd k. (Gathering each pair was 2.5x slower.)
 BF16_TARGET static void pack_panel_columns_native(bf16 *panel, const float *src, long s_col, int k,
                                                   int width, int wp) {
-    for (int j = 0; j < wp; j += 16) {
-        int left = width - j;
-        __mmask8 low = left >= 8 ? (__mmask8)0xff : left > 0 ? (__mmask8)((1u << left) - 1) : 0;
-        __mmask8 high = left >= 16 ? (__mmask8)0xff : left > 8 ? (__mmask8)((1u << (left - 8)) - 1) : 0;
-        long first[16];
-        for (int l = 0; l < 16; l++) first[l] = (long)(j + l) * s_col; // in floats
-        __m512i index_low = _mm512_loadu_si512(first), index_high = _mm512_loadu_si512(first + 8);
-        for (int q = 0; q < k / 2; q++) {
-            const float *base = src + 2 * q;
-            __m512d pairs_low = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), low, index_low, base, 4);
-            __m512d pairs_high = _mm512_mask_i64gather_pd(_mm512_setzero_pd(), high, index_high, base, 4);
-            __m512bh words = _mm512_cvtne2ps_pbh((__m512)pairs_high, (__m512)pairs_low);
-            _mm512_storeu_si512(panel + (long)q * 2 * wp + 2 * j, (__m512i)words);
+    int pairs = (k + 1) / 2;
+    for (int j = 0; j < wp; j += 16)
+        for (int q0 = 0; q0 < pairs; q0 += 16) {
+            int floats = k - 2 * q0 < 32 ? k - 2 * q0 : 32;
+            __mmask16 low = floats >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << floats) - 1);
+            __mmask16 high = floats >= 32 ? (__mmask16)0xffff
+                             : floats > 16 ? (__mmask16)((1u << (floats - 16)) - 1) : 0;
+            __m512i words[16];
+            for (int l = 0; l < 16; l++) {
+                if (j + l >= width) {
+                    words[l] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *run = src + (long)(j + l) * s_col + 2 * q0;
+                __m512 even_half = _mm512_maskz_loadu_ps(low, run);
+                __m512 odd_half = _mm512_maskz_loadu_ps(high, run + 16);
+                words[l] = (__m512i)_mm512_cvtne2ps_pbh(odd_half, even_half);
+            }
+            transpose_words_16x16(words);
+            int count = pairs - q0 < 16 ? pairs - q0 : 16;
+            for (int m = 0; m < count; m++)
+                _mm512_storeu_si512(panel + (long)(q0 + m) * 2 * wp + 2 * j, words[m]);
         }
-        if (k & 1)
-            for (int l = 0; l < 16; l++)
-                panel[(long)(k >> 1) * 2 * wp + 2 * (j + l)] =
-                    j + l < width ? bf16_from_float(src[(long)(j + l) * s_col + k - 1]) : 0;
-    }
 }
 #endif
 

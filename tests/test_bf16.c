@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "grad_check.h"
 #include "../base/util.h"
 #include "../model/cpu_features.h"
 #include "../model/gpt.h"
@@ -54,6 +55,60 @@ static void test_rounding_is_nearest_even(void) {
     CHECK(bf16_to_float(bf16_from_float(1e-40f)) == 0.0f);
     CHECK(bf16_to_float(bf16_from_float(3.0e38f)) == bf16_to_float(bf16_from_float(3.0e38f)));
     CHECK(isinf(bf16_to_float(bf16_from_float(3.4028235e38f)))); // rounds past the largest bf16
+}
+
+// ---- the packed layout
+
+// bf16_pack against matmul_bf16.h's layout, element by element, read from
+// rows (s_col = 1) and from columns (s_row = 1), for every kernel: each
+// element where the layout puts it, rounded as bf16_from_float, and every
+// pad (the pair partner of an odd K's last row, the columns past N, AMX's
+// steps of 32) zero. The buffer starts as NaN, so a pad left unwritten
+// fails (the columns' pack once left the last pair's partner so).
+static int packed_mismatches(const bf16 *packed, const float *src, long s_row, long s_col, int k,
+                             int n) {
+    long kpad = bf16_kpad(k);
+    int wrong = 0;
+    for (int j0 = 0; j0 < n; j0 += BF16_PANEL) {
+        int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = (width + 15) & ~15;
+        for (long p = 0; p < kpad; p++)
+            for (int j = 0; j < wp; j++) {
+                bf16 want = p < k && j < width
+                                ? bf16_from_float(src[p * s_row + (long)(j0 + j) * s_col])
+                                : 0;
+                wrong += packed[j0 * kpad + (p / 2) * 2 * wp + 2 * j + (p % 2)] != want;
+            }
+    }
+    return wrong;
+}
+
+static void test_pack_layout_every_kernel(void) {
+    const int ks[] = {1, 2, 3, 31, 33, 64, 65, 131}, ns[] = {1, 15, 16, 17, 64, 65, 130};
+    Rng rng;
+    rng_seed(&rng, 21);
+    Bf16Kernel best = bf16_kernel();
+    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
+        bf16_limit_kernel((Bf16Kernel)kernel);
+        for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                for (int from_columns = 0; from_columns < 2; from_columns++) {
+                    int k = ks[a], n = ns[b];
+                    long ld = from_columns ? k + 3 : n + 5; // a stride past the data
+                    long s_row = from_columns ? 1 : ld, s_col = from_columns ? ld : 1;
+                    long src_floats = from_columns ? ld * n : ld * k;
+                    float *src = random_normal(&rng, src_floats, 1, 0);
+                    size_t elements = bf16_packed_size(k, n);
+                    bf16 *packed = xmalloc(elements * sizeof(bf16));
+                    for (size_t i = 0; i < elements; i++) packed[i] = 0x7fc0; // NaN
+                    bf16_pack(packed, src, s_row, s_col, k, n, 0);
+                    int wrong = packed_mismatches(packed, src, s_row, s_col, k, n);
+                    CHECK_MSG(wrong == 0, "%s: K %d x N %d from %s: %d elements wrong",
+                              bf16_kernel_name((Bf16Kernel)kernel), k, n,
+                              from_columns ? "columns" : "rows", wrong);
+                    free(src), free(packed);
+                }
+    }
+    bf16_limit_kernel(BF16_AMX);
 }
 
 // ---- products against double
@@ -392,6 +447,7 @@ static void test_train_bf16_runs(void) {
 
 void suite_bf16(void) {
     run_test("bf16 rounding is to nearest even", test_rounding_is_nearest_even);
+    run_test("bf16 packed layout: every element and pad, every kernel", test_pack_layout_every_kernel);
     run_test("bf16 products within the argued bound, every kernel", test_products_every_kernel);
     run_test("bf16 portable kernel matches AVX512_BF16 bit for bit", test_portable_matches_avx512_bf16);
     run_test("bf16 products do not depend on the thread count", test_thread_count_does_not_change_bits);
