@@ -212,7 +212,7 @@ static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
     int C = cfg->dim, V = cfg->vocab_size;
     long BT = (long)B * T;
     const int shapes[][2] = {{C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (IC, OC)
-    size_t most = 0;
+    size_t most = linear_shared_workspace_bytes(BT, C, C, 3); // W_Q, W_K, W_V
     for (int i = 0; i < 4; i++) {
         size_t bytes = linear_workspace_bytes(BT, shapes[i][0], shapes[i][1]);
         if (bytes > most) most = bytes;
@@ -320,9 +320,10 @@ static void block_forward(GPT *model, int l, const float *x, const Dropout *drop
     // x += Attn(LN1(x))
     TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
                                           p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
-    TIMED(OP_MATMUL_FWD, linear_forward(q, ln1, p->w_q + l * cc, p->b_q + l * C, BT, C, C));
-    TIMED(OP_MATMUL_FWD, linear_forward(k, ln1, p->w_k + l * cc, p->b_k + l * C, BT, C, C));
-    TIMED(OP_MATMUL_FWD, linear_forward(v, ln1, p->w_v + l * cc, p->b_v + l * C, BT, C, C));
+    float *qkv[3] = {q, k, v};
+    const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
+    const float *b_qkv[3] = {p->b_q + l * C, p->b_k + l * C, p->b_v + l * C};
+    TIMED(OP_MATMUL_FWD, linear_forward_shared_input(qkv, ln1, w_qkv, b_qkv, 3, BT, C, C));
     TIMED(OP_ATTN_FWD, attention_forward_dropout(att_out, att_probs, q, k, v, B, T, T, C, NH,
                                                  1, drop ? &masks.att_probs : NULL));
     TIMED(OP_MATMUL_FWD,
@@ -457,12 +458,12 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     // LN1's output, recomputed (s->ln held LN2's until here)
     TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
                                           x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
-    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_q + l * cc, g->b_q + l * C, s->d_q, ln1,
-                                         p->w_q + l * cc, BT, C, C));
-    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_k + l * cc, g->b_k + l * C, s->d_k, ln1,
-                                         p->w_k + l * cc, BT, C, C));
-    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->w_v + l * cc, g->b_v + l * C, s->d_v, ln1,
-                                         p->w_v + l * cc, BT, C, C));
+    float *d_w_qkv[3] = {g->w_q + l * cc, g->w_k + l * cc, g->w_v + l * cc};
+    float *d_b_qkv[3] = {g->b_q + l * C, g->b_k + l * C, g->b_v + l * C};
+    const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
+    const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
+    TIMED(OP_MATMUL_BWD, linear_backward_shared_input(s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1,
+                                                      w_qkv, 3, BT, C, C));
     TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C,
                                            s->d_ln, x_in, p->ln1_w + l * C,
                                            a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));

@@ -366,83 +366,120 @@ static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
     return o;
 }
 
-size_t linear_workspace_bytes(long n, int ic, int oc) {
+size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count) {
     Bf16Operands o = bf16_operands(n, ic, oc, 1);
     size_t fp32_forward = (size_t)ic * oc * sizeof(float); // W^T; the fp32 backward takes none
-    size_t bf16_forward = (o.inp + o.weight_t) * sizeof(bf16);
-    size_t bf16_backward = (o.d_out + o.weight + o.d_out_t + o.inp_p) * sizeof(bf16);
+    size_t bf16_forward = (o.inp + count * o.weight_t) * sizeof(bf16);
+    size_t bf16_backward = (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16);
     size_t most = fp32_forward > bf16_forward ? fp32_forward : bf16_forward;
     return most > bf16_backward ? most : bf16_backward;
 }
 
-static void linear_forward_bf16(float *out, const float *inp, const float *weight,
-                                const float *bias, int n, int ic, int oc) {
+size_t linear_workspace_bytes(long n, int ic, int oc) {
+    return linear_shared_workspace_bytes(n, ic, oc, 1);
+}
+
+// The layers that read one input: out[l] (N,OC) = inp (N,IC) . weight[l]^T
+// + bias[l], l < count. inp is converted once; each W^T packed into its
+// own slot after it.
+static void linear_forward_bf16(float *const out[], const float *inp, const float *const weight[],
+                                const float *const bias[], int count, int n, int ic, int oc) {
     int kpad = bf16_kpad(ic);
     Bf16Operands o = bf16_operands(n, ic, oc, 0);
-    bf16 *inp_h = workspace_reserve((o.inp + o.weight_t) * sizeof(bf16));
-    bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC), packed
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    bf16 *inp_h = workspace_reserve((o.inp + count * o.weight_t) * sizeof(bf16));
+    bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC) of layer l at l * o.weight_t, packed
+#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
         bf16_convert(inp_h, kpad, inp, ic, 1, n, ic, 1);
-        bf16_pack(weight_t, weight, 1, ic, ic, oc, 1);
+        for (int l = 0; l < count; l++)
+            bf16_pack(weight_t + l * o.weight_t, weight[l], 1, ic, ic, oc, 1);
 #pragma omp barrier
-        bf16_gemm_bias(out, oc, inp_h, kpad, weight_t, bias, n, ic, oc, 1);
+        for (int l = 0; l < count; l++)
+            bf16_gemm_bias(out[l], oc, inp_h, kpad, weight_t + l * o.weight_t, bias[l], n, ic, oc, 1);
+    }
+}
+
+void linear_forward_shared_input(float *const out[], const float *inp, const float *const weight[],
+                                 const float *const bias[], int count, int n, int ic, int oc) {
+    if (precision == PRECISION_BF16) {
+        linear_forward_bf16(out, inp, weight, bias, count, n, ic, oc);
+        return;
+    }
+    float *weight_t = workspace_reserve((size_t)ic * oc * sizeof(float)); // (IC,OC)
+    for (int l = 0; l < count; l++) {
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+        {
+            transpose(weight_t, weight[l], oc, ic);
+            gemm_items_bias(out[l], oc, inp, ic, 1, weight_t, oc, n, ic, oc, 0, bias[l], SHARED);
+        }
     }
 }
 
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc) {
-    if (precision == PRECISION_BF16) {
-        linear_forward_bf16(out, inp, weight, bias, n, ic, oc);
-        return;
-    }
-    float *weight_t = workspace_reserve((size_t)ic * oc * sizeof(float)); // (IC,OC)
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
-    {
-        transpose(weight_t, weight, oc, ic);
-        gemm_items_bias(out, oc, inp, ic, 1, weight_t, oc, n, ic, oc, 0, bias, SHARED);
-    }
+    linear_forward_shared_input(&out, inp, &weight, &bias, 1, n, ic, oc);
 }
 
-static void linear_backward_bf16(float *d_inp, float *d_weight, float *d_bias,
-                                 const float *d_out, const float *inp, const float *weight, int n,
-                                 int ic, int oc) {
+// The backward of the layers that read one input: each layer's d_out
+// converted and packed, and its W packed, into its own slots; inp packed
+// once. d_inp's products run one after another (each ends at a barrier),
+// so its sums come in the order l = 0, 1, ...
+static void linear_backward_bf16(float *d_inp, float *const d_weight[], float *const d_bias[],
+                                 const float *const d_out[], const float *inp,
+                                 const float *const weight[], int count, int n, int ic, int oc) {
     // d_inp (N,IC) += d_out (N,OC) . W (OC,IC);  d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
     int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
     Bf16Operands o = bf16_operands(n, ic, oc, d_inp != NULL);
     int panel_a = o.panel_a; // d_out^T packed from d_out's rows, or (AMX) converted row-major
-    bf16 *d_out_h = workspace_reserve((o.d_out + o.weight + o.d_out_t + o.inp_p) * sizeof(bf16));
-    bf16 *weight_p = d_out_h + o.d_out, *d_out_t = weight_p + o.weight;
-    bf16 *inp_p = d_out_t + o.d_out_t;
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+    size_t per_layer = o.d_out + o.weight + o.d_out_t; // layer l's slots at l * per_layer
+    bf16 *slots = workspace_reserve((count * per_layer + o.inp_p) * sizeof(bf16));
+    bf16 *inp_p = slots + count * per_layer;
+#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
-        if (d_inp) {
-            bf16_convert(d_out_h, oc_pad, d_out, oc, 1, n, oc, 1);
-            bf16_pack(weight_p, weight, ic, 1, oc, ic, 1);
+        for (int l = 0; l < count; l++) {
+            bf16 *d_out_h = slots + l * per_layer, *weight_p = d_out_h + o.d_out;
+            bf16 *d_out_t = weight_p + o.weight;
+            if (d_inp) {
+                bf16_convert(d_out_h, oc_pad, d_out[l], oc, 1, n, oc, 1);
+                bf16_pack(weight_p, weight[l], ic, 1, oc, ic, 1);
+            }
+            if (panel_a) bf16_pack(d_out_t, d_out[l], oc, 1, n, oc, 1);
+            else bf16_convert(d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
+            if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
         }
-        if (panel_a) bf16_pack(d_out_t, d_out, oc, 1, n, oc, 1);
-        else bf16_convert(d_out_t, n_pad, d_out, 1, oc, oc, n, 1);
         bf16_pack(inp_p, inp, ic, 1, n, ic, 1);
-        if (d_bias) bias_backward(d_bias, d_out, n, oc);
 #pragma omp barrier
-        if (d_inp) bf16_gemm(d_inp, ic, d_out_h, oc_pad, weight_p, n, oc, ic, 1, 1);
-        if (panel_a) bf16_gemm_panel_a(d_weight, ic, d_out_t, inp_p, oc, n, ic, 1, 1);
-        else bf16_gemm(d_weight, ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
+        for (int l = 0; l < count; l++) {
+            bf16 *d_out_h = slots + l * per_layer, *weight_p = d_out_h + o.d_out;
+            bf16 *d_out_t = weight_p + o.weight;
+            if (d_inp) bf16_gemm(d_inp, ic, d_out_h, oc_pad, weight_p, n, oc, ic, 1, 1);
+            if (panel_a) bf16_gemm_panel_a(d_weight[l], ic, d_out_t, inp_p, oc, n, ic, 1, 1);
+            else bf16_gemm(d_weight[l], ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
+        }
+    }
+}
+
+void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *const d_bias[],
+                                  const float *const d_out[], const float *inp,
+                                  const float *const weight[], int count, int n, int ic, int oc) {
+    if (precision == PRECISION_BF16) {
+        linear_backward_bf16(d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
+        return;
+    }
+    for (int l = 0; l < count; l++) {
+        // three independent outputs: no barrier between them, one at the end
+#pragma omp parallel if (worth_sharing((long)n * ic * oc))
+        {
+            if (d_inp)
+                gemm_items(d_inp, ic, d_out[l], oc, 1, weight[l], ic, n, oc, ic, 1, SHARED_NOWAIT);
+            // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
+            gemm_items(d_weight[l], ic, d_out[l], 1, oc, inp, ic, oc, n, ic, 1, SHARED_NOWAIT);
+            if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
+        }
     }
 }
 
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc) {
-    if (precision == PRECISION_BF16) {
-        linear_backward_bf16(d_inp, d_weight, d_bias, d_out, inp, weight, n, ic, oc);
-        return;
-    }
-    // three independent outputs: no barrier between them, one at the end
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
-    {
-        if (d_inp) gemm_items(d_inp, ic, d_out, oc, 1, weight, ic, n, oc, ic, 1, SHARED_NOWAIT);
-        // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
-        gemm_items(d_weight, ic, d_out, 1, oc, inp, ic, oc, n, ic, 1, SHARED_NOWAIT);
-        if (d_bias) bias_backward(d_bias, d_out, n, oc);
-    }
+    linear_backward_shared_input(d_inp, &d_weight, &d_bias, &d_out, inp, &weight, 1, n, ic, oc);
 }

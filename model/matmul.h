@@ -29,6 +29,18 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc);
 
+// The same for `count` layers (at most 3) that read one input, as W_Q, W_K
+// and W_V read LN1's output: out[l] = inp . weight[l]^T + bias[l], and the
+// backward's d_inp += d_out[l] . weight[l] in the order l = 0, 1, ..., with
+// d_weight[l] and d_bias[l] as above: the same results, bit for bit, as one
+// call per layer. In bf16 the input is converted (forward) and packed
+// (backward) once for all of them, in one parallel region.
+void linear_forward_shared_input(float *const out[], const float *inp, const float *const weight[],
+                                 const float *const bias[], int count, int n, int ic, int oc);
+void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *const d_bias[],
+                                  const float *const d_out[], const float *inp,
+                                  const float *const weight[], int count, int n, int ic, int oc);
+
 // Grow the workspace (one buffer for the process, owned by matmul.c, where
 // linear_forward/backward put transposed or converted operands) to at least
 // `floats` floats, so that later calls allocate nothing (the model calls it
@@ -38,6 +50,7 @@ void matmul_reserve(long floats);
 // (N,OC), the most over both precisions: what a model reserves up front, so
 // that no step allocates (in either precision).
 size_t linear_workspace_bytes(long n, int ic, int oc);
+size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
 
 // ---- precision of the linear layers' and attention's products
 //

@@ -304,6 +304,66 @@ static void test_linear_gradients_small(void) { check_linear_gradients(5, 7, 9, 
 // Large enough for full register tiles in all three products.
 static void test_linear_gradients_tiled(void) { check_linear_gradients(37, 64, 72, 150); }
 
+// Three layers reading one input (W_Q, W_K, W_V on LN1's output) in one
+// call: the same bits as three calls, forward and backward, in fp32 and
+// bf16, with d_inp summed in the layers' order onto a nonzero start, one
+// layer without a bias gradient, and shapes with partial tiles.
+static void test_linear_shared_input_matches_separate_calls(void) {
+    Rng rng;
+    rng_seed(&rng, 9);
+    const int sizes[][3] = {{37, 64, 72}, {70, 131, 100}};
+    for (int precision = 0; precision < 2; precision++)
+        for (int s = 0; s < 2; s++) {
+            matmul_set_precision(precision ? PRECISION_BF16 : PRECISION_FP32);
+            int N = sizes[s][0], IC = sizes[s][1], OC = sizes[s][2];
+            long n_inp = (long)N * IC, n_out = (long)N * OC, n_weight = (long)OC * IC;
+            float *inp = random_normal(&rng, n_inp, 1, 0), *d_inp_start = random_normal(&rng, n_inp, 1, 0);
+            float *weight[3], *bias[3], *d_out[3], *out[2][3], *d_weight[2][3], *d_bias[2][3];
+            float *d_inp[2];
+            for (int pass = 0; pass < 2; pass++) {
+                d_inp[pass] = xmalloc(n_inp * sizeof(float));
+                memcpy(d_inp[pass], d_inp_start, n_inp * sizeof(float));
+            }
+            for (int l = 0; l < 3; l++) {
+                weight[l] = random_normal(&rng, n_weight, 1.0f / sqrtf((float)IC), 0);
+                bias[l] = random_normal(&rng, OC, 1, 0);
+                d_out[l] = random_normal(&rng, n_out, 1, 0);
+                for (int pass = 0; pass < 2; pass++) {
+                    out[pass][l] = zeros(n_out);
+                    d_weight[pass][l] = random_normal(&rng, n_weight, 0, 0.5f);
+                    d_bias[pass][l] = l == 1 ? NULL : zeros(OC);
+                }
+            }
+            for (int l = 0; l < 3; l++) {
+                linear_forward(out[0][l], inp, weight[l], bias[l], N, IC, OC);
+                linear_backward(d_inp[0], d_weight[0][l], d_bias[0][l], d_out[l], inp, weight[l], N,
+                                IC, OC);
+            }
+            linear_forward_shared_input(out[1], inp, (const float *const *)weight,
+                                        (const float *const *)bias, 3, N, IC, OC);
+            linear_backward_shared_input(d_inp[1], d_weight[1], d_bias[1],
+                                         (const float *const *)d_out, inp,
+                                         (const float *const *)weight, 3, N, IC, OC);
+            CHECK_MSG(memcmp(d_inp[0], d_inp[1], n_inp * sizeof(float)) == 0,
+                      "%s %dx%dx%d: d_inp differs", precision ? "bf16" : "fp32", N, IC, OC);
+            for (int l = 0; l < 3; l++) {
+                CHECK(memcmp(out[0][l], out[1][l], n_out * sizeof(float)) == 0);
+                CHECK(memcmp(d_weight[0][l], d_weight[1][l], n_weight * sizeof(float)) == 0);
+                if (d_bias[0][l]) CHECK(memcmp(d_bias[0][l], d_bias[1][l], OC * sizeof(float)) == 0);
+            }
+            // and the shared call computed something: a layer's output is its own
+            CHECK(memcmp(out[1][0], out[1][2], n_out * sizeof(float)) != 0);
+            for (int l = 0; l < 3; l++) {
+                free(weight[l]), free(bias[l]), free(d_out[l]);
+                for (int pass = 0; pass < 2; pass++)
+                    free(out[pass][l]), free(d_weight[pass][l]), free(d_bias[pass][l]);
+            }
+            for (int pass = 0; pass < 2; pass++) free(d_inp[pass]);
+            free(inp), free(d_inp_start);
+        }
+    matmul_set_precision(PRECISION_FP32);
+}
+
 static void test_linear_backward_accumulates(void) {
     Rng rng;
     rng_seed(&rng, 6);
@@ -506,6 +566,8 @@ void suite_ops(void) {
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
     run_test("linear_backward accumulates", test_linear_backward_accumulates);
+    run_test("linear layers sharing an input: the bits of one call each, fp32 and bf16",
+             test_linear_shared_input_matches_separate_calls);
     run_test("gelu forward and gradient", test_gelu);
     run_test("residual adds", test_residual);
     run_test("zero_floats zeroes n elements and no more, 1 and 2 threads", test_zero_floats);
