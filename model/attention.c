@@ -383,6 +383,8 @@ static const float *scores_gradient(float *d_scores, const float *probs_bh, int 
         float *ds = d_scores + (long)i * Tk;
         int last = last_visible_key(i, Tq, Tk, causal);
         float dot_p_dp = 0.0f;
+        // in vector lanes, summed in a fixed order (as the softmax's sum)
+        _Pragma("omp simd reduction(+ : dot_p_dp)")
         for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
         for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
         for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
