@@ -207,7 +207,8 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
 }
 
 // The matrix kernels' workspace: the most that one of the model's linear
-// layers takes (matmul.c counts it, from the layouts it uses).
+// calls takes (matmul.c counts it, from the layouts it uses): each layer,
+// and W_Q, W_K, W_V's shared call (today the MLP's layers take more).
 static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
     int C = cfg->dim, V = cfg->vocab_size;
     long BT = (long)B * T;
@@ -320,6 +321,7 @@ static void block_forward(GPT *model, int l, const float *x, const Dropout *drop
     // x += Attn(LN1(x))
     TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
                                           p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+    // q, k, v (B,T,C) = ln1 . W_{Q,K,V}^T + b_{Q,K,V}, one call reading ln1
     float *qkv[3] = {q, k, v};
     const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
     const float *b_qkv[3] = {p->b_q + l * C, p->b_k + l * C, p->b_v + l * C};
@@ -458,6 +460,8 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     // LN1's output, recomputed (s->ln held LN2's until here)
     TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
                                           x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+    // d_ln += d_q . W_Q + d_k . W_K + d_v . W_V (in that order);
+    // d_W_X += d_X^T . ln1, d_b_X += column sums of d_X, for X = Q, K, V
     float *d_w_qkv[3] = {g->w_q + l * cc, g->w_k + l * cc, g->w_v + l * cc};
     float *d_b_qkv[3] = {g->b_q + l * C, g->b_k + l * C, g->b_v + l * C};
     const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};

@@ -14,7 +14,8 @@
 // bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
 // workspace, then summed in fp32 by matmul_bf16.c's tiles.
 //
-// Threads: each linear call is one parallel region; its products are cut
+// Threads: each linear call is one parallel region (in fp32, one per layer
+// of a shared-input call; in bf16, one for all its layers); its products are cut
 // into work items (24 rows x one panel of columns of C), numbered row block
 // by row block and split statically, so each thread keeps the same rows of
 // A and C (in its core's L2) from one product to the next, as FOR_EACH's
@@ -58,8 +59,9 @@
 // one buffer for the whole process, owned by this file: matmul_reserve
 // sizes it when the model is built, and a larger product grows it on its
 // first call (so the training step allocates nothing after its first
-// iteration). linear_forward and linear_backward therefore must not run
-// concurrently from two threads of the program; each spreads its own work
+// iteration). linear_forward and linear_backward (and their shared-input
+// forms) therefore must not run concurrently from two threads of the
+// program; each spreads its own work
 // over the OpenMP threads.
 static void *workspace;
 static size_t workspace_bytes;
@@ -467,7 +469,9 @@ void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *
         return;
     }
     for (int l = 0; l < count; l++) {
-        // three independent outputs: no barrier between them, one at the end
+        // d_inp, d_weight, d_bias: independent outputs, no barrier between
+        // them, one at the region's end, so the next layer adds to d_inp
+        // after this one (the sums in the order l = 0, 1, ...)
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
         {
             if (d_inp)

@@ -29,8 +29,8 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
 void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc);
 
-// The same for `count` layers (at most 3) that read one input, as W_Q, W_K
-// and W_V read LN1's output: out[l] = inp . weight[l]^T + bias[l], and the
+// The same for `count` layers that read one input, as W_Q, W_K and W_V
+// read LN1's output: out[l] = inp . weight[l]^T + bias[l], and the
 // backward's d_inp += d_out[l] . weight[l] in the order l = 0, 1, ..., with
 // d_weight[l] and d_bias[l] as above: the same results, bit for bit, as one
 // call per layer. In bf16 the input is converted (forward) and packed
@@ -50,6 +50,7 @@ void matmul_reserve(long floats);
 // (N,OC), the most over both precisions: what a model reserves up front, so
 // that no step allocates (in either precision).
 size_t linear_workspace_bytes(long n, int ic, int oc);
+// The same for a shared-input call of `count` layers (N,IC) -> (N,OC).
 size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
 
 // ---- precision of the linear layers' and attention's products

@@ -306,8 +306,8 @@ static void test_linear_gradients_tiled(void) { check_linear_gradients(37, 64, 7
 
 // Three layers reading one input (W_Q, W_K, W_V on LN1's output) in one
 // call: the same bits as three calls, forward and backward, in fp32 and
-// bf16, with d_inp summed in the layers' order onto a nonzero start, one
-// layer without a bias gradient, and shapes with partial tiles.
+// bf16, with every gradient added onto a nonzero start (d_inp in the
+// layers' order), one layer without a bias gradient, partial tiles.
 static void test_linear_shared_input_matches_separate_calls(void) {
     Rng rng;
     rng_seed(&rng, 9);
@@ -330,8 +330,8 @@ static void test_linear_shared_input_matches_separate_calls(void) {
                 d_out[l] = random_normal(&rng, n_out, 1, 0);
                 for (int pass = 0; pass < 2; pass++) {
                     out[pass][l] = zeros(n_out);
-                    d_weight[pass][l] = random_normal(&rng, n_weight, 0, 0.5f);
-                    d_bias[pass][l] = l == 1 ? NULL : zeros(OC);
+                    d_weight[pass][l] = gradient_buffer(n_weight);
+                    d_bias[pass][l] = l == 1 ? NULL : gradient_buffer(OC);
                 }
             }
             for (int l = 0; l < 3; l++) {
