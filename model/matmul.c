@@ -422,6 +422,17 @@ void linear_forward(float *out, const float *inp, const float *weight, const flo
     linear_forward_shared_input(&out, inp, &weight, &bias, 1, n, ic, oc);
 }
 
+// Layer l's operands in the backward's workspace: its d_out (N,OC) rows,
+// its W (OC,IC) packed and its d_out^T, from slots + l * (their sizes).
+typedef struct {
+    bf16 *d_out, *weight, *d_out_t;
+} LayerSlots;
+
+static LayerSlots layer_slots(bf16 *slots, const Bf16Operands *o, int l) {
+    bf16 *d_out = slots + l * (o->d_out + o->weight + o->d_out_t);
+    return (LayerSlots){d_out, d_out + o->d_out, d_out + o->d_out + o->weight};
+}
+
 // The backward of the layers that read one input: each layer's d_out
 // converted and packed, and its W packed, into its own slots; inp packed
 // once. d_inp's products run one after another (each ends at a barrier),
@@ -433,30 +444,28 @@ static void linear_backward_bf16(float *d_inp, float *const d_weight[], float *c
     int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
     Bf16Operands o = bf16_operands(n, ic, oc, d_inp != NULL);
     int panel_a = o.panel_a; // d_out^T packed from d_out's rows, or (AMX) converted row-major
-    size_t per_layer = o.d_out + o.weight + o.d_out_t; // layer l's slots at l * per_layer
-    bf16 *slots = workspace_reserve((count * per_layer + o.inp_p) * sizeof(bf16));
-    bf16 *inp_p = slots + count * per_layer;
+    bf16 *slots = workspace_reserve(
+        (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16));
+    bf16 *inp_p = layer_slots(slots, &o, count).d_out; // after the last layer's
 #pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
         for (int l = 0; l < count; l++) {
-            bf16 *d_out_h = slots + l * per_layer, *weight_p = d_out_h + o.d_out;
-            bf16 *d_out_t = weight_p + o.weight;
+            LayerSlots at = layer_slots(slots, &o, l);
             if (d_inp) {
-                bf16_convert(d_out_h, oc_pad, d_out[l], oc, 1, n, oc, 1);
-                bf16_pack(weight_p, weight[l], ic, 1, oc, ic, 1);
+                bf16_convert(at.d_out, oc_pad, d_out[l], oc, 1, n, oc, 1);
+                bf16_pack(at.weight, weight[l], ic, 1, oc, ic, 1);
             }
-            if (panel_a) bf16_pack(d_out_t, d_out[l], oc, 1, n, oc, 1);
-            else bf16_convert(d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
+            if (panel_a) bf16_pack(at.d_out_t, d_out[l], oc, 1, n, oc, 1);
+            else bf16_convert(at.d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
             if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
         }
         bf16_pack(inp_p, inp, ic, 1, n, ic, 1);
 #pragma omp barrier
         for (int l = 0; l < count; l++) {
-            bf16 *d_out_h = slots + l * per_layer, *weight_p = d_out_h + o.d_out;
-            bf16 *d_out_t = weight_p + o.weight;
-            if (d_inp) bf16_gemm(d_inp, ic, d_out_h, oc_pad, weight_p, n, oc, ic, 1, 1);
-            if (panel_a) bf16_gemm_panel_a(d_weight[l], ic, d_out_t, inp_p, oc, n, ic, 1, 1);
-            else bf16_gemm(d_weight[l], ic, d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
+            LayerSlots at = layer_slots(slots, &o, l);
+            if (d_inp) bf16_gemm(d_inp, ic, at.d_out, oc_pad, at.weight, n, oc, ic, 1, 1);
+            if (panel_a) bf16_gemm_panel_a(d_weight[l], ic, at.d_out_t, inp_p, oc, n, ic, 1, 1);
+            else bf16_gemm(d_weight[l], ic, at.d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
         }
     }
 }
