@@ -14,9 +14,25 @@
 #include <stdint.h>
 #include <string.h>
 
+// x < bound ? bound : x (below = 1), or x > bound ? bound : x (below = 0),
+// by a mask rather than a branch; a NaN x stays NaN. Written as branches,
+// the clamps let GCC's jump threading give each clamped case its own copy
+// of the caller's arithmetic (exp of a constant, folded): GELU's loop then
+// ran three divisions per vector instead of one (9.5% of an exact-mode
+// token's time in bf16).
+static inline float clamp_by_mask(float x, float bound, int below) {
+    uint32_t x_bits, bound_bits;
+    memcpy(&x_bits, &x, sizeof x_bits);
+    memcpy(&bound_bits, &bound, sizeof bound_bits);
+    uint32_t mask = 0u - (uint32_t)(below ? x < bound : x > bound);
+    uint32_t bits = (mask & bound_bits) | (~mask & x_bits);
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
 static inline float fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    x = clamp_by_mask(x, -87.0f, 1);
+    x = clamp_by_mask(x, 88.0f, 0);
     // round to nearest by adding 1.5 * 2^23 (valid for |x / ln2| < 2^22)
     const float shifter = 12582912.0f;
     float shifted = x * 1.44269504088896341f + shifter;
