@@ -83,9 +83,9 @@ static float row_max(const float *p, int n) {
 // The exponentials run over whole vectors, up to the end of the vector
 // that holds key `last` (or Tk), the masked keys in it then set to zero:
 // a causal row ends anywhere, and the scalar loop after the last whole
-// vector (up to VLEN-1 exponentials one at a time) took as long as the
-// vectors, a third of softmax_row's time in exact-mode sampling. The sum
-// is then the same loop over keys 0..last as before, so the same bits.
+// vector ran up to VLEN-1 exponentials one at a time (softmax_row went
+// from 10.5% to 8.4% of exact-mode sampling's time without it). The sum is
+// the same loop over keys 0..last as before, so the same bits.
 static void softmax_row(float *p, int last, int Tk, float scale) {
     float max_score = row_max(p, last + 1);
     int vector_end = (last + VLEN) / VLEN * VLEN;

@@ -170,7 +170,7 @@ static int thread_takes_row_block(int rb, int row_blocks, int panels) {
 // panel, took 5-6% of an exact-mode token's time. NULL in fp32.
 static const bf16 *thread_rows_converted(const KVCache *cache, const float *inp, long inp_row,
                                          int rows, int ic, int row_blocks, int panels) {
-    if (!cache->bf16) return NULL;
+    if (!cache->bf16 || rows < 1) return NULL;
     long kpad = bf16_kpad(ic);
     // the last block's conversion writes bf16_rows_pad(its rows) rows
     bf16 *rows_h = thread_rows((size_t)((row_blocks - 1) * BLOCK_ROWS +
