@@ -14,6 +14,14 @@ CFLAGS ?= $(ARCH_FLAGS)
 # -fno-math-errno: no math function's errno is read, and without it GCC will
 # not vectorize a loop that calls sqrtf (AdamW's update ran scalar).
 CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
+# Every a * b + c a fused multiply-add, wherever it stands. GCC tuned for AMD
+# Zen 1-3 (-march=native there) leaves a loop-carried sum of 256-bit vectors
+# as a multiply and an add (avoid-fma-max-bits=256), but fuses the same sum
+# in a loop with several of them: two paths that must give the same bits
+# (a product tile of one row, the sampler's batched attention) then rounded
+# differently on Zen 3. Clang has no such heuristic, and no such flag.
+CFLAGS += $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null 2>/dev/null \
+                  && echo --param=avoid-fma-max-bits=0)
 LDLIBS = -lm -lcjson
 BUILD = build
 
