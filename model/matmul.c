@@ -205,90 +205,134 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
     }
 }
 
-// Depth of one pass over K: a KC x COLS panel of B (64 KB with AVX-512),
-// which every row block of a work item reads from L2. Deeper passes load and
-// store each tile of C fewer times: 256 against 128 made the larger shape's
-// fp32 step 0.96x (Zen 4, 32 KB L1; same sums, the same bits).
+// Depth of one pass over K: a KC x COLS block of B (64 KB with AVX-512, 16
+// KB with AVX2), which every row tile of a work item reads while it is in L1
+// or L2. Deeper passes load and store each tile of C fewer times: 256
+// against 128 made the larger shape's fp32 step 0.96x (Zen 4, 32 KB L1;
+// same sums, the same bits).
 #define KC 256
-// Rows of C per work item: 4 register tiles share each block of B.
+
+// A work item: CHUNK_ROWS rows of C by a group of up to GROUP_PANELS panels
+// of COLS columns. Each pass over K runs across the whole group, so the
+// item's KC x CHUNK_ROWS block of A is read from L2 once per panel, and each
+// panel's KC x COLS block of B serves all the item's row tiles from L1.
+// Under AVX-512 (64-column panels) an item is 24 rows by one panel, as
+// measured on Zen 4. Under AVX2 (16-column panels, one cache line a row):
+// 48 rows by 8 panels, in a 1-thread microbenchmark of the larger shape's
+// products on Zen 3 (99 GFLOP/s peak a core) 75-87 GFLOP/s in the forward
+// and 56-67 in the weight gradient, against 46-57 and 19-37 for 24 rows by
+// one panel with B read in place.
+#if VLEN == 16
 #define CHUNK_ROWS (4 * ROWS)
+#define GROUP_PANELS 1
+#else
+#define CHUNK_ROWS (8 * ROWS)
+#define GROUP_PANELS 8
+#endif
 
-// Rows [i0, i1) x columns [j, j + COLS) of C (M,N) (+)= A (M,K) . B (K,N),
-// A strided as above, C with row stride ldc. Every element sums its
-// products in the same order (k ascending, in KC chunks) whichever thread
-// computes it, so results do not depend on the thread count.
+// One product C (M,N) (+)= A (M,K) . B (K,N), or with a bias (N),
+// C = bias + A . B. A's element (r, p) lives at a[(r / ROWS) * a_tile +
+// (r % ROWS) * a_row + p * a_col]: a_tile = ROWS * a_row for A read in place
+// (row-major, or transposed), or A packed in row tiles (pack_row_tiles:
+// a_tile = K * ROWS, a_row = 1, a_col = ROWS), each tile's K columns of
+// ROWS floats one contiguous run. C is row-major with row stride ldc. B's element (p, j) lives at
+// b[(j / COLS) * b_panel + p * ldb + j % COLS]: b_panel = COLS for a
+// row-major B read in place (row stride ldb), or B packed in panels
+// (pack_panels: b_panel = K * COLS, ldb = COLS), each panel's rows
+// contiguous, so a pass reads one unbroken run of memory instead of one
+// cache line every ldb floats (read in place with a row of 1536 floats,
+// AVX2's 16-column blocks fell on 2 of L1's 64 sets).
+typedef struct {
+    float *c;
+    int ldc;
+    const float *a;
+    long a_row, a_col, a_tile;
+    const float *b;
+    int ldb;
+    long b_panel;
+    int m, k, n, accumulate;
+    const float *bias;
+} Product;
 
-// With a bias, C's block starts as the bias in every row (written here,
-// while it is in L1, rather than over all of C before the product) and the
-// product accumulates onto it.
-static void gemm_item(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
-                      int ldb, int m, int k, int n, int accumulate, const float *bias, int i0,
-                      int i1, int j) {
-    (void)m;
-    int cols = n - j < COLS ? n - j : COLS;
-    if (bias) {
-        for (int i = i0; i < i1; i++) memcpy(c + (long)i * ldc + j, bias + j, (size_t)cols * sizeof(float));
+static int panel_count(int n) { return (n + COLS - 1) / COLS; }
+
+// Rows [i0, i1) x panels [panel0, panel1) of the product. Every element
+// sums its products in the same order (k ascending, in KC passes), in one
+// register tile, whichever thread computes it, so results do not depend on
+// the thread count, nor on how the items are cut. With a bias, C's block
+// starts as the bias in every row (written here, while it is in L1, rather
+// than over all of C before the product) and the product accumulates onto it.
+static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1) {
+    int accumulate = pr->accumulate;
+    if (pr->bias || pr->k == 0) {
+        for (int panel = panel0; panel < panel1; panel++) {
+            int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
+            for (int i = i0; i < i1; i++) {
+                float *c_row = pr->c + (long)i * pr->ldc + j;
+                if (pr->bias) memcpy(c_row, pr->bias + j, (size_t)cols * sizeof(float));
+                else if (!accumulate) memset(c_row, 0, (size_t)cols * sizeof(float)); // an empty sum
+            }
+        }
         accumulate = 1;
     }
-    if (k == 0) { // an empty sum
-        for (int i = i0; i < i1 && !accumulate; i++)
-            memset(c + (long)i * ldc + j, 0, (size_t)cols * sizeof(float));
-        return;
-    }
-    for (int k0 = 0; k0 < k; k0 += KC) {
-        int kc = k - k0 < KC ? k - k0 : KC;
+    for (int k0 = 0; k0 < pr->k; k0 += KC) {
+        int kc = pr->k - k0 < KC ? pr->k - k0 : KC;
         int acc = accumulate || k0 > 0; // later passes add to the earlier ones
-        const float *a_k = a + (long)k0 * a_col;
-        const float *b_block = b + (long)k0 * ldb + j; // the (kc, cols) block of B at (k0, j)
-        for (int i = i0; i < i1; i += ROWS) {
-            int rows = i1 - i < ROWS ? i1 - i : ROWS;
-            tile(c + (long)i * ldc + j, a_k + (long)i * a_row, a_row, a_col, b_block, kc, ldb, ldc,
-                 rows, cols, acc);
+        const float *a_k = pr->a + (long)k0 * pr->a_col; // i0 and i are multiples of ROWS
+        for (int panel = panel0; panel < panel1; panel++) {
+            int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
+            const float *b_block = pr->b + panel * pr->b_panel + (long)k0 * pr->ldb; // (kc, cols)
+            for (int i = i0; i < i1; i += ROWS) {
+                int rows = i1 - i < ROWS ? i1 - i : ROWS;
+                tile(pr->c + (long)i * pr->ldc + j, a_k + i / ROWS * pr->a_tile, pr->a_row,
+                     pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows, cols, acc);
+            }
         }
     }
 }
 
 // How the threads take part in a product (as in matmul_bf16.h): ALONE, the
 // calling thread does it all; SHARED, every thread of the enclosing
-// parallel region calls it and they take its work items dynamically, ending
-// at a barrier; SHARED_NOWAIT, the same without the barrier (for products
-// whose outputs nobody reads until a later barrier).
+// parallel region calls it and they split its work items statically,
+// ending at a barrier; SHARED_NOWAIT, the same without the barrier (for
+// products whose outputs nobody reads until a later barrier).
 enum { ALONE, SHARED, SHARED_NOWAIT };
 
-// Work item `item` of a product: CHUNK_ROWS rows by one panel of COLS columns.
-static void gemm_numbered_item(float *c, int ldc, const float *a, long a_row, long a_col,
-                               const float *b, int ldb, int m, int k, int n, int accumulate,
-                               const float *bias, int panels, int item) {
-    int i0 = item / panels * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < m ? i0 + CHUNK_ROWS : m;
-    gemm_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, i0, i1,
-              item % panels * COLS);
+// Work item `item` of a product whose panels form `groups` groups: items
+// are numbered row block by row block, so a static split keeps each
+// thread's rows of A and C from one product to the next.
+static void gemm_numbered_item(const Product *pr, int groups, int item) {
+    int i0 = item / groups * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < pr->m ? i0 + CHUNK_ROWS : pr->m;
+    int panel0 = item % groups * GROUP_PANELS, panels = panel_count(pr->n);
+    gemm_item(pr, i0, i1, panel0, panel0 + GROUP_PANELS < panels ? panel0 + GROUP_PANELS : panels);
 }
 
-// C (+)= A . B, or with a bias (N) C = bias + A . B.
-static void gemm_items_bias(float *c, int ldc, const float *a, long a_row, long a_col,
-                            const float *b, int ldb, int m, int k, int n, int accumulate,
-                            const float *bias, int sharing) {
-    int panels = (n + COLS - 1) / COLS, items = (m + CHUNK_ROWS - 1) / CHUNK_ROWS * panels;
+static void gemm_items(const Product *pr, int sharing) {
+    int groups = (panel_count(pr->n) + GROUP_PANELS - 1) / GROUP_PANELS;
+    int items = (pr->m + CHUNK_ROWS - 1) / CHUNK_ROWS * groups;
     if (sharing == SHARED_NOWAIT) {
 #pragma omp for schedule(static) nowait
-        for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
-                               item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
     } else if (sharing == SHARED) {
 #pragma omp for schedule(static)
-        for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
-                               item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
     } else {
-        for (int item = 0; item < items; item++)
-            gemm_numbered_item(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, bias, panels,
-                               item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
     }
 }
 
-static void gemm_items(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
-                       int ldb, int m, int k, int n, int accumulate, int sharing) {
-    gemm_items_bias(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, NULL, sharing);
+// A row-major B (K,N) read in place, row stride ldb.
+static Product product_in_place(float *c, int ldc, const float *a, long a_row, long a_col,
+                                const float *b, int ldb, int m, int k, int n, int accumulate) {
+    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b, ldb, COLS, m, k, n, accumulate, NULL};
+}
+
+// B packed by pack_panels.
+static Product product_packed(float *c, int ldc, const float *a, long a_row, long a_col,
+                              const float *b_packed, int m, int k, int n, int accumulate,
+                              const float *bias) {
+    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b_packed, COLS, (long)k * COLS, m, k,
+                     n, accumulate, bias};
 }
 
 // Whether a product of m*k*n multiply-adds is worth a parallel region:
@@ -297,32 +341,75 @@ static int worth_sharing(long work) {
     return work > 32768 && !omp_in_parallel() && omp_get_max_threads() > 1;
 }
 
-static void gemm(float *c, const float *a, long a_row, long a_col, const float *b, int ldb, int m,
-                 int k, int n, int accumulate) {
-#pragma omp parallel if (worth_sharing((long)m * k * n))
-    gemm_items(c, n, a, a_row, a_col, b, ldb, m, k, n, accumulate, SHARED);
-}
-
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate) {
-    gemm_items(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate, ALONE);
+    Product pr = product_in_place(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate);
+    gemm_items(&pr, ALONE);
 }
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
-    gemm(c, a, k, 1, b, n, m, k, n, accumulate);
+    Product pr = product_in_place(c, n, a, k, 1, b, n, m, k, n, accumulate);
+#pragma omp parallel if (worth_sharing((long)m * k * n))
+    gemm_items(&pr, SHARED);
 }
 
-// dst (cols, rows) = src (rows, cols)^T, in 16x16 blocks so that both the
-// reads and the writes stay within a few cache lines at a time. Row blocks
-// shared among the threads of the enclosing region (an orphaned `omp for`).
-static void transpose(float *dst, const float *src, int rows, int cols) {
-    enum { BLOCK = 16 };
-    int row_blocks = (rows + BLOCK - 1) / BLOCK;
-#pragma omp for schedule(dynamic, 1)
-    for (int rb = 0; rb < row_blocks; rb++) {
-        int i0 = rb * BLOCK, i1 = i0 + BLOCK < rows ? i0 + BLOCK : rows;
-        transpose_rows(dst + i0, rows, src + (long)i0 * cols, cols, i1 - i0, cols);
+// ---- B packed in panels
+//
+// packed (panel_count(N) panels of K x COLS, each row of a panel COLS
+// floats, the last panel's rows holding only its N % COLS columns) = B
+// (K,N), B's element (p, j) at src[p * s_row + j * s_col]: a row-major
+// matrix (s_row = ld, s_col = 1) copied in runs of COLS floats, or one read
+// transposed (s_row = 1, s_col = ld, the forward's W^T) transposed block by
+// block. Each element a plain copy. Panels shared among the threads of the
+// enclosing region (an orphaned `omp for`, no barrier at its end).
+static size_t packed_floats(long k, long n) { return (size_t)panel_count((int)n) * COLS * k; }
+
+static void pack_panels(float *packed, const float *src, long s_row, long s_col, int k, int n) {
+    int panels = panel_count(n);
+#pragma omp for schedule(static) nowait
+    for (int panel = 0; panel < panels; panel++) {
+        int j = panel * COLS, cols = n - j < COLS ? n - j : COLS;
+        float *dst = packed + (long)panel * k * COLS;
+        if (s_col == 1)
+            for (int p = 0; p < k; p++)
+                memcpy(dst + (long)p * COLS, src + p * s_row + j, (size_t)cols * sizeof(float));
+        else // B's column j + jj is src's row j + jj
+            transpose_rows(dst, COLS, src + j * s_col, s_col, cols, k);
     }
+}
+
+// ---- A packed in row tiles
+//
+// packed (M rounded up to ROWS, K: tile t's element (r, p) at
+// packed[t * K * ROWS + p * ROWS + r], the last tile's missing rows unset
+// and never read) = A (M,K) = src (K,M)^T, src row-major with row stride
+// ld: the weight gradient's d_out^T. Read in place, a tile takes ROWS floats
+// from a new row of d_out at every k, a cache line every OC floats apart.
+// Row p of src is read once, its runs of ROWS floats dealt to the tiles.
+// Rows of src shared among the threads of the enclosing region (an
+// orphaned `omp for`, no barrier at its end).
+// (rounded up to whole cache lines, so that what follows starts on one)
+static size_t row_tile_floats(long m, long k) {
+    return ((size_t)((m + ROWS - 1) / ROWS) * ROWS * k + 15) & ~(size_t)15;
+}
+
+static void pack_row_tiles(float *packed, const float *src, long ld, int k, int m) {
+#pragma omp for schedule(static) nowait
+    for (int p = 0; p < k; p++) {
+        const float *row = src + p * ld;
+        for (int i = 0; i < m; i += ROWS) {
+            int rows = m - i < ROWS ? m - i : ROWS;
+            float *dst = packed + (long)i * k + (long)p * ROWS;
+            for (int r = 0; r < rows; r++) dst[r] = row[i + r];
+        }
+    }
+}
+
+// A product whose A is packed by pack_row_tiles and B by pack_panels.
+static Product product_packed_tiles(float *c, int ldc, const float *a_tiles,
+                                    const float *b_packed, int m, int k, int n, int accumulate) {
+    return (Product){c, ldc, a_tiles, 1, ROWS, (long)k * ROWS, b_packed, COLS, (long)k * COLS,
+                     m, k, n, accumulate, NULL};
 }
 
 // d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
@@ -368,13 +455,24 @@ static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
     return o;
 }
 
+// The fp32 backward's operands in the workspace, in floats: inp (N,IC)
+// packed, each layer's d_out^T (OC,N) in row tiles, then (with d_inp) each
+// layer's W (OC,IC) packed.
+static size_t fp32_backward_floats(long n, int ic, int oc, int count, int with_d_inp) {
+    return packed_floats(n, ic) + count * row_tile_floats(oc, n) +
+           (with_d_inp ? count * packed_floats(oc, ic) : 0);
+}
+
 size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count) {
     Bf16Operands o = bf16_operands(n, ic, oc, 1);
-    size_t fp32_forward = (size_t)ic * oc * sizeof(float); // W^T; the fp32 backward takes none
+    size_t fp32_forward = packed_floats(ic, oc) * sizeof(float); // W^T packed
+    size_t fp32_backward = fp32_backward_floats(n, ic, oc, count, 1) * sizeof(float);
     size_t bf16_forward = (o.inp + count * o.weight_t) * sizeof(bf16);
     size_t bf16_backward = (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16);
-    size_t most = fp32_forward > bf16_forward ? fp32_forward : bf16_forward;
-    return most > bf16_backward ? most : bf16_backward;
+    size_t sizes[] = {fp32_forward, fp32_backward, bf16_forward, bf16_backward}, most = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] > most) most = sizes[i];
+    return most;
 }
 
 size_t linear_workspace_bytes(long n, int ic, int oc) {
@@ -407,12 +505,14 @@ void linear_forward_shared_input(float *const out[], const float *inp, const flo
         linear_forward_bf16(out, inp, weight, bias, count, n, ic, oc);
         return;
     }
-    float *weight_t = workspace_reserve((size_t)ic * oc * sizeof(float)); // (IC,OC)
+    float *weight_t = workspace_reserve(packed_floats(ic, oc) * sizeof(float)); // W^T (IC,OC)
     for (int l = 0; l < count; l++) {
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
         {
-            transpose(weight_t, weight[l], oc, ic);
-            gemm_items_bias(out[l], oc, inp, ic, 1, weight_t, oc, n, ic, oc, 0, bias[l], SHARED);
+            pack_panels(weight_t, weight[l], 1, ic, ic, oc);
+#pragma omp barrier
+            Product pr = product_packed(out[l], oc, inp, ic, 1, weight_t, n, ic, oc, 0, bias[l]);
+            gemm_items(&pr, SHARED);
         }
     }
 }
@@ -477,16 +577,35 @@ void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *
         linear_backward_bf16(d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
         return;
     }
-    for (int l = 0; l < count; l++) {
-        // d_inp, d_weight, d_bias: independent outputs, no barrier between
-        // them, one at the region's end, so the next layer adds to d_inp
-        // after this one (the sums in the order l = 0, 1, ...)
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
-        {
+    // inp (N,IC) packed once for all the layers' d_W; each layer's d_out^T
+    // (OC,N) in row tiles and (with d_inp) its W (OC,IC) packed, in its own slots
+    float *inp_packed = workspace_reserve(fp32_backward_floats(n, ic, oc, count, d_inp != NULL) *
+                                          sizeof(float));
+    float *d_out_tiles = inp_packed + packed_floats(n, ic);
+    float *weight_packed = d_out_tiles + count * row_tile_floats(oc, n);
+#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
+    {
+        pack_panels(inp_packed, inp, ic, 1, n, ic);
+        for (int l = 0; l < count; l++) {
+            pack_row_tiles(d_out_tiles + l * row_tile_floats(oc, n), d_out[l], oc, n, oc);
             if (d_inp)
-                gemm_items(d_inp, ic, d_out[l], oc, 1, weight[l], ic, n, oc, ic, 1, SHARED_NOWAIT);
-            // d_weight (OC,IC) += d_out^T (OC,N) . inp (N,IC): d_out read transposed in place
-            gemm_items(d_weight[l], ic, d_out[l], 1, oc, inp, ic, oc, n, ic, 1, SHARED_NOWAIT);
+                pack_panels(weight_packed + l * packed_floats(oc, ic), weight[l], ic, 1, oc, ic);
+        }
+#pragma omp barrier
+        for (int l = 0; l < count; l++) {
+            // d_inp (N,IC) += d_out (N,OC) . W (OC,IC), ending at a barrier, so the next
+            // layer adds to d_inp after this one (the sums in the order l = 0, 1, ...)
+            if (d_inp) {
+                Product pr = product_packed(d_inp, ic, d_out[l], oc, 1,
+                                            weight_packed + l * packed_floats(oc, ic), n, oc, ic,
+                                            1, NULL);
+                gemm_items(&pr, SHARED);
+            }
+            // d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
+            Product pr = product_packed_tiles(d_weight[l], ic,
+                                              d_out_tiles + l * row_tile_floats(oc, n),
+                                              inp_packed, oc, n, ic, 1);
+            gemm_items(&pr, SHARED_NOWAIT);
             if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
         }
     }

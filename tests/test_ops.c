@@ -256,6 +256,63 @@ static void test_linear_forward_matches_double(void) {
     check_linear_forward(&rng, 37, 64, 72, 0);
 }
 
+// The backward's three sums against double precision, each onto a nonzero
+// start: d_inp += d_out . W, d_W += d_out^T . inp, d_bias += column sums.
+// Every product is deeper than one 256-deep pass over K (N, IC, OC > 256);
+// OC = 263 ends d_W's rows in a tile of 5, and IC = 270 ends d_inp's and
+// d_W's columns in a narrow panel, so the packed operands are read past the
+// first pass and in their last tiles.
+static void test_linear_backward_matches_double(void) {
+    enum { N = 300, IC = 270, OC = 263 };
+    Rng rng;
+    rng_seed(&rng, 6);
+    float *inp = random_normal(&rng, (long)N * IC, 1, 0);
+    float *weight = random_normal(&rng, (long)OC * IC, 1, 0);
+    float *d_out = random_normal(&rng, (long)N * OC, 1, 0);
+    float *d_inp = random_normal(&rng, (long)N * IC, 1, 0);
+    float *d_weight = random_normal(&rng, (long)OC * IC, 1, 0);
+    float *d_bias = random_normal(&rng, OC, 1, 0);
+    float *start[3] = {xcalloc((size_t)N * IC, sizeof(float)), // copies of the starts
+                       xcalloc((size_t)OC * IC, sizeof(float)), xcalloc(OC, sizeof(float))};
+    memcpy(start[0], d_inp, (size_t)N * IC * sizeof(float));
+    memcpy(start[1], d_weight, (size_t)OC * IC * sizeof(float));
+    memcpy(start[2], d_bias, OC * sizeof(float));
+    linear_backward(d_inp, d_weight, d_bias, d_out, inp, weight, N, IC, OC);
+    int bad = 0;
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < IC; i++) {
+            double sum = start[0][(long)n * IC + i], abs_sum = 0;
+            for (int o = 0; o < OC; o++) {
+                double t = (double)d_out[(long)n * OC + o] * weight[(long)o * IC + i];
+                sum += t, abs_sum += fabs(t);
+            }
+            double tolerance = matmul_tolerance(OC, abs_sum, start[0][(long)n * IC + i]);
+            bad += fabs(d_inp[(long)n * IC + i] - sum) > tolerance;
+        }
+    CHECK_MSG(!bad, "d_inp: %d of %d elements off the double sum", bad, N * IC);
+    bad = 0;
+    for (int o = 0; o < OC; o++)
+        for (int i = 0; i < IC; i++) {
+            double sum = start[1][(long)o * IC + i], abs_sum = 0;
+            for (int n = 0; n < N; n++) {
+                double t = (double)d_out[(long)n * OC + o] * inp[(long)n * IC + i];
+                sum += t, abs_sum += fabs(t);
+            }
+            double tolerance = matmul_tolerance(N, abs_sum, start[1][(long)o * IC + i]);
+            bad += fabs(d_weight[(long)o * IC + i] - sum) > tolerance;
+        }
+    CHECK_MSG(!bad, "d_weight: %d of %d elements off the double sum", bad, OC * IC);
+    bad = 0;
+    for (int o = 0; o < OC; o++) {
+        double sum = start[2][o], abs_sum = 0;
+        for (int n = 0; n < N; n++) sum += d_out[(long)n * OC + o], abs_sum += fabs(d_out[(long)n * OC + o]);
+        bad += fabs(d_bias[o] - sum) > matmul_tolerance(N, abs_sum, start[2][o]);
+    }
+    CHECK_MSG(!bad, "d_bias: %d of %d elements off the double sum", bad, OC);
+    free(inp), free(weight), free(d_out), free(d_inp), free(d_weight), free(d_bias);
+    for (int i = 0; i < 3; i++) free(start[i]);
+}
+
 // ---- linear gradients
 
 typedef struct {
@@ -563,6 +620,8 @@ void suite_ops(void) {
     run_test("transpose_rows copies every element to its place", test_transpose_rows);
     run_test("matmul matches double", test_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
+    run_test("linear_backward matches double, past one pass of K, partial tiles",
+             test_linear_backward_matches_double);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
     run_test("linear_backward accumulates", test_linear_backward_accumulates);
