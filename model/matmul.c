@@ -298,26 +298,39 @@ static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1)
 // products whose outputs nobody reads until a later barrier).
 enum { ALONE, SHARED, SHARED_NOWAIT };
 
-// Work item `item` of a product whose panels form `groups` groups: items
-// are numbered row block by row block, so a static split keeps each
+// Work item `item` of a product whose panels form groups of `group`:
+// items are numbered row block by row block, so a static split keeps each
 // thread's rows of A and C from one product to the next.
-static void gemm_numbered_item(const Product *pr, int groups, int item) {
+static void gemm_numbered_item(const Product *pr, int group, int item) {
+    int panels = panel_count(pr->n), groups = (panels + group - 1) / group;
     int i0 = item / groups * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < pr->m ? i0 + CHUNK_ROWS : pr->m;
-    int panel0 = item % groups * GROUP_PANELS, panels = panel_count(pr->n);
-    gemm_item(pr, i0, i1, panel0, panel0 + GROUP_PANELS < panels ? panel0 + GROUP_PANELS : panels);
+    int panel0 = item % groups * group;
+    gemm_item(pr, i0, i1, panel0, panel0 + group < panels ? panel0 + group : panels);
+}
+
+// Panels in a group: GROUP_PANELS, or fewer where a product shared by
+// `threads` threads would have under 8 items a thread. A weight gradient of
+// 128 rows (most of the default recipe's) is 3 row blocks of 48: as 3
+// whole items, 2 threads would split them 2:1.
+static int group_size(int m, int n, int threads) {
+    int row_blocks = (m + CHUNK_ROWS - 1) / CHUNK_ROWS, panels = panel_count(n);
+    int group = GROUP_PANELS;
+    while (group > 1 && row_blocks * ((panels + group - 1) / group) < 8 * threads) group /= 2;
+    return group;
 }
 
 static void gemm_items(const Product *pr, int sharing) {
-    int groups = (panel_count(pr->n) + GROUP_PANELS - 1) / GROUP_PANELS;
-    int items = (pr->m + CHUNK_ROWS - 1) / CHUNK_ROWS * groups;
+    int threads = sharing == ALONE ? 1 : omp_get_num_threads();
+    int group = group_size(pr->m, pr->n, threads);
+    int items = (pr->m + CHUNK_ROWS - 1) / CHUNK_ROWS * ((panel_count(pr->n) + group - 1) / group);
     if (sharing == SHARED_NOWAIT) {
 #pragma omp for schedule(static) nowait
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
     } else if (sharing == SHARED) {
 #pragma omp for schedule(static)
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
     } else {
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, groups, item);
+        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
     }
 }
 

@@ -296,11 +296,15 @@ def bench(args):
     # Rounds alternate PyTorch and ours, so that both see the same machine;
     # each round gives a ratio per figure, and the medians are quoted.
     keys = [(name, precision) for name, *_ in SHAPES for precision in ("fp32", "bf16")]
+    nan = float("nan")
     pytorch = {k: [] for k in keys}
     ours = {k: [] for k in keys}
     for round_ in range(args.rounds):
         for name, layers, heads, dim, context, batch in SHAPES:
             for precision in ("fp32", "bf16"):
+                if precision == "bf16" and args.no_pytorch_bf16:
+                    pytorch[name, precision].append(nan)
+                    continue
                 ms, _ = time_pytorch(name, layers, heads, dim, context, batch, precision == "bf16")
                 pytorch[name, precision].append(ms)
         for k, ms in ours_steps().items():
@@ -333,6 +337,9 @@ def main():
     b = sub.add_parser("bench")
     b.add_argument("--threads", type=int, default=os.cpu_count())
     b.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    b.add_argument("--no-pytorch-bf16", action="store_true",
+                   help="skip PyTorch's bf16 autocast (on a CPU without native bf16 its "
+                        "products are emulated: a larger-shape step took 56 s on Zen 3)")
     t = sub.add_parser("train")
     t.add_argument("--seed", type=int, default=1337)
     t.add_argument("--no-bias", action="store_true", help="no Linear biases (nanoGPT's setting)")
