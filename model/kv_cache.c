@@ -21,12 +21,13 @@ typedef struct {
     int kind;
 } BufferSpec;
 
-// Floats a weight W (OC,IC) takes packed (below): IC x OC fp32, or the
-// bf16 panels in bf16 precision, whichever is more (the bf16 ones, half the
+// Floats a weight W (OC,IC) takes packed (below): the fp32 panels, or the
+// bf16 ones in bf16 precision, whichever is more (the bf16 ones, half the
 // bytes, except for tiny shapes that their padding dominates), in whole
 // cache lines.
 static long weight_floats(long ic, long oc) {
-    long bf16_floats = ((long)bf16_packed_size(ic, oc) + 1) / 2, floats = ic * oc;
+    long bf16_floats = ((long)bf16_packed_size(ic, oc) + 1) / 2;
+    long floats = (long)matmul_packed_floats(ic, oc);
     return ((floats > bf16_floats ? floats : bf16_floats) + 15) & ~15L;
 }
 
@@ -111,12 +112,13 @@ void kv_cache_free(KVCache *cache) {
 
 // ---- the packed weights and their products
 
-// A weight W (OC,IC) is kept as B = W^T (IC,OC) in column panels of PANEL
-// columns (the last one narrower): panel j0 is the row-major (IC, width)
-// block of columns j0..j0+width-1, at j0 * IC. A product's block of rows
-// times one panel then reads the panel as one contiguous stream. 64 columns
-// are the matmul kernel's tile width under AVX-512 and a multiple of it
-// under AVX2 and SSE.
+// A weight W (OC,IC) is kept as B = W^T (IC,OC) in matmul.c's packed
+// layout (matmul_pack_transposed), and its products run by blocks of PANEL
+// columns: the block at j0 starts at j0 * IC, and inside it each of the
+// kernel's panels (64 columns under AVX-512, 16 under AVX2) is one
+// contiguous stream. (Kept as row-major (IC, 64) blocks instead, an AVX2
+// tile read 64 bytes of every 256.) 64 columns are the matmul kernel's
+// tile width under AVX-512 and a multiple of it under AVX2 and SSE.
 //
 // The products are matmul_strided's, which runs on the calling thread alone
 // (a parallel region costs about 0.5 us even on one thread, and a single
@@ -139,12 +141,7 @@ static void pack_weight(const KVCache *cache, float *panels, const float *weight
         bf16_pack((bf16 *)panels, weight, 1, ic, ic, oc, 0);
         return;
     }
-    for (int j0 = 0; j0 < oc; j0 += PANEL) {
-        int width = oc - j0 < PANEL ? oc - j0 : PANEL;
-        float *panel = panels + (long)j0 * ic;
-        for (int j = 0; j < width; j++)
-            for (int p = 0; p < ic; p++) panel[(long)p * width + j] = weight[(long)(j0 + j) * ic + p];
-    }
+    matmul_pack_transposed(panels, weight, ic, oc);
 }
 
 // A thread's bf16 copy of a product's rows: allocated on the thread's
@@ -190,8 +187,7 @@ static void block_product(const KVCache *cache, float *out, int oc, const float 
                           long inp_row, const bf16 *rows_h, const float *w_panels, int rows,
                           int ic, int j0, int width) {
     if (!cache->bf16) {
-        matmul_strided(out, oc, inp, inp_row, 1, w_panels + (long)j0 * ic, width, rows, ic, width,
-                       0);
+        matmul_packed_columns(out, oc, inp, inp_row, w_panels, rows, ic, j0, width);
         return;
     }
     long kpad = bf16_kpad(ic);

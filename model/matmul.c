@@ -309,7 +309,8 @@ static void gemm_numbered_item(const Product *pr, int group, int item) {
 }
 
 // Panels in a group: GROUP_PANELS, or fewer where a product shared by
-// `threads` threads would have under 8 items a thread. A weight gradient of
+// `threads` threads would have under 8 items a thread (a product on one
+// thread keeps whole groups). A weight gradient of
 // 128 rows (most of the default recipe's) is 3 row blocks of 48: as 3
 // whole items, 2 threads would split them 2:1.
 static int group_size(int m, int n, int threads) {
@@ -320,8 +321,7 @@ static int group_size(int m, int n, int threads) {
 }
 
 static void gemm_items(const Product *pr, int sharing) {
-    int threads = sharing == ALONE ? 1 : omp_get_num_threads();
-    int group = group_size(pr->m, pr->n, threads);
+    int group = sharing == ALONE ? GROUP_PANELS : group_size(pr->m, pr->n, omp_get_num_threads());
     int items = (pr->m + CHUNK_ROWS - 1) / CHUNK_ROWS * ((panel_count(pr->n) + group - 1) / group);
     if (sharing == SHARED_NOWAIT) {
 #pragma omp for schedule(static) nowait
@@ -389,6 +389,19 @@ static void pack_panels(float *packed, const float *src, long s_row, long s_col,
         else // B's column j + jj is src's row j + jj
             transpose_rows(dst, COLS, src + j * s_col, s_col, cols, k);
     }
+}
+
+size_t matmul_packed_floats(long k, long n) { return packed_floats(k, n); }
+
+void matmul_pack_transposed(float *packed, const float *weight, int k, int n) {
+    pack_panels(packed, weight, 1, k, k, n);
+}
+
+void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const float *b_packed,
+                           int m, int k, int j0, int width) {
+    // panel j0 / COLS starts at (j0 / COLS) * K * COLS = j0 * K: 64 is a multiple of COLS
+    Product pr = product_packed(c, ldc, a, lda, 1, b_packed + (long)j0 * k, m, k, width, 0, NULL);
+    gemm_items(&pr, ALONE);
 }
 
 // ---- A packed in row tiles

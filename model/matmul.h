@@ -17,6 +17,20 @@ void matmul(float *c, const float *a, const float *b, int m, int k, int n, int a
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate);
 
+// ---- B packed in the fp32 products' own column panels (matmul.c), which
+// the KV cache keeps its fp32 weights in: each panel's rows contiguous, and
+// columns j0.. of B at b_packed + j0 * K for any j0 that is a multiple of 64.
+// Floats B (K,N) takes packed.
+size_t matmul_packed_floats(long k, long n);
+// packed = W^T (K,N) for a weight W (N,K) row-major, each element a plain
+// copy; outside a parallel region, on the calling thread.
+void matmul_pack_transposed(float *packed, const float *weight, int k, int n);
+// C (M,width) = A (M,K) . columns [j0, j0 + width) of B (K,N), packed, with
+// j0 a multiple of 64; A with row stride lda, C with row stride ldc. On the
+// calling thread alone; the sums are matmul_strided's, bit for bit.
+void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const float *b_packed,
+                           int m, int k, int j0, int width);
+
 // out (N,OC) = inp (N,IC) . weight(OC,IC)^T + bias (OC); bias may be NULL.
 void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc);
