@@ -1,23 +1,26 @@
 // matmul.c: the products behind every linear layer, in fp32 or bf16.
 //
-// fp32: one row-major kernel, C (M,N) (+)= A (M,K) . B (K,N), in the
-// broadcast form: each row of C is a sum of rows of B scaled by one element
-// of A, so the innermost loop runs along contiguous rows of B and C, in
-// vector registers. The linear layer's three products are all this kernel:
-//   forward  out    = inp   . W^T      (W^T transposed once into the
-//                                        workspace, (IC,OC) row-major)
-//   backward d_inp  += d_out . W       (W is already (OC,IC))
-//            d_W    += d_out^T . inp   (d_out read transposed in place,
-//                                        through A's strides: no copy)
+// fp32: one kernel, C (M,N) (+)= A (M,K) . B (K,N), in the broadcast
+// form: each row of C is a sum of rows of B scaled by one element of A, so
+// the innermost loop runs along rows of B and C, in vector registers. The
+// linear layer's three products are all this kernel, with B packed in
+// column panels in the workspace (pack_panels) and, for the weight
+// gradient, A packed in row tiles (pack_row_tiles):
+//   forward  out    = inp   . W^T      (W^T packed from W's rows)
+//   backward d_inp  += d_out . W       (W packed)
+//            d_W    += d_out^T . inp   (inp packed, d_out^T in row tiles)
+// Attention and the KV cache call it through matmul_strided (B read in
+// place) and matmul_packed_columns.
 //
 // bf16 (matmul_set_precision): the same three products with A converted to
 // bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
 // workspace, then summed in fp32 by matmul_bf16.c's tiles.
 //
-// Threads: each linear call is one parallel region (in fp32, one per layer
-// of a shared-input call; in bf16, one for all its layers); its products are cut
-// into work items (24 rows x one panel of columns of C), numbered row block
-// by row block and split statically, so each thread keeps the same rows of
+// Threads: each linear call is one parallel region (in the fp32 forward,
+// one per layer of a shared-input call; otherwise one for all its layers);
+// its products are cut into work items (a block of rows x a group of
+// panels of columns of C: CHUNK_ROWS and GROUP_PANELS below), numbered row
+// block by row block and split statically, so each thread keeps the same rows of
 // A and C (in its core's L2) from one product to the next, as FOR_EACH's
 // loops do (model/parallel.h). Taking the items dynamically, as they came
 // free, made the default step 16% (bf16) and ~7% (fp32) slower; a core
