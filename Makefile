@@ -20,8 +20,11 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextr
 # in a loop with several of them: two paths that must give the same bits
 # (a product tile of one row, the sampler's batched attention) then rounded
 # differently on Zen 3. Clang has no such heuristic, and no such flag.
-CFLAGS += $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null 2>/dev/null \
-                  && echo --param=avoid-fma-max-bits=0)
+# (Asked once: CFLAGS is a deferred variable, so a $(shell) in it would run
+# at every compile.)
+FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null \
+                          2>/dev/null && echo --param=avoid-fma-max-bits=0)
+CFLAGS += $(FMA_EVERYWHERE)
 LDLIBS = -lm -lcjson
 BUILD = build
 

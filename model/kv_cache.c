@@ -120,9 +120,9 @@ void kv_cache_free(KVCache *cache) {
 // tile read 64 bytes of every 256.) 64 columns are the matmul kernel's
 // tile width under AVX-512 and a multiple of it under AVX2 and SSE.
 //
-// The products are matmul_strided's, which runs on the calling thread alone
-// (a parallel region costs about 0.5 us even on one thread, and a single
-// step makes 25 products) on row-major blocks: a panel is one.
+// The products are matmul_packed_columns', which runs on the calling thread
+// alone (a parallel region costs about 0.5 us even on one thread, and a
+// single step makes 25 products) on one block of PANEL columns at a time.
 #define PANEL 64
 // Rows per block of a product: four of the kernel's 6-row tiles share each
 // panel while it is in L1.

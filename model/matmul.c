@@ -417,10 +417,7 @@ void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const fl
 // Row p of src is read once, its runs of ROWS floats dealt to the tiles.
 // Rows of src shared among the threads of the enclosing region (an
 // orphaned `omp for`, no barrier at its end).
-// (rounded up to whole cache lines, so that what follows starts on one)
-static size_t row_tile_floats(long m, long k) {
-    return ((size_t)((m + ROWS - 1) / ROWS) * ROWS * k + 15) & ~(size_t)15;
-}
+static size_t row_tile_floats(long m, long k) { return (size_t)((m + ROWS - 1) / ROWS) * ROWS * k; }
 
 static void pack_row_tiles(float *packed, const float *src, long ld, int k, int m) {
 #pragma omp for schedule(static) nowait
@@ -484,12 +481,25 @@ static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
     return o;
 }
 
-// The fp32 backward's operands in the workspace, in floats: inp (N,IC)
-// packed, each layer's d_out^T (OC,N) in row tiles, then (with d_inp) each
-// layer's W (OC,IC) packed.
+// The fp32 backward's operands in the workspace, in floats, each slot in
+// whole cache lines (so that every slot starts on one, as the workspace
+// does; under SSE a panel is 8 floats): inp (N,IC) packed, then each
+// layer's d_out^T (OC,N) in row tiles, then (with d_inp) each layer's W
+// (OC,IC) packed.
+typedef struct {
+    size_t inp, d_out_t, weight;
+} Fp32Slots;
+
+static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static Fp32Slots fp32_backward_slots(long n, int ic, int oc) {
+    return (Fp32Slots){line_floats(packed_floats(n, ic)), line_floats(row_tile_floats(oc, n)),
+                       line_floats(packed_floats(oc, ic))};
+}
+
 static size_t fp32_backward_floats(long n, int ic, int oc, int count, int with_d_inp) {
-    return packed_floats(n, ic) + count * row_tile_floats(oc, n) +
-           (with_d_inp ? count * packed_floats(oc, ic) : 0);
+    Fp32Slots slot = fp32_backward_slots(n, ic, oc);
+    return slot.inp + count * slot.d_out_t + (with_d_inp ? count * slot.weight : 0);
 }
 
 size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count) {
@@ -608,17 +618,18 @@ void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *
     }
     // inp (N,IC) packed once for all the layers' d_W; each layer's d_out^T
     // (OC,N) in row tiles and (with d_inp) its W (OC,IC) packed, in its own slots
+    Fp32Slots slot = fp32_backward_slots(n, ic, oc);
     float *inp_packed = workspace_reserve(fp32_backward_floats(n, ic, oc, count, d_inp != NULL) *
                                           sizeof(float));
-    float *d_out_tiles = inp_packed + packed_floats(n, ic);
-    float *weight_packed = d_out_tiles + count * row_tile_floats(oc, n);
+    float *d_out_tiles = inp_packed + slot.inp;
+    float *weight_packed = d_out_tiles + count * slot.d_out_t;
 #pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
         pack_panels(inp_packed, inp, ic, 1, n, ic);
         for (int l = 0; l < count; l++) {
-            pack_row_tiles(d_out_tiles + l * row_tile_floats(oc, n), d_out[l], oc, n, oc);
+            pack_row_tiles(d_out_tiles + l * slot.d_out_t, d_out[l], oc, n, oc);
             if (d_inp)
-                pack_panels(weight_packed + l * packed_floats(oc, ic), weight[l], ic, 1, oc, ic);
+                pack_panels(weight_packed + l * slot.weight, weight[l], ic, 1, oc, ic);
         }
 #pragma omp barrier
         for (int l = 0; l < count; l++) {
@@ -626,13 +637,13 @@ void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *
             // layer adds to d_inp after this one (the sums in the order l = 0, 1, ...)
             if (d_inp) {
                 Product pr = product_packed(d_inp, ic, d_out[l], oc, 1,
-                                            weight_packed + l * packed_floats(oc, ic), n, oc, ic,
+                                            weight_packed + l * slot.weight, n, oc, ic,
                                             1, NULL);
                 gemm_items(&pr, SHARED);
             }
             // d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
             Product pr = product_packed_tiles(d_weight[l], ic,
-                                              d_out_tiles + l * row_tile_floats(oc, n),
+                                              d_out_tiles + l * slot.d_out_t,
                                               inp_packed, oc, n, ic, 1);
             gemm_items(&pr, SHARED_NOWAIT);
             if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);

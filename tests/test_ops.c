@@ -287,7 +287,7 @@ static void test_linear_backward_matches_double(void) {
                 sum += t, abs_sum += fabs(t);
             }
             double tolerance = matmul_tolerance(OC, abs_sum, start[0][(long)n * IC + i]);
-            bad += fabs(d_inp[(long)n * IC + i] - sum) > tolerance;
+            bad += !(fabs(d_inp[(long)n * IC + i] - sum) <= tolerance); // NaN is bad too
         }
     CHECK_MSG(!bad, "d_inp: %d of %d elements off the double sum", bad, N * IC);
     bad = 0;
@@ -299,14 +299,14 @@ static void test_linear_backward_matches_double(void) {
                 sum += t, abs_sum += fabs(t);
             }
             double tolerance = matmul_tolerance(N, abs_sum, start[1][(long)o * IC + i]);
-            bad += fabs(d_weight[(long)o * IC + i] - sum) > tolerance;
+            bad += !(fabs(d_weight[(long)o * IC + i] - sum) <= tolerance);
         }
     CHECK_MSG(!bad, "d_weight: %d of %d elements off the double sum", bad, OC * IC);
     bad = 0;
     for (int o = 0; o < OC; o++) {
         double sum = start[2][o], abs_sum = 0;
         for (int n = 0; n < N; n++) sum += d_out[(long)n * OC + o], abs_sum += fabs(d_out[(long)n * OC + o]);
-        bad += fabs(d_bias[o] - sum) > matmul_tolerance(N, abs_sum, start[2][o]);
+        bad += !(fabs(d_bias[o] - sum) <= matmul_tolerance(N, abs_sum, start[2][o]));
     }
     CHECK_MSG(!bad, "d_bias: %d of %d elements off the double sum", bad, OC);
     free(inp), free(weight), free(d_out), free(d_inp), free(d_weight), free(d_bias);
