@@ -256,6 +256,17 @@ static void test_linear_forward_matches_double(void) {
     check_linear_forward(&rng, 37, 64, 72, 0);
 }
 
+// Elements of got (count) farther from the double sums ref than
+// matmul_tolerance allows for k products (bound: their absolute sums) onto
+// the start each began from; NaN counts as off.
+static int count_off_double(const float *got, const double *ref, const double *bound,
+                            const float *start, long count, int k) {
+    int off = 0;
+    for (long i = 0; i < count; i++)
+        off += !(fabs(got[i] - ref[i]) <= matmul_tolerance(k, bound[i], start[i]));
+    return off;
+}
+
 // The backward's three sums against double precision, each onto a nonzero
 // start: d_inp += d_out . W, d_W += d_out^T . inp, d_bias += column sums.
 // Every product is deeper than one 256-deep pass over K (N, IC, OC > 256);
@@ -269,48 +280,35 @@ static void test_linear_backward_matches_double(void) {
     float *inp = random_normal(&rng, (long)N * IC, 1, 0);
     float *weight = random_normal(&rng, (long)OC * IC, 1, 0);
     float *d_out = random_normal(&rng, (long)N * OC, 1, 0);
-    float *d_inp = random_normal(&rng, (long)N * IC, 1, 0);
-    float *d_weight = random_normal(&rng, (long)OC * IC, 1, 0);
-    float *d_bias = random_normal(&rng, OC, 1, 0);
-    float *start[3] = {xcalloc((size_t)N * IC, sizeof(float)), // copies of the starts
-                       xcalloc((size_t)OC * IC, sizeof(float)), xcalloc(OC, sizeof(float))};
-    memcpy(start[0], d_inp, (size_t)N * IC * sizeof(float));
-    memcpy(start[1], d_weight, (size_t)OC * IC * sizeof(float));
-    memcpy(start[2], d_bias, OC * sizeof(float));
-    linear_backward(d_inp, d_weight, d_bias, d_out, inp, weight, N, IC, OC);
-    int bad = 0;
-    for (int n = 0; n < N; n++)
-        for (int i = 0; i < IC; i++) {
-            double sum = start[0][(long)n * IC + i], abs_sum = 0;
-            for (int o = 0; o < OC; o++) {
-                double t = (double)d_out[(long)n * OC + o] * weight[(long)o * IC + i];
-                sum += t, abs_sum += fabs(t);
-            }
-            double tolerance = matmul_tolerance(OC, abs_sum, start[0][(long)n * IC + i]);
-            bad += !(fabs(d_inp[(long)n * IC + i] - sum) <= tolerance); // NaN is bad too
-        }
-    CHECK_MSG(!bad, "d_inp: %d of %d elements off the double sum", bad, N * IC);
-    bad = 0;
-    for (int o = 0; o < OC; o++)
-        for (int i = 0; i < IC; i++) {
-            double sum = start[1][(long)o * IC + i], abs_sum = 0;
-            for (int n = 0; n < N; n++) {
-                double t = (double)d_out[(long)n * OC + o] * inp[(long)n * IC + i];
-                sum += t, abs_sum += fabs(t);
-            }
-            double tolerance = matmul_tolerance(N, abs_sum, start[1][(long)o * IC + i]);
-            bad += !(fabs(d_weight[(long)o * IC + i] - sum) <= tolerance);
-        }
-    CHECK_MSG(!bad, "d_weight: %d of %d elements off the double sum", bad, OC * IC);
-    bad = 0;
-    for (int o = 0; o < OC; o++) {
-        double sum = start[2][o], abs_sum = 0;
-        for (int n = 0; n < N; n++) sum += d_out[(long)n * OC + o], abs_sum += fabs(d_out[(long)n * OC + o]);
-        bad += !(fabs(d_bias[o] - sum) <= matmul_tolerance(N, abs_sum, start[2][o]));
+    float *grads[3] = {random_normal(&rng, (long)N * IC, 1, 0),  // d_inp
+                       random_normal(&rng, (long)OC * IC, 1, 0), // d_weight
+                       random_normal(&rng, OC, 1, 0)};           // d_bias
+    const long sizes[3] = {(long)N * IC, (long)OC * IC, OC};
+    float *start[3];
+    double *ref[3], *bound[3];
+    for (int g = 0; g < 3; g++) {
+        start[g] = xcalloc(sizes[g], sizeof(float));
+        memcpy(start[g], grads[g], sizes[g] * sizeof(float));
+        ref[g] = xcalloc(sizes[g], sizeof(double));
+        bound[g] = xcalloc(sizes[g], sizeof(double));
+        for (long i = 0; i < sizes[g]; i++) ref[g][i] = start[g][i];
     }
-    CHECK_MSG(!bad, "d_bias: %d of %d elements off the double sum", bad, OC);
-    free(inp), free(weight), free(d_out), free(d_inp), free(d_weight), free(d_bias);
-    for (int i = 0; i < 3; i++) free(start[i]);
+    // d_inp = d_out . W, d_W = d_out^T . inp, d_bias = d_out^T . ones, onto the starts
+    float *d_out_t = xcalloc((size_t)OC * N, sizeof(float)), *ones = xcalloc(N, sizeof(float));
+    transpose_rows(d_out_t, N, d_out, OC, N, OC);
+    for (int n = 0; n < N; n++) ones[n] = 1.0f;
+    naive_matmul(ref[0], bound[0], d_out, weight, N, OC, IC);
+    naive_matmul(ref[1], bound[1], d_out_t, inp, OC, N, IC);
+    naive_matmul(ref[2], bound[2], d_out_t, ones, OC, N, 1);
+    linear_backward(grads[0], grads[1], grads[2], d_out, inp, weight, N, IC, OC);
+    const char *names[3] = {"d_inp", "d_weight", "d_bias"};
+    const int depth[3] = {OC, N, N};
+    for (int g = 0; g < 3; g++) {
+        int off = count_off_double(grads[g], ref[g], bound[g], start[g], sizes[g], depth[g]);
+        CHECK_MSG(!off, "%s: %d of %ld elements off the double sum", names[g], off, sizes[g]);
+        free(grads[g]), free(start[g]), free(ref[g]), free(bound[g]);
+    }
+    free(inp), free(weight), free(d_out), free(d_out_t), free(ones);
 }
 
 // ---- linear gradients
