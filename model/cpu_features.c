@@ -16,6 +16,16 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)edx << 32) | eax;
 }
 
+static int detect_avx2_fma(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 27)) || !(c & (1u << 28)) || !(c & (1u << 12))) return 0; // OSXSAVE, AVX, FMA
+    if ((read_xcr0() & 0x6) != 0x6) return 0; // XCR0 bits 1, 2: SSE and AVX state
+    if (__get_cpuid_max(0, 0) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 5) & 1; // AVX2
+}
+
 static int detect_avx512_bf16(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
@@ -50,6 +60,7 @@ static int detect_amx_bf16(void) {
 #endif
 }
 #else
+static int detect_avx2_fma(void) { return 0; }
 static int detect_avx512_bf16(void) { return 0; }
 static int detect_amx_bf16(void) { return 0; }
 #endif
@@ -62,6 +73,11 @@ static int cached_answer(int *cached, int (*detect)(void)) {
         __atomic_store_n(cached, answer, __ATOMIC_RELAXED);
     }
     return answer;
+}
+
+int cpu_has_avx2_fma(void) {
+    static int cached = -1;
+    return cached_answer(&cached, detect_avx2_fma);
 }
 
 int cpu_has_avx512_bf16(void) {

@@ -9,6 +9,11 @@
 // and later. 0 on any other CPU, and on non-x86 builds.
 int cpu_has_avx512_bf16(void);
 
+// AVX2 with FMA, and the OS saving the 256-bit registers: Intel Haswell and
+// AMD Zen and later. What the bf16 products fall back on without
+// AVX512_BF16 (fp32 FMAs on the bf16 inputs).
+int cpu_has_avx2_fma(void);
+
 // AMX tiles with the BF16 tile product (tdpbf16ps), and Linux's permission
 // to use them: the first call asks the kernel for it (arch_prctl
 // ARCH_REQ_XCOMP_PERM for XTILEDATA, process-wide), and answers 0 if the

@@ -84,7 +84,7 @@ static Precision precision = PRECISION_FP32;
 
 void matmul_set_precision(Precision p) { precision = p; }
 Precision matmul_precision(void) { return precision; }
-int matmul_bf16_native(void) { return bf16_kernel() != BF16_PORTABLE; }
+int matmul_bf16_native(void) { return bf16_kernel() >= BF16_AVX512; }
 const char *matmul_bf16_kernel_name(void) { return bf16_kernel_name(bf16_kernel()); }
 Precision precision_default(void) {
     return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
@@ -93,12 +93,13 @@ const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : 
 void precision_apply_option(const char *value) {
     Precision p;
     if (!precision_parse(value, &p)) usage_error("--precision %s: expected fp32 or bf16", value);
-    // GPT_BF16_KERNEL=portable or avx512 stands in for an older CPU (tests)
+    // GPT_BF16_KERNEL=portable, avx2 or avx512 stands in for an older CPU (tests)
     const char *limit = getenv("GPT_BF16_KERNEL");
     if (limit && !strcmp(limit, "portable")) bf16_limit_kernel(BF16_PORTABLE);
+    else if (limit && !strcmp(limit, "avx2")) bf16_limit_kernel(BF16_AVX2);
     else if (limit && !strcmp(limit, "avx512")) bf16_limit_kernel(BF16_AVX512);
-    else if (limit && *limit) die("GPT_BF16_KERNEL=%s: expected portable or avx512", limit);
-    if (p == PRECISION_BF16 && bf16_kernel() == BF16_PORTABLE)
+    else if (limit && *limit) die("GPT_BF16_KERNEL=%s: expected portable, avx2 or avx512", limit);
+    if (p == PRECISION_BF16 && !matmul_bf16_native())
         fprintf(stderr, "note: no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic "
                         "on bf16-rounded inputs (same results, slower than --precision fp32)\n");
     matmul_set_precision(p);

@@ -18,11 +18,11 @@
 //            holds rows 2q and 2q+1 of a column. Panel j0 starts at element
 //            j0 * KPAD.
 // Kernels, chosen at run time by what the CPU has: AMX tiles (tdpbf16ps),
-// else AVX512_BF16 register tiles (vdpbf16ps), else the same register
-// tiles in fp32 arithmetic on the same bf16 values, adding each pair's two
-// exact products in the order vdpbf16ps does (odd k first), so those two
-// give the same sums (bar denormal results, which vdpbf16ps flushes to
-// zero). AMX sums each step of 32 products in its own order, so its
+// else AVX512_BF16 register tiles (vdpbf16ps), else tiles in fp32
+// arithmetic on the same bf16 values (AVX2 register tiles with FMA, else
+// portable C), adding each pair's two exact products in the order
+// vdpbf16ps does (odd k first), so those three give the same sums (bar
+// denormal results, which vdpbf16ps flushes to zero). AMX sums each step of 32 products in its own order, so its
 // results differ from the others' in the last bits, never from one run or
 // thread count to another.
 #ifndef MATMUL_BF16_H
@@ -59,7 +59,7 @@ size_t bf16_packed_size(long k, long n);
 
 // The kernels, fastest last; the best the CPU has (checked at run time)
 // runs, unless a limit is set (tests compare them).
-typedef enum { BF16_PORTABLE, BF16_AVX512, BF16_AMX } Bf16Kernel;
+typedef enum { BF16_PORTABLE, BF16_AVX2, BF16_AVX512, BF16_AMX } Bf16Kernel;
 Bf16Kernel bf16_kernel(void);
 void bf16_limit_kernel(Bf16Kernel limit);
 const char *bf16_kernel_name(Bf16Kernel kernel);

@@ -13,7 +13,6 @@
 #include "check.h"
 #include "grad_check.h"
 #include "../base/util.h"
-#include "../model/cpu_features.h"
 #include "../model/gpt.h"
 #include "../model/matmul.h"
 #include "../model/matmul_bf16.h"
@@ -55,6 +54,47 @@ static void test_rounding_is_nearest_even(void) {
     CHECK(bf16_to_float(bf16_from_float(1e-40f)) == 0.0f);
     CHECK(bf16_to_float(bf16_from_float(3.0e38f)) == bf16_to_float(bf16_from_float(3.0e38f)));
     CHECK(isinf(bf16_to_float(bf16_from_float(3.4028235e38f)))); // rounds past the largest bf16
+}
+
+// bf16_convert, which each kernel vectorises its own way (AVX512_BF16's
+// vcvtne2ps2bf16, AVX2's integer rounding), against bf16_from_float bit
+// for bit: random values across binades, exact ties both ways, and the
+// special ones (signed zeros, denormals, infinities, NaNs with either
+// sign, the largest finite floats), in rows long enough for the vector
+// loops and a tail.
+static void test_conversion_every_kernel(void) {
+    enum { N = 4099 };
+    static const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+                                        0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                        0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x3f808000u,
+                                        0x3f818000u, 0x00800000u, 0x80800000u, 0x007fffffu};
+    float *src = xmalloc(sizeof(float) * N);
+    Rng rng;
+    rng_seed(&rng, 12);
+    for (int i = 0; i < N; i++) {
+        uint32_t bits;
+        if (i % 5 == 4) bits = specials[(i / 5) % (sizeof specials / sizeof specials[0])];
+        else {
+            float x = (rng_uniform(&rng) - 0.5f) * ldexpf(1.0f, (int)rng_below(&rng, 260) - 130);
+            memcpy(&bits, &x, sizeof bits);
+            if (i % 5 == 1) bits = (bits & 0xffff0000u) | 0x8000u; // a tie
+        }
+        memcpy(&src[i], &bits, sizeof bits);
+    }
+    bf16 *dst = xmalloc(sizeof(bf16) * (N + 1));
+    Bf16Kernel best = bf16_kernel();
+    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
+        bf16_limit_kernel((Bf16Kernel)kernel);
+        bf16_convert(dst, bf16_kpad(N), src, N, 1, 1, N, 0);
+        int wrong = 0, first = -1;
+        for (int i = 0; i < N; i++)
+            if (dst[i] != bf16_from_float(src[i])) wrong++, first = first < 0 ? i : first;
+        CHECK_MSG(wrong == 0, "%s: %d of %d conversions differ from bf16_from_float (first at %d: "
+                  "%#06x, not %#06x)", bf16_kernel_name((Bf16Kernel)kernel), wrong, N, first,
+                  first < 0 ? 0 : dst[first], first < 0 ? 0 : bf16_from_float(src[first]));
+    }
+    bf16_limit_kernel(BF16_AMX);
+    free(src), free(dst);
 }
 
 // ---- the packed layout
@@ -261,32 +301,48 @@ static void test_products_every_kernel(void) {
             check_layer_kernel((Bf16Kernel)kernel, shapes[s][0], shapes[s][1], shapes[s][2]);
 }
 
-// The portable kernel (fp32 instructions) adds each pair's two products as
-// vdpbf16ps does, so the two agree exactly (no denormals in these data).
-static void test_portable_matches_avx512_bf16(void) {
-    if (!cpu_has_avx512_bf16()) {
-        skip_test("this CPU has no AVX512_BF16");
+// The portable kernel and the AVX2 one (fp32 instructions) add each pair's
+// two products as vdpbf16ps does, so all three agree exactly (no denormals
+// in these data): each kernel this CPU has, short of AMX, against the
+// portable one, on every edge of the shapes above (odd K, rows past the
+// tiles, columns past a 16-wide strip and a panel).
+static void test_kernels_match_bit_for_bit(void) {
+    if (bf16_kernel() == BF16_PORTABLE) {
+        skip_test("this CPU has neither AVX2 nor AVX512_BF16");
         return;
     }
-    Rng rng;
-    rng_seed(&rng, 5);
-    Layer l;
-    layer_init(&l, &rng, 45, 131, 100);
-    float *out[2], *d_w[2];
+    int last = bf16_kernel() < BF16_AVX512 ? (int)bf16_kernel() : BF16_AVX512;
     matmul_set_precision(PRECISION_BF16);
-    for (int pass = 0; pass < 2; pass++) {
-        bf16_limit_kernel(pass ? BF16_AVX512 : BF16_PORTABLE);
-        out[pass] = xmalloc(sizeof(float) * l.n * l.oc);
-        d_w[pass] = xcalloc((size_t)l.oc * l.ic, sizeof(float));
-        linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
-        linear_backward(NULL, d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        Rng rng;
+        rng_seed(&rng, 5 + s);
+        Layer l;
+        layer_init(&l, &rng, shapes[s][0], shapes[s][1], shapes[s][2]);
+        size_t outs = (size_t)l.n * l.oc, inps = (size_t)l.n * l.ic, ws = (size_t)l.oc * l.ic;
+        float *out[2], *d_inp[2], *d_w[2];
+        for (int kernel = BF16_PORTABLE; kernel <= last; kernel++) {
+            int pass = kernel != BF16_PORTABLE;
+            bf16_limit_kernel((Bf16Kernel)kernel);
+            out[pass] = xmalloc(sizeof(float) * outs);
+            d_inp[pass] = xcalloc(inps, sizeof(float)), d_w[pass] = xcalloc(ws, sizeof(float));
+            linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            if (!pass) continue;
+            CHECK_MSG(!memcmp(out[0], out[1], sizeof(float) * outs) &&
+                          !memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) &&
+                          !memcmp(d_w[0], d_w[1], sizeof(float) * ws),
+                      "%s vs portable, %dx%dx%d: forward %s, d_inp %s, d_weight %s",
+                      bf16_kernel_name((Bf16Kernel)kernel), l.n, l.ic, l.oc,
+                      memcmp(out[0], out[1], sizeof(float) * outs) ? "differs" : "same",
+                      memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) ? "differs" : "same",
+                      memcmp(d_w[0], d_w[1], sizeof(float) * ws) ? "differs" : "same");
+            free(out[1]), free(d_inp[1]), free(d_w[1]);
+        }
+        free(out[0]), free(d_inp[0]), free(d_w[0]);
+        layer_free(&l);
     }
     bf16_limit_kernel(BF16_AMX);
     matmul_set_precision(PRECISION_FP32);
-    CHECK(memcmp(out[0], out[1], sizeof(float) * l.n * l.oc) == 0);
-    CHECK(memcmp(d_w[0], d_w[1], sizeof(float) * l.oc * l.ic) == 0);
-    for (int pass = 0; pass < 2; pass++) free(out[pass]), free(d_w[pass]);
-    layer_free(&l);
 }
 
 // Work moves between threads, sums keep their order: 1 and 2 threads give
@@ -447,9 +503,12 @@ static void test_train_bf16_runs(void) {
 
 void suite_bf16(void) {
     run_test("bf16 rounding is to nearest even", test_rounding_is_nearest_even);
+    run_test("bf16 conversion: every kernel's equals bf16_from_float, special values too",
+             test_conversion_every_kernel);
     run_test("bf16 packed layout: every element and pad, every kernel", test_pack_layout_every_kernel);
     run_test("bf16 products within the argued bound, every kernel", test_products_every_kernel);
-    run_test("bf16 portable kernel matches AVX512_BF16 bit for bit", test_portable_matches_avx512_bf16);
+    run_test("bf16 portable, AVX2 and AVX512_BF16 kernels agree bit for bit",
+             test_kernels_match_bit_for_bit);
     run_test("bf16 products do not depend on the thread count", test_thread_count_does_not_change_bits);
     run_test("bf16 training losses within 0.01 of fp32", test_training_close_to_fp32);
     run_test("--precision rejects unknown names", test_precision_option);

@@ -5,7 +5,7 @@
 // sums alone (which proves the products read bf16); d_q and d_k within what
 // the rounding of our fp32 dS allows; the backward accumulating. Then bf16
 // against fp32 (different, within bf16's bound), the portable kernel against
-// AVX512_BF16 and 1 thread against 2 (bit for bit), and dropout.
+// AVX2 and AVX512_BF16 and 1 thread against 2 (bit for bit), and dropout.
 //
 // u = 2^-24 is fp32's unit roundoff; r(x) is x rounded to bf16.
 #include <math.h>
@@ -17,7 +17,6 @@
 #include "check.h"
 #include "../base/util.h"
 #include "../model/attention.h"
-#include "../model/cpu_features.h"
 #include "../model/dropout.h"
 #include "../model/matmul.h"
 #include "../model/matmul_bf16.h"
@@ -545,14 +544,16 @@ static void check_same_bits(const Bf16Kernel kernels[2], const int threads[2]) {
         }
 }
 
-// The portable kernel adds each pair's two exact products as vdpbf16ps
-// does, so the two agree bit for bit (no denormals in these data).
-static void test_portable_matches_avx512_bf16(void) {
-    if (!cpu_has_avx512_bf16()) {
-        skip_test("this CPU has no AVX512_BF16");
+// The portable and AVX2 kernels add each pair's two exact products as
+// vdpbf16ps does, so all three agree bit for bit (no denormals in these
+// data): each this CPU has, short of AMX, against the portable one.
+static void test_kernels_match_bit_for_bit(void) {
+    if (bf16_kernel() == BF16_PORTABLE) {
+        skip_test("this CPU has neither AVX2 nor AVX512_BF16");
         return;
     }
-    check_same_bits((Bf16Kernel[]){BF16_PORTABLE, BF16_AVX512}, (int[]){2, 2});
+    for (int kernel = BF16_AVX2; kernel <= (int)bf16_kernel() && kernel <= BF16_AVX512; kernel++)
+        check_same_bits((Bf16Kernel[]){BF16_PORTABLE, kernel}, (int[]){2, 2});
 }
 
 // Each (batch row, head) is one thread's, summed in a fixed order.
@@ -567,8 +568,8 @@ void suite_bf16_attention(void) {
     run_test("bf16 attention backward within the argued bounds, every kernel",
              test_backward_every_kernel);
     run_test("bf16 attention differs from fp32 within bf16's bound", test_bf16_differs_from_fp32);
-    run_test("bf16 attention portable kernel matches AVX512_BF16 bit for bit",
-             test_portable_matches_avx512_bf16);
+    run_test("bf16 attention portable, AVX2 and AVX512_BF16 kernels agree bit for bit",
+             test_kernels_match_bit_for_bit);
     run_test("bf16 attention does not depend on the thread count",
              test_thread_count_does_not_change_bits);
     run_test("bf16 attention with dropout within the argued bounds, every kernel",
