@@ -92,8 +92,8 @@ int precision_parse(const char *name, Precision *p);
 // The programs' --precision option: its help, and applying its value
 // (a usage error for anything but fp32 or bf16; a one-line note on stderr
 // when bf16 has no AVX512_BF16 to run on). The environment variable
-// GPT_BF16_KERNEL=portable (or avx512) makes it use no bf16 instructions
-// (or no AMX), as on an older CPU.
+// GPT_BF16_KERNEL=portable, avx2 (or avx512) makes it use no bf16
+// instructions, with or without AVX2 (or no AMX), as on an older CPU.
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
 void precision_apply_option(const char *value);
 // Whether bf16 products run on bf16 instructions (AMX-BF16 or
