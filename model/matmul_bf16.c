@@ -92,11 +92,17 @@ AVX2_TARGET static inline __m256i first_lanes(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// Eight floats from src, the first n of them (the rest read as zero;
+// masked loads only where n < 8: they were the conversions' slowest step).
+AVX2_TARGET static inline __m256 load_first(const float *src, int n) {
+    return n >= 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, first_lanes(n));
+}
+
 // 16 floats from src (the first n of them; the rest read as zero) ->
 // 16 bf16, in order.
 AVX2_TARGET static inline __m256i bf16_sixteen(const float *src, int n) {
-    __m256i low = bf16_bits8(_mm256_maskload_ps(src, first_lanes(n)));
-    __m256i high = bf16_bits8(_mm256_maskload_ps(src + 8, first_lanes(n - 8)));
+    __m256i low = bf16_bits8(load_first(src, n));
+    __m256i high = bf16_bits8(load_first(src + 8, n - 8));
     // packus interleaves the two by 128-bit lanes; the permute puts them back in order
     return _mm256_permute4x64_epi64(_mm256_packus_epi32(low, high), 0xd8);
 }
@@ -269,9 +275,8 @@ AVX2_TARGET static void pack_panel_rows_avx2(bf16 *panel, const float *src, long
         const float *row_even = src + (long)p * s_row, *row_odd = row_even + s_row;
         bf16 *dst = panel + (long)(p >> 1) * 2 * wp;
         for (int j = 0; j < wp; j += 8) {
-            __m256i cols = first_lanes(width - j);
-            __m256i even = bf16_bits8(_mm256_maskload_ps(row_even + j, cols));
-            __m256i odd = p + 1 < k ? bf16_bits8(_mm256_maskload_ps(row_odd + j, cols))
+            __m256i even = bf16_bits8(load_first(row_even + j, width - j));
+            __m256i odd = p + 1 < k ? bf16_bits8(load_first(row_odd + j, width - j))
                                     : _mm256_setzero_si256();
             _mm256_storeu_si256((__m256i *)(dst + 2 * j),
                                 _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
