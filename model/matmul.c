@@ -101,7 +101,8 @@ void precision_apply_option(const char *value) {
     else if (limit && *limit) die("GPT_BF16_KERNEL=%s: expected portable, avx2 or avx512", limit);
     if (p == PRECISION_BF16 && !matmul_bf16_native())
         fprintf(stderr, "note: no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic "
-                        "on bf16-rounded inputs (same results, slower than --precision fp32)\n");
+                        "on bf16-rounded inputs (the same results; training is slower than with "
+                        "--precision fp32)\n");
     matmul_set_precision(p);
 }
 

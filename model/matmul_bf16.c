@@ -500,6 +500,10 @@ AMX_TARGET static void amx_block(float *c, int ldc, const bf16 *a, long lda, con
 }
 #endif
 
+#if !HAVE_BF16_KERNELS
+static void amx_configure(void) {} // never called: bf16_kernel() is never BF16_AMX here
+#endif
+
 // The same tile in fp32 arithmetic: per pair, the odd product then the even
 // one, each exact, each added with one rounding, as vdpbf16ps does.
 static void tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
@@ -533,13 +537,16 @@ static void tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_p
 // even one; a product of two bf16 is exact in fp32, so each FMA rounds
 // once, as vdpbf16ps's two additions do.
 //
-// So both operands are first spread into fp32, K running odd, even, odd,
-// even (the order of the sums): a row tile's A once per pass (expand_a),
-// then each 16-column strip of B (expand_strip), and the register tile is
-// the fp32 kernel's (matmul.c): R rows x 16 columns, two vectors of B and
-// a broadcast of A per step of K. (Splitting B's words in registers
-// instead, between the steps, left the compiler short of registers: it
-// kept the accumulators in memory, 0.8x the fp32 kernel's speed.)
+// A row tile's pairs are first spread into fp32 (expand_a), once per pass,
+// K running odd, even, odd, even (the order of the sums), and read by
+// broadcasts as the fp32 kernel's A is (matmul.c). B's words are split in
+// registers, the odd halves by two shifts, the even ones by one, and are
+// loaded again for the even half through a pointer the compiler cannot see
+// through: holding them, or a mask, took the registers the 12 accumulators
+// need (R rows x 16 columns), and GCC kept those in memory. So did arrays
+// of vectors filled in loops, hence the named loads. (Spreading B into
+// fp32 too, strip by strip, ran at the fp32 kernel's speed at best: the
+// spreading cost what the splitting does.)
 
 #if HAVE_BF16_KERNELS
 // Eight words as fp32: their odd halves, their even halves.
@@ -652,6 +659,8 @@ static void tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair,
         int ld = strip == 16 ? ldc : 16;
         if (strip < 16 && accumulate)
             for (int r = 0; r < rows; r++) memcpy(local + r * 16, c + (long)r * ldc + j, strip * sizeof(float));
+        else if (strip < 16) // not read as sums, but kept from garbage (denormals are slow)
+            memset(local, 0, sizeof local);
         for (int r = 0; r < rows;) {
             int step = rows - r >= 6 ? 6 : rows - r >= 4 ? 4 : rows - r >= 2 ? 2 : 1;
             void (*kernel)(float *, int, const ExpandedA *, const bf16 *, int, int, int) =
@@ -694,6 +703,7 @@ static const bf16 *a_row_start(const OperandA *A, int kpad, int i, long *a_row, 
 // it is in L1) and the product accumulates onto it.
 static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int i0, int i1,
                       int j0, int k, int n, int accumulate, const float *bias, Bf16Kernel kernel) {
+    (void)kernel; // without the x86 kernels, only the portable tile
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
     if (bias) {
         for (int i = i0; i < i1; i++)

@@ -22,7 +22,9 @@
 // arithmetic on the same bf16 values (AVX2 register tiles with FMA, else
 // portable C), adding each pair's two exact products in the order
 // vdpbf16ps does (odd k first), so those three give the same sums (bar
-// denormal results, which vdpbf16ps flushes to zero). AMX sums each step of 32 products in its own order, so its
+// denormal products and results: vdpbf16ps flushes them to zero, and in a
+// build without FMA, make PORTABLE=1, the portable kernel rounds a
+// denormal product before adding it). AMX sums each step of 32 products in its own order, so its
 // results differ from the others' in the last bits, never from one run or
 // thread count to another.
 #ifndef MATMUL_BF16_H

@@ -56,47 +56,6 @@ static void test_rounding_is_nearest_even(void) {
     CHECK(isinf(bf16_to_float(bf16_from_float(3.4028235e38f)))); // rounds past the largest bf16
 }
 
-// bf16_convert, which each kernel vectorises its own way (AVX512_BF16's
-// vcvtne2ps2bf16, AVX2's integer rounding), against bf16_from_float bit
-// for bit: random values across binades, exact ties both ways, and the
-// special ones (signed zeros, denormals, infinities, NaNs with either
-// sign, the largest finite floats), in rows long enough for the vector
-// loops and a tail.
-static void test_conversion_every_kernel(void) {
-    enum { N = 4099 };
-    static const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
-                                        0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
-                                        0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x3f808000u,
-                                        0x3f818000u, 0x00800000u, 0x80800000u, 0x007fffffu};
-    float *src = xmalloc(sizeof(float) * N);
-    Rng rng;
-    rng_seed(&rng, 12);
-    for (int i = 0; i < N; i++) {
-        uint32_t bits;
-        if (i % 5 == 4) bits = specials[(i / 5) % (sizeof specials / sizeof specials[0])];
-        else {
-            float x = (rng_uniform(&rng) - 0.5f) * ldexpf(1.0f, (int)rng_below(&rng, 260) - 130);
-            memcpy(&bits, &x, sizeof bits);
-            if (i % 5 == 1) bits = (bits & 0xffff0000u) | 0x8000u; // a tie
-        }
-        memcpy(&src[i], &bits, sizeof bits);
-    }
-    bf16 *dst = xmalloc(sizeof(bf16) * (N + 1));
-    Bf16Kernel best = bf16_kernel();
-    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
-        bf16_limit_kernel((Bf16Kernel)kernel);
-        bf16_convert(dst, bf16_kpad(N), src, N, 1, 1, N, 0);
-        int wrong = 0, first = -1;
-        for (int i = 0; i < N; i++)
-            if (dst[i] != bf16_from_float(src[i])) wrong++, first = first < 0 ? i : first;
-        CHECK_MSG(wrong == 0, "%s: %d of %d conversions differ from bf16_from_float (first at %d: "
-                  "%#06x, not %#06x)", bf16_kernel_name((Bf16Kernel)kernel), wrong, N, first,
-                  first < 0 ? 0 : dst[first], first < 0 ? 0 : bf16_from_float(src[first]));
-    }
-    bf16_limit_kernel(BF16_AMX);
-    free(src), free(dst);
-}
-
 // ---- the packed layout
 
 // bf16_pack against matmul_bf16.h's layout, element by element, read from
@@ -120,6 +79,61 @@ static int packed_mismatches(const bf16 *packed, const float *src, long s_row, l
             }
     }
     return wrong;
+}
+
+// bf16_convert and bf16_pack, which each kernel vectorises its own way
+// (AVX512_BF16's vcvtne2ps2bf16, AVX2's integer rounding), against
+// bf16_from_float bit for bit: random values across binades, exact ties
+// both ways, and the special ones (signed zeros, denormals, infinities,
+// NaNs with either sign, the largest finite floats), in a row long enough
+// for the vector loops and a tail, and packed from rows and from columns.
+static void test_conversion_every_kernel(void) {
+    enum { N = 4099 };
+    static const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+                                        0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                        0x7f800001u, 0x7f7fffffu, 0xff7fffffu, 0x3f808000u,
+                                        0x3f818000u, 0x00800000u, 0x80800000u, 0x007fffffu};
+    float *src = xmalloc(sizeof(float) * N);
+    Rng rng;
+    rng_seed(&rng, 12);
+    for (int i = 0; i < N; i++) {
+        uint32_t bits;
+        if (i % 5 == 4) bits = specials[(i / 5) % (sizeof specials / sizeof specials[0])];
+        else {
+            float x = (rng_uniform(&rng) - 0.5f) * ldexpf(1.0f, (int)rng_below(&rng, 260) - 130);
+            memcpy(&bits, &x, sizeof bits);
+            if (i % 5 == 1) bits = (bits & 0xffff0000u) | 0x8000u; // a tie
+        }
+        memcpy(&src[i], &bits, sizeof bits);
+    }
+    enum { K = 67, NCOLS = 61 }; // K x NCOLS <= N: an odd K, a panel narrower than 64
+    Bf16Kernel best = bf16_kernel();
+    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
+        bf16_limit_kernel((Bf16Kernel)kernel);
+        // AMX pads the row to 32 elements and the rows to 32
+        bf16 *dst = xmalloc(sizeof(bf16) * bf16_rows_pad(1) * bf16_kpad(N));
+        bf16_convert(dst, bf16_kpad(N), src, N, 1, 1, N, 0);
+        int wrong = 0, first = -1;
+        for (int i = 0; i < N; i++)
+            if (dst[i] != bf16_from_float(src[i])) wrong++, first = first < 0 ? i : first;
+        CHECK_MSG(wrong == 0, "%s: %d of %d conversions differ from bf16_from_float (first at %d: "
+                  "%#06x, not %#06x)", bf16_kernel_name((Bf16Kernel)kernel), wrong, N, first,
+                  first < 0 ? 0 : dst[first], first < 0 ? 0 : bf16_from_float(src[first]));
+        free(dst);
+        size_t elements = bf16_packed_size(K, NCOLS);
+        bf16 *packed = xmalloc(elements * sizeof(bf16));
+        for (int from_columns = 0; from_columns < 2; from_columns++) {
+            long s_row = from_columns ? 1 : NCOLS, s_col = from_columns ? K : 1;
+            for (size_t i = 0; i < elements; i++) packed[i] = 0x7fc0; // NaN
+            bf16_pack(packed, src, s_row, s_col, K, NCOLS, 0);
+            wrong = packed_mismatches(packed, src, s_row, s_col, K, NCOLS);
+            CHECK_MSG(wrong == 0, "%s: packed from %s: %d elements wrong",
+                      bf16_kernel_name((Bf16Kernel)kernel), from_columns ? "columns" : "rows", wrong);
+        }
+        free(packed);
+    }
+    bf16_limit_kernel(BF16_AMX);
+    free(src);
 }
 
 static void test_pack_layout_every_kernel(void) {
@@ -354,7 +368,8 @@ static void test_thread_count_does_not_change_bits(void) {
     layer_init(&l, &rng, 200, 96, 160);
     int saved = omp_get_max_threads();
     matmul_set_precision(PRECISION_BF16);
-    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++) {
+    Bf16Kernel best = bf16_kernel(); // read once: the loop limits it
+    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
         bf16_limit_kernel((Bf16Kernel)kernel);
         float *out[2], *d_inp[2];
         for (int pass = 0; pass < 2; pass++) {
