@@ -359,6 +359,10 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
     }
 }
 
+// The height of the next register tile, `left` rows of a block remaining:
+// 6, then what is left below 6 in fours, twos and ones.
+static inline int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+
 // ---- register tiles: R rows x `cols` (<= 16 NV) columns of C, over `pairs`
 // pairs of K; b is the block of a panel of padded width wp at the first pair.
 // Pair q of A's row r is the 32-bit word at a + r * a_row + q * a_pair:
@@ -416,7 +420,7 @@ static void tile_native(float *c, int ldc, const bf16 *a, long a_row, long a_pai
                         int pairs, int wp, int rows, int cols, int accumulate) {
     int nv = wp / 16 - 1;
     for (int r = 0; r < rows;) {
-        int step = rows - r >= 6 ? 6 : rows - r >= 4 ? 4 : rows - r >= 2 ? 2 : 1;
+        int step = tile_rows(rows - r);
         int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
         native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * a_row, a_row, a_pair, b, pairs,
                                 wp, cols, accumulate);
@@ -592,7 +596,7 @@ AVX2_TARGET static ExpandedA expand_a(float *x, const bf16 *a, long a_row, long 
         }
         return (ExpandedA){x, 2 * KCP, 1};
     }
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i mask = first_lanes(rows);
     for (int q = 0; q < pairs; q++) {
         __m256i words = _mm256_maskload_epi32((const int *)(a + q * a_pair), mask);
         _mm256_storeu_ps(x + 16 * q, odd_halves(words));
@@ -662,7 +666,7 @@ static void tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair,
         else if (strip < 16) // not read as sums, but kept from garbage (denormals are slow)
             memset(local, 0, sizeof local);
         for (int r = 0; r < rows;) {
-            int step = rows - r >= 6 ? 6 : rows - r >= 4 ? 4 : rows - r >= 2 ? 2 : 1;
+            int step = tile_rows(rows - r);
             void (*kernel)(float *, int, const ExpandedA *, const bf16 *, int, int, int) =
                 step == 6 ? avx2_6 : step == 4 ? avx2_4 : step == 2 ? avx2_2 : avx2_1;
             ExpandedA rows_from_r = {e.x + r * e.row, e.row, e.step};
