@@ -342,14 +342,14 @@ static void test_kernels_match_bit_for_bit(void) {
             linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
             linear_backward(d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
             if (!pass) continue;
-            CHECK_MSG(!memcmp(out[0], out[1], sizeof(float) * outs) &&
-                          !memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) &&
-                          !memcmp(d_w[0], d_w[1], sizeof(float) * ws),
+            int out_differs = memcmp(out[0], out[1], sizeof(float) * outs) != 0;
+            int d_inp_differs = memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) != 0;
+            int d_w_differs = memcmp(d_w[0], d_w[1], sizeof(float) * ws) != 0;
+            CHECK_MSG(!out_differs && !d_inp_differs && !d_w_differs,
                       "%s vs portable, %dx%dx%d: forward %s, d_inp %s, d_weight %s",
                       bf16_kernel_name((Bf16Kernel)kernel), l.n, l.ic, l.oc,
-                      memcmp(out[0], out[1], sizeof(float) * outs) ? "differs" : "same",
-                      memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) ? "differs" : "same",
-                      memcmp(d_w[0], d_w[1], sizeof(float) * ws) ? "differs" : "same");
+                      out_differs ? "differs" : "same", d_inp_differs ? "differs" : "same",
+                      d_w_differs ? "differs" : "same");
             free(out[1]), free(d_inp[1]), free(d_w[1]);
         }
         free(out[0]), free(d_inp[0]), free(d_w[0]);
