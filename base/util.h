@@ -18,6 +18,13 @@ void set_fatal_hook(void (*hook)(int exit_code, const char *message));
 // return memory aligned to a 64-byte cache line (release it with free).
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
+// count elements of element_size bytes (a power of two up to 64), rounded
+// up to whole 64-byte cache lines: buffers carved one after another from
+// one such allocation then each start on a line.
+static inline size_t whole_cache_lines(size_t count, size_t element_size) {
+    size_t per_line = 64 / element_size;
+    return (count + per_line - 1) / per_line * per_line;
+}
 // Bytes xmalloc and xcalloc have handed out since the program started.
 size_t xalloc_total_bytes(void);
 // A buffer that grows to the largest size asked of it and is then reused

@@ -116,8 +116,8 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
 // up), which the products take panel by panel (a panel's offset in the
 // packed layout depends on the K it was packed with, not the K read).
 
-// bf16 elements rounded up to a cache line, for carving one scratch.
-static size_t line_up(size_t elements) { return (elements + 31) & ~(size_t)31; }
+// bf16 elements rounded up to whole cache lines, for carving one scratch.
+static size_t line_up(size_t elements) { return whole_cache_lines(elements, sizeof(bf16)); }
 
 // c (m, n) (+)= a (m, k) . rows first..first+k-1 of b_packed, which was
 // packed as (packed_k, n); a holds those k columns from its pointer on,
@@ -432,7 +432,7 @@ static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACK
     };
     size_t bf16s = 0;
     for (int i = 0; i < BACKWARD_OPERANDS; i++) bf16s += sizes[i] = all[i];
-    *d_scores = line_up((size_t)Tq * Tk * (drop ? 3 : 1));
+    *d_scores = whole_cache_lines((size_t)Tq * Tk * (drop ? 3 : 1), sizeof(float));
     return *d_scores + bf16s / 2;
 }
 

@@ -28,7 +28,8 @@ typedef struct {
 static long weight_floats(long ic, long oc) {
     long bf16_floats = ((long)bf16_packed_size(ic, oc) + 1) / 2;
     long floats = (long)matmul_packed_floats(ic, oc);
-    return ((floats > bf16_floats ? floats : bf16_floats) + 15) & ~15L;
+    long most = floats > bf16_floats ? floats : bf16_floats;
+    return (long)whole_cache_lines((size_t)most, sizeof(float));
 }
 
 // Every buffer of the cache with its size in floats and its kind; the next
@@ -68,9 +69,7 @@ static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
 // The most samples for which the cache keeps the next window (below).
 #define KEEP_NEXT_SAMPLES 4
 
-// Views start on a cache line (16 floats).
-static size_t padded(size_t floats) { return (floats + 15) & ~(size_t)15; }
-
+// Every view starts on a cache line: each buffer is carved in whole lines.
 void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int slide) {
     const GPTConfig *cfg = &model->config;
     if (samples < 1 || slide < 1 || slide > cfg->context)
@@ -91,13 +90,14 @@ void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int sl
     BufferSpec specs[NUM_BUFFERS];
     buffer_specs(cache, cfg, samples, specs);
     size_t total[NUM_KINDS] = {0};
-    for (int i = 0; i < NUM_BUFFERS; i++) total[specs[i].kind] += padded(specs[i].floats);
+    for (int i = 0; i < NUM_BUFFERS; i++)
+        total[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
     float *next[NUM_KINDS];
     for (int kind = 0; kind < NUM_KINDS; kind++)
         next[kind] = cache->memory[kind] = xcalloc(total[kind], sizeof(float));
     for (int i = 0; i < NUM_BUFFERS; i++) {
         *specs[i].view = next[specs[i].kind];
-        next[specs[i].kind] += padded(specs[i].floats);
+        next[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
     }
     kv_cache_reset(cache);
 }

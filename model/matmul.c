@@ -456,10 +456,6 @@ static void bias_backward(float *d_bias, const float *d_out, int n, int oc) {
     }
 }
 
-// Elements of bf16 rounded up to a whole number of cache lines, so that
-// each operand in the workspace starts on one.
-static size_t line_elements(size_t n) { return (n + 31) & ~(size_t)31; }
-
 // The bf16 products' operands in the workspace, in bf16 elements, each
 // starting on a cache line: what the products reserve and what
 // linear_workspace_bytes counts.
@@ -471,15 +467,16 @@ typedef struct {
 } Bf16Operands;
 
 static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
+    const size_t h = sizeof(bf16);
     Bf16Operands o = {0};
-    o.inp = line_elements((size_t)bf16_rows_pad(n) * bf16_kpad(ic));
-    o.weight_t = line_elements(bf16_packed_size(ic, oc));
-    o.d_out = with_d_inp ? line_elements((size_t)bf16_rows_pad(n) * bf16_kpad(oc)) : 0;
-    o.weight = with_d_inp ? line_elements(bf16_packed_size(oc, ic)) : 0;
+    o.inp = whole_cache_lines((size_t)bf16_rows_pad(n) * bf16_kpad(ic), h);
+    o.weight_t = whole_cache_lines(bf16_packed_size(ic, oc), h);
+    o.d_out = with_d_inp ? whole_cache_lines((size_t)bf16_rows_pad(n) * bf16_kpad(oc), h) : 0;
+    o.weight = with_d_inp ? whole_cache_lines(bf16_packed_size(oc, ic), h) : 0;
     o.panel_a = bf16_panel_a_supported();
-    o.d_out_t = line_elements(o.panel_a ? bf16_packed_size(n, oc)
-                                        : (size_t)bf16_rows_pad(oc) * bf16_kpad(n));
-    o.inp_p = line_elements(bf16_packed_size(n, ic));
+    o.d_out_t = whole_cache_lines(o.panel_a ? bf16_packed_size(n, oc)
+                                            : (size_t)bf16_rows_pad(oc) * bf16_kpad(n), h);
+    o.inp_p = whole_cache_lines(bf16_packed_size(n, ic), h);
     return o;
 }
 
@@ -492,11 +489,11 @@ typedef struct {
     size_t inp, d_out_t, weight;
 } Fp32Slots;
 
-static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
-
 static Fp32Slots fp32_backward_slots(long n, int ic, int oc) {
-    return (Fp32Slots){line_floats(packed_floats(n, ic)), line_floats(row_tile_floats(oc, n)),
-                       line_floats(packed_floats(oc, ic))};
+    const size_t f = sizeof(float);
+    return (Fp32Slots){whole_cache_lines(packed_floats(n, ic), f),
+                       whole_cache_lines(row_tile_floats(oc, n), f),
+                       whole_cache_lines(packed_floats(oc, ic), f)};
 }
 
 static size_t fp32_backward_floats(long n, int ic, int oc, int count, int with_d_inp) {
