@@ -97,7 +97,8 @@ int precision_parse(const char *name, Precision *p);
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
 void precision_apply_option(const char *value);
 // Whether bf16 products run on bf16 instructions (AMX-BF16 or
-// AVX512_BF16), and which.
+// AVX512_BF16), and the name of the kernel that runs them (one of those,
+// or AVX2's or the portable fp32 one).
 int matmul_bf16_native(void);
 const char *matmul_bf16_kernel_name(void);
 
