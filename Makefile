@@ -29,18 +29,19 @@ LDLIBS = -lm -lcjson
 BUILD = build
 
 # Rooms, bottom to top (each includes only from the rooms below it):
-#   base/ -> model/, data/ -> lib/, viz/ -> the programs train/, sample/, attn/
-BASE_SRC = base/util.c base/options.c base/files.c
-MODEL_SRC = model/matmul.c model/transpose.c model/ops.c model/dropout.c model/attention.c model/gpt.c \
-            model/safetensors.c model/kv_cache.c model/cpu_features.c model/matmul_bf16.c
+#   base/ -> kernels/ -> model/, data/ -> optim/, infer/, viz/ -> the programs train/, sample/, attn/
+BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
+KERNELS_SRC = kernels/matmul.c kernels/matmul_bf16.c kernels/transpose.c kernels/cpu_features.c
+MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
-SHARED_SRC = lib/checkpoint.c lib/sampler.c
+OPTIM_SRC = optim/adamw.c
+INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
-TRAIN_LIB_SRC = train/adamw.c train/train_state.c train/train_options.c train/run_folder.c \
+TRAIN_LIB_SRC = train/train_state.c train/train_options.c train/run_folder.c \
                 train/progress.c train/run.c train/distributed.c \
-                train/recipes.c train/loss_plot.c train/thread_tuner.c
-LIB_SRC = $(BASE_SRC) $(MODEL_SRC) $(DATA_SRC) $(SHARED_SRC)
+                train/recipes.c train/loss_plot.c
+LIB_SRC = $(BASE_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(DATA_SRC) $(OPTIM_SRC) $(INFER_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 
 TEST_SRC = $(wildcard tests/*.c)
@@ -103,9 +104,9 @@ bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_O
 
 # The benchmark has per-op timers compiled in (-DPROFILE_OPS), so it is
 # built from source on its own rather than from the normal objects.
-bin/bench: scripts/bench.c $(LIB_SRC) train/adamw.c train/thread_tuner.c $(wildcard */*.h)
+bin/bench: scripts/bench.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) train/adamw.c train/thread_tuner.c -o $@ $(LDLIBS)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) -o $@ $(LDLIBS)
 
 # Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
 bin/bench_sample: scripts/bench_sample.c $(LIB_SRC) $(wildcard */*.h)
@@ -222,7 +223,7 @@ FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
               -std=c11 -D_GNU_SOURCE -Wall -Wno-unknown-pragmas -Wno-pass-failed
 FUZZ_LIB_SRC = $(LIB_SRC) $(TRAIN_LIB_SRC)
 
-$(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(wildcard base/*.h model/*.h data/*.h lib/*.h train/*.h)
+$(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(wildcard base/*.h kernels/*.h model/*.h data/*.h optim/*.h infer/*.h train/*.h)
 	@mkdir -p $(FUZZ)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_LIB_SRC) -o $@ $(LDLIBS)
 

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 
 #include "../data/vocab.h"
-#include "../lib/checkpoint.h"
-#include "../model/matmul.h"
+#include "../infer/checkpoint.h"
+#include "../kernels/matmul.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"

@@ -5,10 +5,10 @@
 // a leak, or undefined behaviour.
 #include <string.h>
 
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "../model/gpt.h"
-#include "../model/safetensors.h"
-#include "../train/adamw.h"
+#include "../base/safetensors.h"
+#include "../optim/adamw.h"
 #include "../train/train_state.h"
 #include "fuzz_common.h"
 

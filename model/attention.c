@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "dropout.h"
-#include "fastmath.h"
-#include "matmul.h"
-#include "matmul_bf16.h"
-#include "parallel.h"
-#include "transpose.h"
-#include "vector.h"
+#include "../kernels/fastmath.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
+#include "../kernels/parallel.h"
+#include "../kernels/transpose.h"
+#include "../kernels/vector.h"
 #include "../base/util.h"
 
 // Per-thread scratch of one (batch row, head): transposed keys or values,

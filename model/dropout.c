@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "parallel.h"
+#include "../kernels/parallel.h"
 
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

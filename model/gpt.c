@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "attention.h"
-#include "matmul.h"
+#include "../kernels/matmul.h"
 #include "ops.h"
 #include "profile.h"
 #include "../base/util.h"

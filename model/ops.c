@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "fastmath.h"
-#include "parallel.h"
+#include "../kernels/fastmath.h"
+#include "../kernels/parallel.h"
 
 // ---- embedding
 

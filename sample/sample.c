@@ -9,13 +9,13 @@
 #include <string.h>
 
 #include "../data/vocab.h"
-#include "../lib/checkpoint.h"
-#include "../model/kv_cache.h"
-#include "../model/matmul.h"
+#include "../infer/checkpoint.h"
+#include "../infer/kv_cache.h"
+#include "../kernels/matmul.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
-#include "../lib/sampler.h"
+#include "../infer/sampler.h"
 
 // More samples than this is a mistake, not a request (each holds its own
 // keys, values and window of scratch).

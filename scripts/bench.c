@@ -32,15 +32,15 @@
 #endif
 
 #include "../model/gpt.h"
-#include "../model/cpu_features.h"
-#include "../model/kv_cache.h"
-#include "../model/matmul.h"
+#include "../kernels/cpu_features.h"
+#include "../infer/kv_cache.h"
+#include "../kernels/matmul.h"
 #include "../model/profile.h"
-#include "../model/vector.h"
+#include "../kernels/vector.h"
 #include "../base/util.h"
-#include "../lib/sampler.h"
-#include "../train/adamw.h"
-#include "../train/thread_tuner.h"
+#include "../infer/sampler.h"
+#include "../optim/adamw.h"
+#include "../base/thread_tuner.h"
 
 // ---- the machine's fp32 FMA throughput
 
@@ -119,7 +119,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one
 // flops); four independent accumulator tiles.
 __attribute__((target("amx-tile,amx-bf16"))) static double amx_gflops_one_thread(void) {
     const long iters = 200000;
-    // in static storage, for the reason in model/matmul_bf16.c's amx_configure
+    // in static storage, for the reason in kernels/matmul_bf16.c's amx_configure
     static const struct {
         unsigned char palette, start_row, reserved[14];
         unsigned short colsb[16];

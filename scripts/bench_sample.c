@@ -28,10 +28,10 @@
 #include <string.h>
 
 #include "../data/dataset.h"
-#include "../lib/checkpoint.h"
-#include "../lib/sampler.h"
-#include "../model/kv_cache.h"
-#include "../model/matmul.h"
+#include "../infer/checkpoint.h"
+#include "../infer/sampler.h"
+#include "../infer/kv_cache.h"
+#include "../kernels/matmul.h"
 #include "../base/files.h"
 #include "../base/options.h"
 #include "../base/util.h"

@@ -13,7 +13,7 @@
 
 #include "../base/util.h"
 #include "../data/vocab.h"
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "../viz/circuits.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"

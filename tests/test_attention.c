@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "../model/attention.h"
-#include "../model/matmul.h"
+#include "../kernels/matmul.h"
 #include "../base/util.h"
 #include "check.h"
 #include "grad_check.h"

@@ -14,9 +14,9 @@
 #include "grad_check.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
-#include "../model/matmul.h"
-#include "../model/matmul_bf16.h"
-#include "../train/adamw.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
+#include "../optim/adamw.h"
 
 // ---- rounding
 

@@ -18,8 +18,8 @@
 #include "../base/util.h"
 #include "../model/attention.h"
 #include "../model/dropout.h"
-#include "../model/matmul.h"
-#include "../model/matmul_bf16.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
 
 // ---- cases
 

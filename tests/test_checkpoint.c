@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/checkpoint.h"
-#include "../model/safetensors.h"
+#include "../infer/checkpoint.h"
+#include "../base/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
 

@@ -18,8 +18,8 @@
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "../data/vocab.h"
-#include "../lib/checkpoint.h"
-#include "../model/safetensors.h"
+#include "../infer/checkpoint.h"
+#include "../base/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
 

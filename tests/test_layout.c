@@ -9,7 +9,7 @@
 
 #include "../base/util.h"
 #include "../model/gpt.h"
-#include "../model/matmul.h"
+#include "../kernels/matmul.h"
 #include "check.h"
 
 // Bytes xmalloc/xcalloc hand out to build a model and allocate it for B x T,

@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/matmul.h"
+#include "../kernels/matmul.h"
 #include "../model/ops.h"
-#include "../model/transpose.h"
+#include "../kernels/transpose.h"
 #include "../base/util.h"
 #include "check.h"
 #include "grad_check.h"

@@ -10,7 +10,7 @@
 #include "grad_check.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
-#include "../train/adamw.h"
+#include "../optim/adamw.h"
 
 // Normal gradients whose sizes vary from 1 to 17 along the buffer.
 static float *random_gradients(size_t n, unsigned seed) {

@@ -11,7 +11,7 @@
 
 #include "../base/util.h"
 #include "../data/dataset.h"
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "../model/dropout.h"
 #include "../model/gpt.h"
 #include "../train/recipes.h"

@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "../data/dataset.h"
-#include "../lib/checkpoint.h"
-#include "../model/safetensors.h"
+#include "../infer/checkpoint.h"
+#include "../base/safetensors.h"
 #include "../base/util.h"
-#include "../train/adamw.h"
+#include "../optim/adamw.h"
 #include "../base/options.h"
 #include "../train/run.h"
 #include "../train/train_state.h"

@@ -10,13 +10,13 @@
 #include <string.h>
 
 #include "../data/vocab.h"
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "../model/attention.h"
-#include "../model/kv_cache.h"
-#include "../model/matmul.h"
-#include "../model/matmul_bf16.h"
+#include "../infer/kv_cache.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
 #include "../base/util.h"
-#include "../lib/sampler.h"
+#include "../infer/sampler.h"
 #include "check.h"
 
 // A small model with weights large enough that its logits differ clearly

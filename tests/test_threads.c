@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../train/thread_tuner.h"
+#include "../base/thread_tuner.h"
 #include "check.h"
 
 // Step times in seconds for 1 and 2 threads on a made-up machine.

@@ -8,9 +8,9 @@
 #include <stdio.h>
 
 #include "../data/dataset.h"
-#include "../lib/sampler.h"
+#include "../infer/sampler.h"
 #include "../model/gpt.h"
-#include "../model/kv_cache.h"
+#include "../infer/kv_cache.h"
 
 typedef struct {
     int *inputs, *targets; // (B,T)

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "../base/files.h"
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "../model/attention.h"
-#include "../model/matmul.h"
+#include "../kernels/matmul.h"
 #include "../viz/heatmap.h"
 #include "distributed.h"
 #include "recipes.h"

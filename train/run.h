@@ -6,13 +6,13 @@
 #include <stdio.h>
 
 #include "../data/dataset.h"
-#include "../lib/sampler.h"
+#include "../infer/sampler.h"
 #include "../model/gpt.h"
-#include "../model/kv_cache.h"
-#include "adamw.h"
+#include "../infer/kv_cache.h"
+#include "../optim/adamw.h"
 #include "progress.h"
 #include "run_folder.h"
-#include "thread_tuner.h"
+#include "../base/thread_tuner.h"
 #include "train_options.h"
 
 typedef struct {

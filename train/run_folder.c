@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "../base/files.h"
-#include "../lib/checkpoint.h"
+#include "../infer/checkpoint.h"
 #include "train_state.h"
 
 void run_paths(RunPaths *paths, const char *out) {

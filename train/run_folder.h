@@ -9,7 +9,7 @@
 #include "../base/util.h"
 #include "../data/vocab.h"
 #include "../model/gpt.h"
-#include "adamw.h"
+#include "../optim/adamw.h"
 
 typedef struct {
     char out[4096];

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../base/util.h"
-#include "../model/matmul.h"
+#include "../kernels/matmul.h"
 #include "distributed.h"
 
 TrainOptions train_default_options(void) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/safetensors.h"
+#include "../base/safetensors.h"
 #include "../base/util.h"
 
 #define TRAIN_STATE_FORMAT_VERSION "1"

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "adamw.h"
+#include "../optim/adamw.h"
 
 uint64_t params_hash(const float *params, size_t n);
 

@@ -13,7 +13,7 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../data/vocab.h"
-#include "../model/safetensors.h"
+#include "../base/safetensors.h"
 #include "font.h"
 #include "heatmap.h"
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../data/vocab.h"
-#include "../model/safetensors.h"
+#include "../base/safetensors.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "font.h"

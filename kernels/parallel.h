@@ -21,7 +21,7 @@ static inline int worth_threads(long work) {
 // every op, so a token's activations stay in the L2 of the core that wrote
 // them. Chunks taken dynamically (8 per thread) made the default fp32 step
 // 13% slower on a quiet machine (whole runs, 6 pairs, 0.87 static/dynamic);
-// a busy core is the thread tuner's job (train/thread_tuner.c), which moves
+// a busy core is the thread tuner's job (base/thread_tuner.c), which moves
 // the run to fewer threads. Each iteration owns its outputs, so the split
 // changes no bit.
 #define FOR_EACH(i, n, work, ...)                                                                 \

@@ -25,7 +25,7 @@
 // loops do (model/parallel.h). Taking the items dynamically, as they came
 // free, made the default step 16% (bf16) and ~7% (fp32) slower; a core
 // made slow by another process is the thread tuner's case
-// (train/thread_tuner.c). Each item is summed whole by one thread in a
+// (base/thread_tuner.c). Each item is summed whole by one thread in a
 // fixed order, so results do not depend on the thread count.
 #include "matmul.h"
 

@@ -39,7 +39,7 @@
 #ifndef KV_CACHE_H
 #define KV_CACHE_H
 
-#include "gpt.h"
+#include "../model/gpt.h"
 
 typedef struct {
     const GPT *model;

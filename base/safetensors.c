@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../base/files.h"
-#include "../base/util.h"
+#include "files.h"
+#include "util.h"
 
 // Tensor data is written and read as the host's floats, and the format is
 // little-endian. The header length is converted explicitly below, the data

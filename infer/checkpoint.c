@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/safetensors.h"
+#include "../base/safetensors.h"
 #include "../base/util.h"
 
 // ---- the tensors of a checkpoint, in file order

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "matmul.h"
-#include "matmul_bf16.h"
-#include "ops.h"
+#include "../model/attention.h"
+#include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
+#include "../model/ops.h"
 #include "../base/util.h"
 
 // ---- the buffers: what is cached, the scratch, the packed weights
