@@ -102,11 +102,21 @@ bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_O
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-# The benchmark has per-op timers compiled in (-DPROFILE_OPS), so it is
-# built from source on its own rather than from the normal objects.
+# The benchmark's breakdown by op: the ops' files compiled with
+# -finstrument-functions (their entries and exits call scripts/bench.c's
+# timers; the 6-row tiles, called thousands of times a product, are left
+# out), so it is built from source on its own rather than from the normal
+# objects.
+PROFILED_SRC = model/ops.c model/attention.c kernels/matmul.c
 bin/bench: scripts/bench.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -DPROFILE_OPS scripts/bench.c $(LIB_SRC) -o $@ $(LDLIBS)
+	for f in $(PROFILED_SRC); do \
+	    mkdir -p $(BUILD)/profiled/$$(dirname $$f) && $(CC) $(filter-out -MMD -MP,$(CFLAGS)) -finstrument-functions \
+	        -finstrument-functions-exclude-function-list=tile \
+	        -finstrument-functions-exclude-file-list=.h,/usr/ -c $$f -o $(BUILD)/profiled/$${f%.c}.o || exit 1; \
+	done
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench.c $(filter-out $(PROFILED_SRC),$(LIB_SRC)) \
+	    $(PROFILED_SRC:%.c=$(BUILD)/profiled/%.o) -o $@ $(LDLIBS)
 
 # Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
 bin/bench_sample: scripts/bench_sample.c $(LIB_SRC) $(wildcard */*.h)

@@ -9,6 +9,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 #include "../model/ops.h"
+#include "../kernels/parallel.h"
 #include "../base/util.h"
 
 // ---- the buffers: what is cached, the scratch, the packed weights
@@ -195,10 +196,11 @@ static void block_product(const KVCache *cache, float *out, int oc, const float 
 }
 
 // out (R,OC) = inp (R,IC) . W^T + bias (OC), W packed; inp's rows are
-// inp_row floats apart (IC, or a multiple to read every n-th row). Then,
-// block by block: residual (R,OC) += out if residual, gelu_out (R,OC) =
-// GELU(out) if gelu_out. The (rows, panel) blocks are dealt round-robin to
-// the threads of the enclosing region; no barrier at the end.
+// inp_row floats apart (IC, or a multiple to read every n-th row). The
+// (rows, panel) blocks are dealt round-robin to the threads of the
+// enclosing team; no barrier at the end. A block's sum is finished before
+// its bias is added (training's products start from the bias instead), as
+// the sampled text has always been computed.
 //
 // Every loop here has a static schedule, which GCC computes inline: a
 // dynamic one calls into libgomp, which allocates a work share for every
@@ -206,8 +208,7 @@ static void block_product(const KVCache *cache, float *out, int oc, const float 
 // Every element is summed in the same order whichever thread computes it,
 // in whichever block, so the results depend on neither the threads nor B.
 static void linear_blocks(const KVCache *cache, float *out, const float *inp, long inp_row,
-                          const float *w_panels, const float *bias, int rows, int ic, int oc,
-                          float *residual, float *gelu_out) {
+                          const float *w_panels, const float *bias, int rows, int ic, int oc) {
     int row_blocks = (rows + BLOCK_ROWS - 1) / BLOCK_ROWS, panels = (oc + PANEL - 1) / PANEL;
     const bf16 *rows_h =
         thread_rows_converted(cache, inp, inp_row, rows, ic, row_blocks, panels);
@@ -220,19 +221,11 @@ static void linear_blocks(const KVCache *cache, float *out, const float *inp, lo
         int j0 = block / row_blocks * PANEL, width = oc - j0 < PANEL ? oc - j0 : PANEL;
         block_product(cache, out + (long)r0 * oc + j0, oc, inp + r0 * inp_row, inp_row,
                       rows_h ? rows_h + r0 * kpad : NULL, w_panels, r1 - r0, ic, j0, width);
-        for (int r = r0; r < r1; r++) {
-            float *o = out + (long)r * oc + j0;
-            if (bias)
+        if (bias)
+            for (int r = r0; r < r1; r++) {
+                float *o = out + (long)r * oc + j0;
                 for (int j = 0; j < width; j++) o[j] += bias[j0 + j];
-            if (residual) {
-                float *res = residual + (long)r * oc + j0;
-                for (int j = 0; j < width; j++) res[j] += o[j];
             }
-            if (gelu_out) {
-                float *g = gelu_out + (long)r * oc + j0;
-                gelu_forward(g, o, width);
-            }
-        }
     }
 }
 
@@ -269,7 +262,7 @@ static void make_qkv_tables(KVCache *cache) {
     const float *bias[3] = {p->b_q, p->b_k, p->b_v};
     for (int j = 0; j < 3; j++) {
         float *table = cache->qkv_tables + (long)j * rows * C;
-        linear_blocks(cache, table, inputs, C, w_t[j], NULL, rows, C, C, NULL, NULL);
+        linear_blocks(cache, table, inputs, C, w_t[j], NULL, rows, C, C);
         for (int c = 0; c < C; c++) table[(long)(rows - 1) * C + c] += bias[j][c];
     }
     free(inputs);
@@ -293,20 +286,6 @@ void kv_cache_reset(KVCache *cache) {
     pack_weight(cache, cache->wte_t, p->wte, cfg->vocab_size, C);
     make_qkv_tables(cache);
     cache->len = 0;
-}
-
-// ---- the forward over new positions
-
-// ln (R,C) = LayerNorm(x (R,C)), blocks of rows shared; no barrier.
-static void layernorm_rows(KVCache *cache, const float *x, const float *weight,
-                           const float *bias, int rows) {
-    int C = cache->model->config.dim;
-#pragma omp for schedule(static, 1) nowait
-    for (int r0 = 0; r0 < rows; r0 += BLOCK_ROWS) {
-        int n = rows - r0 < BLOCK_ROWS ? rows - r0 : BLOCK_ROWS;
-        layernorm_forward(cache->ln + (long)r0 * C, cache->ln_mean + r0, cache->ln_rstd + r0,
-                          x + (long)r0 * C, weight, bias, n, C);
-    }
 }
 
 // ---- the rows of a forward: the window's new positions, and the next window's
@@ -361,12 +340,11 @@ static void embed_rows(KVCache *cache, const RowGroup *groups, int count) {
 
 // Layer 0's keys and values (rows,C) of every row, and the queries of the
 // rows that go on (all, or in the last layer each sample's last position
-// of the window, q row b), from the tables and LN1's mean and 1/std of
-// each row (its output is not needed); rows shared among the threads, no
-// barrier.
+// of the window, q row b), from the tables and each row's LN1 mean and
+// 1/std (which the forward has computed; LN1's output is not needed); rows
+// shared among the threads, no barrier.
 static void qkv_by_table(KVCache *cache, const RowGroup *groups, int count, int last) {
     const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
     int B = cache->samples, V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
     int rows = groups[count - 1].first_row + B * groups[count - 1].n;
     long table_rows = V + T + 2;
@@ -376,8 +354,6 @@ static void qkv_by_table(KVCache *cache, const RowGroup *groups, int count, int 
         const RowGroup *g = &groups[in_next];
         int b = (r - g->first_row) / g->n, i = (r - g->first_row) % g->n, pos = g->pos + i;
         int token = cache->tokens[(long)b * T + g->token_offset + pos];
-        layernorm_forward(cache->ln + (long)r * C, cache->ln_mean + r, cache->ln_rstd + r,
-                          cache->x + (long)r * C, p->ln1_w, p->ln1_b, 1, C);
         float mu = cache->ln_mean[r], rstd = cache->ln_rstd[r];
         float *query = !last ? cache->q + (long)r * C
                        : !in_next && i == g->n - 1 ? cache->q + (long)b * C
@@ -483,84 +459,118 @@ static void keys_values_and_attention(KVCache *cache, const RowGroup *groups, in
     }
 }
 
-// The forward of every sample's n new positions, pos..pos+n-1 (their
-// tokens already in cache->tokens), and of the next window's rows, to the
-// logits (B,V) of the last. Called by every thread of a parallel region,
-// or by one thread alone; a barrier wherever a step reads what other
-// threads wrote.
-static void forward_new_positions(KVCache *cache, int pos, int n) {
-    const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
-    int B = cache->samples, C = cfg->dim, L = cfg->layers, V = cfg->vocab_size;
-    long s_cc = cache->stride_cc, s_fc = cache->stride_fc, s_proj = cache->stride_proj;
-    float *x = cache->x;
+// ---- the cache's Forward (gpt.h): the one forward over the new positions
+//
+// The forward's rows are the row groups' (above); the stream x, LN's output
+// and the rest are the cache's scratch, the same in every layer. Each of
+// the steps below runs on a team of threads, all of them where the step's
+// work is worth a parallel region and the calling thread alone where it is
+// not (a region costs about 0.5 us even on one thread, and the single steps
+// of --slide and --num-samples run dozens).
+
+typedef struct {
+    KVCache *cache;
     RowGroup groups[MAX_GROUPS];
-    int count = row_groups(cache, pos, n, groups);
-    int rows = groups[count - 1].first_row + B * groups[count - 1].n;
-    embed_rows(cache, groups, count);
-#pragma omp barrier
-    for (int l = 0; l < L; l++) {
-        // Rows that go on past K and V: all, but in the last layer only
-        // each sample's last position of the window.
-        int last = l == L - 1, rows_on = last ? B : rows;
-        // the new positions' keys and values, and queries for the rows going on
-        if (l == 0) {
-            qkv_by_table(cache, groups, count, last);
-        } else {
-            layernorm_rows(cache, x, p->ln1_w + l * C, p->ln1_b + l * C, rows);
-#pragma omp barrier
-            linear_blocks(cache, cache->k_new, cache->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows,
-                          C, C, NULL, NULL);
-            linear_blocks(cache, cache->v_new, cache->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows,
-                          C, C, NULL, NULL);
-            // in the last layer every n-th row, from the first sample's last
-            linear_blocks(cache, cache->q, cache->ln + (last ? (long)(n - 1) * C : 0),
-                          last ? (long)n * C : C, cache->w_q_t + l * s_cc, p->b_q + l * C, rows_on,
-                          C, C, NULL, NULL);
-        }
-#pragma omp barrier
-        if (last && n > 1) {
-            // x's rows 0..B-1 now hold each sample's last position
-#pragma omp single nowait
-            for (int b = 0; b < B; b++)
-                memmove(x + (long)b * C, x + ((long)b * n + n - 1) * C, (size_t)C * sizeof(float));
-        }
-        // x += Attn(LN1(x)) W_o^T + b_o
-        keys_values_and_attention(cache, groups, count, l, last);
-#pragma omp barrier
-        linear_blocks(cache, cache->proj, cache->att_out, C, cache->w_o_t + l * s_cc, p->b_o + l * C,
-                      rows_on, C, C, x, NULL);
-#pragma omp barrier
-        // x += MLP(LN2(x))
-        layernorm_rows(cache, x, p->ln2_w + l * C, p->ln2_b + l * C, rows_on);
-#pragma omp barrier
-        linear_blocks(cache, cache->fc, cache->ln, C, cache->fc_w_t + l * s_fc, p->fc_b + 4 * l * C,
-                      rows_on, C, 4 * C, NULL, cache->fc_gelu);
-#pragma omp barrier
-        linear_blocks(cache, cache->proj, cache->fc_gelu, 4 * C, cache->proj_w_t + l * s_proj,
-                      p->proj_b + l * C, rows_on, 4 * C, C, x, NULL);
-#pragma omp barrier
-    }
-    // logits (B,V) = LN_f(x) wte^T, each sample's last position
-    layernorm_rows(cache, x, p->lnf_w, p->lnf_b, B);
-#pragma omp barrier
-    linear_blocks(cache, cache->logits, cache->ln, C, cache->wte_t, NULL, B, C, V, NULL, NULL);
-#pragma omp barrier
+    int count; // of groups
+    int n;     // new positions of the window
+} CacheForward;
+
+static KVCache *cache_of(const Forward *f) { return ((CacheForward *)f->state)->cache; }
+
+static void cache_embed(const Forward *f, float *x) {
+    const CacheForward *cf = f->state;
+    (void)x; // cache->x, where embed_rows writes
+#pragma omp parallel if (worth_threads((long)f->rows * f->model->config.dim))
+    embed_rows(cf->cache, cf->groups, cf->count);
 }
 
-// The forward over positions len..len+n-1: one parallel region, or on one
-// thread none (entering even a one-thread region costs about a
-// microsecond, a few percent of a single step). Called from inside a
-// parallel region, a nested one of one thread, so that the loops' and
-// barriers' team is the caller's thread alone.
-static const float *run_new_positions(KVCache *cache, int n) {
-    int pos = cache->len;
-    if (omp_get_max_threads() > 1 || omp_in_parallel()) {
-#pragma omp parallel num_threads(omp_in_parallel() ? 1 : omp_get_max_threads())
-        forward_new_positions(cache, pos, n);
-    } else {
-        forward_new_positions(cache, pos, n);
+static BlockBuffers cache_buffers(const Forward *f, int l) {
+    KVCache *c = cache_of(f);
+    (void)l;
+    return (BlockBuffers){.x_in = c->x, .ln = c->ln, .ln1_mean = c->ln_mean, .ln1_rstd = c->ln_rstd,
+                          .q = c->q, .k = c->k_new, .v = c->v_new, .att_out = c->att_out,
+                          .proj_out = c->proj, .residual2 = c->x, .ln2_mean = c->ln_mean,
+                          .ln2_rstd = c->ln_rstd, .fc = c->fc, .fc_gelu = c->fc_gelu, .x_out = c->x};
+}
+
+// Layer 0's by table (above); in the others three products. In the last
+// layer only each sample's last position of the window needs a query: its
+// row of ln is every n-th, from the first sample's last.
+static void cache_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
+    const CacheForward *cf = f->state;
+    KVCache *cache = cf->cache;
+    const ParameterTensors *p = &f->model->params;
+    int C = f->model->config.dim, rows = f->rows, n = cf->n;
+    int last = l == f->model->config.layers - 1, queries = last ? cache->samples : rows;
+    long s_cc = cache->stride_cc;
+#pragma omp parallel if (worth_threads(l == 0 ? (long)rows * C : (long)rows * C * C))
+    {
+        if (l == 0) {
+            qkv_by_table(cache, cf->groups, cf->count, last);
+        } else {
+            linear_blocks(cache, b->k, b->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows, C,
+                          C);
+            linear_blocks(cache, b->v, b->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows, C,
+                          C);
+            linear_blocks(cache, b->q, b->ln + (last ? (long)(n - 1) * C : 0),
+                          last ? (long)n * C : C, cache->w_q_t + l * s_cc, p->b_q + l * C, queries,
+                          C, C);
+        }
     }
+}
+
+// The new keys and values join the cache, then the rows that go on attend
+// over all of it: every row, or in the last layer each sample's last
+// position of the window, whose rows of x move to the front.
+static int cache_attend(const Forward *f, int l, const BlockBuffers *b) {
+    const CacheForward *cf = f->state;
+    KVCache *cache = cf->cache;
+    int B = cache->samples, C = f->model->config.dim, n = cf->n;
+    int last = l == f->model->config.layers - 1;
+    if (last && n > 1)
+        for (int s = 0; s < B; s++)
+            memmove((float *)b->x_in + (long)s * C, b->x_in + ((long)s * n + n - 1) * C,
+                    (size_t)C * sizeof(float));
+    long work = (long)f->rows * C * (cache->len + n);
+#pragma omp parallel if (worth_threads(work))
+    keys_values_and_attention(cache, cf->groups, cf->count, l, last);
+    return last ? B : f->rows;
+}
+
+static void cache_linear(const Forward *f, int l, LinearWeight w, float *out, const float *inp,
+                         int rows) {
+    KVCache *cache = cache_of(f);
+    const ParameterTensors *p = &f->model->params;
+    int C = f->model->config.dim;
+    const float *panels = NULL, *bias = NULL;
+    int ic = C, oc = C;
+    switch (w) {
+    case WEIGHT_O: panels = cache->w_o_t + l * cache->stride_cc, bias = p->b_o + l * C; break;
+    case WEIGHT_FC:
+        panels = cache->fc_w_t + l * cache->stride_fc, bias = p->fc_b + 4 * l * C, oc = 4 * C;
+        break;
+    case WEIGHT_PROJ:
+        panels = cache->proj_w_t + l * cache->stride_proj, bias = p->proj_b + l * C, ic = 4 * C;
+        break;
+    case WEIGHT_UNEMBED: panels = cache->wte_t, oc = f->model->config.vocab_size; break;
+    }
+#pragma omp parallel if (worth_threads((long)rows * ic * oc))
+    linear_blocks(cache, out, inp, ic, panels, bias, rows, ic, oc);
+}
+
+// The forward over positions len..len+n-1 of every sample (their tokens
+// already in cache->tokens), and of the next window's rows: the logits
+// (B,V) of each sample's last.
+static const float *run_new_positions(KVCache *cache, int n) {
+    CacheForward cf = {.cache = cache, .n = n};
+    cf.count = row_groups(cache, cache->len, n, cf.groups);
+    const RowGroup *g = &cf.groups[cf.count - 1];
+    Forward f = {.model = cache->model, .rows = g->first_row + cache->samples * g->n,
+                 .lnf = cache->ln, .lnf_mean = cache->ln_mean, .lnf_rstd = cache->ln_rstd,
+                 .logits = cache->logits, .embed = cache_embed, .buffers = cache_buffers,
+                 .project_qkv = cache_project_qkv, .attend = cache_attend,
+                 .linear = cache_linear, .state = &cf};
+    transformer_forward(&f);
     cache->len += n;
     return cache->logits;
 }

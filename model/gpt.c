@@ -10,15 +10,8 @@
 #include "attention.h"
 #include "../kernels/matmul.h"
 #include "ops.h"
-#include "profile.h"
 #include "../base/util.h"
 
-#ifdef PROFILE_OPS
-double op_seconds[NUM_PROFILED_OPS];
-const char *const op_names[NUM_PROFILED_OPS] = {
-    "matmul forward",      "matmul backward", "attention forward",        "attention backward",
-    "layernorm (fwd+bwd)", "gelu (fwd+bwd)",  "softmax + loss (fwd+bwd)", "embedding + residual"};
-#endif
 
 // ---- parameters
 
@@ -286,7 +279,7 @@ void gpt_free(GPT *model) {
     memset(model, 0, sizeof *model);
 }
 
-// ---- forward and backward
+// ---- the forward, written once (gpt.h: Forward)
 
 // A block's three dropout masks (nanoGPT's places inside a block): the
 // attention probabilities, and the outputs of W_O and of the MLP projection.
@@ -301,53 +294,139 @@ static BlockMasks block_masks(const Dropout *drop, int l, int NH, int T, int C) 
                         dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc)};
 }
 
-// Block l over the forward's B x T: x (B,T,C) is the residual stream into
-// it; writes its activations, residual3 (B,T,C) the stream out of it.
-static void block_forward(GPT *model, int l, const float *x, const Dropout *drop) {
-    const GPTConfig *cfg = &model->config;
-    int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
-    long btc = (long)BT * C, cc = (long)C * C;
-    ParameterTensors *p = &model->params;
-    Activations *a = &model->acts;
-    Scratch *s = &model->scratch;
-    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
-          *v = a->v + l * btc;
-    float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-    float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-    float *residual3 = a->residual3 + l * btc;
-    float *att_probs = a->att_probs + (long)l * B * NH * T * T;
-    BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
+// Block l: x_out = x_in + Attn(LN1(x_in)), then + MLP(LN2(.)), over the
+// forward's rows; returns the rows that went on past the attention.
+static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
+    const GPTConfig *cfg = &f->model->config;
+    const ParameterTensors *p = &f->model->params;
+    int C = cfg->dim, R = f->rows;
+    const Dropout *drop = f->dropout;
+    BlockMasks masks =
+        drop ? block_masks(drop, l, cfg->heads, f->model->cur_T, C) : (BlockMasks){0};
 
-    // x += Attn(LN1(x))
-    TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x,
-                                          p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
-    // q, k, v (B,T,C) = ln1 . W_{Q,K,V}^T + b_{Q,K,V}, one call reading ln1
-    float *qkv[3] = {q, k, v};
+    // x += Attn(LN1(x)) W_O^T + b_O
+    layernorm_forward(b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p->ln1_w + l * C, p->ln1_b + l * C,
+                      R, C);
+    f->project_qkv(f, l, b);
+    int rows = f->attend(f, l, b);
+    long rc = (long)rows * C;
+    f->linear(f, l, WEIGHT_O, b->proj_out, b->att_out, rows);
+    if (drop)
+        dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.att_proj);
+    residual_forward(b->residual2, b->x_in, b->proj_out, rc);
+    // x += GELU(LN2(x) W_fc^T + b_fc) W_proj^T + b_proj
+    layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p->ln2_w + l * C,
+                      p->ln2_b + l * C, rows, C);
+    f->linear(f, l, WEIGHT_FC, b->fc, b->ln, rows);
+    gelu_forward(b->fc_gelu, b->fc, 4 * rc);
+    f->linear(f, l, WEIGHT_PROJ, b->proj_out, b->fc_gelu, rows);
+    if (drop)
+        dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
+    residual_forward(b->x_out, b->residual2, b->proj_out, rc);
+    return rows;
+}
+
+int transformer_forward(const Forward *f) {
+    const GPTConfig *cfg = &f->model->config;
+    const ParameterTensors *p = &f->model->params;
+    int C = cfg->dim, rows = f->rows;
+    BlockBuffers b = f->buffers(f, 0);
+    // With dropout (nanoGPT's four places): the embedding sum, the attention
+    // probabilities, and the outputs of W_O and of the MLP projection, each
+    // before it joins the residual stream.
+    float *x = (float *)b.x_in;
+    f->embed(f, x);
+    if (f->dropout) {
+        DropoutMask m = dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
+        dropout_forward(x, x, (long)rows * C, 0, &m);
+    }
+    for (int l = 0; l < cfg->layers; l++) {
+        if (l > 0)
+            b = f->buffers(f, l);
+        rows = block_forward(f, l, &b);
+    }
+    // logits (rows,V) = LN_f(x) . wte^T (tied)
+    layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, b.x_out, p->lnf_w, p->lnf_b, rows, C);
+    f->linear(f, -1, WEIGHT_UNEMBED, f->logits, f->lnf, rows);
+    return rows;
+}
+
+// ---- gpt_forward: the Forward over a batch of B x T positions, its
+// activations saved for the backward
+
+static void batch_embed(const Forward *f, float *x) {
+    const GPT *model = f->model;
+    embedding_forward(x, f->state, model->params.wte, model->params.wpe, model->cur_B, model->cur_T,
+                      model->config.dim);
+}
+
+static BlockBuffers batch_buffers(const Forward *f, int l) {
+    const GPT *model = f->model;
+    const Activations *a = &model->acts;
+    const Scratch *s = &model->scratch;
+    long BT = (long)model->cur_B * model->cur_T, btc = BT * model->config.dim;
+    return (BlockBuffers){.x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc,
+                          .ln = s->ln,
+                          .ln1_mean = a->ln1_mean + l * BT,
+                          .ln1_rstd = a->ln1_rstd + l * BT,
+                          .q = a->q + l * btc,
+                          .k = a->k + l * btc,
+                          .v = a->v + l * btc,
+                          .att_out = a->att_out + l * btc,
+                          .proj_out = s->proj_out,
+                          .residual2 = a->residual2 + l * btc,
+                          .ln2_mean = a->ln2_mean + l * BT,
+                          .ln2_rstd = a->ln2_rstd + l * BT,
+                          .fc = a->fc + l * 4 * btc,
+                          .fc_gelu = s->fc_gelu,
+                          .x_out = a->residual3 + l * btc};
+}
+
+static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
+    const ParameterTensors *p = &f->model->params;
+    int C = f->model->config.dim;
+    long cc = (long)C * C;
+    // one call reading ln for the three
+    float *qkv[3] = {b->q, b->k, b->v};
     const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
     const float *b_qkv[3] = {p->b_q + l * C, p->b_k + l * C, p->b_v + l * C};
-    TIMED(OP_MATMUL_FWD, linear_forward_shared_input(qkv, ln1, w_qkv, b_qkv, 3, BT, C, C));
-    TIMED(OP_ATTN_FWD, attention_forward_dropout(att_out, att_probs, q, k, v, B, T, T, C, NH,
-                                                 1, drop ? &masks.att_probs : NULL));
-    TIMED(OP_MATMUL_FWD,
-          linear_forward(s->proj_out, att_out, p->w_o + l * cc, p->b_o + l * C, BT, C, C));
-    if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &masks.att_proj);
-    TIMED(OP_EMBED_RESIDUAL, residual_forward(residual2, x, s->proj_out, btc));
-    // x += MLP(LN2(x))
-    TIMED(OP_LAYERNORM,
-          layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2,
-                            p->ln2_w + l * C, p->ln2_b + l * C, BT, C));
-    TIMED(OP_MATMUL_FWD,
-          linear_forward(fc, ln2, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, BT, C, 4 * C));
-    TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
-    TIMED(OP_MATMUL_FWD, linear_forward(s->proj_out, s->fc_gelu, p->proj_w + 4 * l * cc,
-                                        p->proj_b + l * C, BT, 4 * C, C));
-    if (drop) dropout_forward(s->proj_out, s->proj_out, btc, 0, &masks.mlp_proj);
-    TIMED(OP_EMBED_RESIDUAL, residual_forward(residual3, residual2, s->proj_out, btc));
+    linear_forward_shared_input(qkv, b->ln, w_qkv, b_qkv, 3, f->rows, C, C);
+}
+
+static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
+    const GPT *model = f->model;
+    int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
+    float *att_probs = model->acts.att_probs + (long)l * B * NH * T * T;
+    BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
+    attention_forward_dropout(b->att_out, att_probs, b->q, b->k, b->v, B, T, T, C, NH, 1,
+                              f->dropout ? &masks.att_probs : NULL);
+    return f->rows;
+}
+
+static void batch_linear(const Forward *f, int l, LinearWeight w, float *out, const float *inp,
+                         int rows) {
+    const ParameterTensors *p = &f->model->params;
+    int C = f->model->config.dim;
+    long cc = (long)C * C;
+    switch (w) {
+    case WEIGHT_O:
+        linear_forward(out, inp, p->w_o + l * cc, p->b_o + l * C, rows, C, C);
+        break;
+    case WEIGHT_FC:
+        linear_forward(out, inp, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, rows, C, 4 * C);
+        break;
+    case WEIGHT_PROJ:
+        linear_forward(out, inp, p->proj_w + 4 * l * cc, p->proj_b + l * C, rows, 4 * C, C);
+        break;
+    case WEIGHT_UNEMBED:
+        linear_forward(out, inp, p->wte, NULL, rows, C, f->model->config.vocab_size);
+        break;
+    }
 }
 
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
     const GPTConfig *cfg = &model->config;
-    int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size;
+    int V = cfg->vocab_size;
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
@@ -355,41 +434,33 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
         activation_layout(cfg, &model->acts, B, T, model->acts_memory);
     model->cur_B = B;
     model->cur_T = T;
-    ParameterTensors *p = &model->params;
     Activations *a = &model->acts;
-    Scratch *s = &model->scratch;
     int BT = B * T;
-    long btc = (long)BT * C;
-
-    // With dropout (nanoGPT's four places): the embedding sum, the attention
-    // probabilities, and the outputs of W_O and of the MLP projection, each
-    // before it joins the residual stream.
-    const Dropout *drop = model->dropout.p > 0 ? &model->dropout : NULL;
-    long row_tc = (long)T * C;
-    TIMED(OP_EMBED_RESIDUAL, embedding_forward(a->encoded, tokens, p->wte, p->wpe, B, T, C));
-    if (drop) {
-        DropoutMask m = dropout_mask(drop, DROPOUT_EMBEDDING, 0, row_tc);
-        dropout_forward(a->encoded, a->encoded, btc, 0, &m);
-    }
-    const float *x = a->encoded; // (B,T,C) the residual stream
-    for (int l = 0; l < L; l++) {
-        block_forward(model, l, x, drop);
-        x = a->residual3 + l * btc;
-    }
-    TIMED(OP_LAYERNORM,
-          layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnf_w, p->lnf_b, BT, C));
-    // logits (B,T,V) = lnf . wte^T (tied)
-    TIMED(OP_MATMUL_FWD, linear_forward(s->logits, a->lnf, p->wte, NULL, BT, C, V));
+    Forward f = {.model = model,
+                 .rows = BT,
+                 .dropout = model->dropout.p > 0 ? &model->dropout : NULL,
+                 .lnf = a->lnf,
+                 .lnf_mean = a->lnf_mean,
+                 .lnf_rstd = a->lnf_rstd,
+                 .logits = model->scratch.logits,
+                 .embed = batch_embed,
+                 .buffers = batch_buffers,
+                 .project_qkv = batch_project_qkv,
+                 .attend = batch_attend,
+                 .linear = batch_linear,
+                 .state = (void *)tokens};
+    transformer_forward(&f);
     if (targets) {
         memcpy(model->targets, targets, (size_t)BT * sizeof(int));
-        TIMED(OP_SOFTMAX_LOSS, model->mean_loss = crossentropy_forward(a->probs, a->losses,
-                                                                       s->logits, targets, BT, V));
+        model->mean_loss = crossentropy_forward(a->probs, a->losses, f.logits, targets, BT, V);
     } else {
-        TIMED(OP_SOFTMAX_LOSS, crossentropy_forward(a->probs, NULL, s->logits, NULL, BT, V));
+        crossentropy_forward(a->probs, NULL, f.logits, NULL, BT, V);
         model->mean_loss = -1.0f;
     }
     return model->mean_loss;
 }
+
+// ---- the backward
 
 void gpt_zero_grad(GPT *model) {
     if (model->grads_memory)
@@ -407,18 +478,16 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     Activations *a = &model->acts;
     Scratch *s = &model->scratch;
     const float *x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
-    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc,
-          *v = a->v + l * btc;
+    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc, *v = a->v + l * btc;
     float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
     float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
     float *att_probs = a->att_probs + (long)l * B * NH * T * T;
 
     // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
     // GELU(fc) and LN2's output are recomputed rather than stored
-    TIMED(OP_GELU, gelu_forward(s->fc_gelu, fc, 4 * btc));
-    TIMED(OP_LAYERNORM, layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT,
-                                          residual2, p->ln2_w + l * C, p->ln2_b + l * C, BT,
-                                          C));
+    gelu_forward(s->fc_gelu, fc, 4 * btc);
+    layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2, p->ln2_w + l * C,
+                      p->ln2_b + l * C, BT, C);
     BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
     // d_proj: the gradient reaching a projection's output, d_residual
     // itself, or without dropout's mask d_ln (free until LN2's backward)
@@ -429,18 +498,16 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         d_proj = s->d_ln;
     }
     zero_floats(s->d_fc_gelu, 4 * btc);
-    TIMED(OP_MATMUL_BWD,
-          linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
-                          d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C));
+    linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C, d_proj, s->fc_gelu,
+                    p->proj_w + 4 * l * cc, BT, 4 * C, C);
     zero_floats(s->d_fc, 4 * btc);
-    TIMED(OP_GELU, gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc));
+    gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc);
     zero_floats(s->d_ln, btc);
-    TIMED(OP_MATMUL_BWD, linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C,
-                                         s->d_fc, ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C));
+    linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C, s->d_fc, ln2,
+                    p->fc_w + 4 * l * cc, BT, C, 4 * C);
     // the residual path passes d_residual through; LN2's path adds to it
-    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C,
-                                           s->d_ln, residual2, p->ln2_w + l * C,
-                                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C));
+    layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C, s->d_ln, residual2,
+                       p->ln2_w + l * C, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C);
 
     // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
     if (drop) {
@@ -448,29 +515,26 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.att_proj);
     }
     zero_floats(s->d_att_out, btc);
-    TIMED(OP_MATMUL_BWD, linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C,
-                                         d_proj, att_out, p->w_o + l * cc, BT, C, C));
+    linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C, d_proj, att_out, p->w_o + l * cc,
+                    BT, C, C);
     zero_floats(s->d_q, btc);
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
-    TIMED(OP_ATTN_BWD,
-          attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v,
-                                     B, T, T, C, NH, 1, drop ? &masks.att_probs : NULL));
+    attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v, B, T, T, C,
+                               NH, 1, drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (s->ln held LN2's until here)
-    TIMED(OP_LAYERNORM, layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT,
-                                          x_in, p->ln1_w + l * C, p->ln1_b + l * C, BT, C));
+    layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x_in, p->ln1_w + l * C,
+                      p->ln1_b + l * C, BT, C);
     // d_ln += d_q . W_Q + d_k . W_K + d_v . W_V (in that order);
     // d_W_X += d_X^T . ln1, d_b_X += column sums of d_X, for X = Q, K, V
     float *d_w_qkv[3] = {g->w_q + l * cc, g->w_k + l * cc, g->w_v + l * cc};
     float *d_b_qkv[3] = {g->b_q + l * C, g->b_k + l * C, g->b_v + l * C};
     const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
     const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
-    TIMED(OP_MATMUL_BWD, linear_backward_shared_input(s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1,
-                                                      w_qkv, 3, BT, C, C));
-    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C,
-                                           s->d_ln, x_in, p->ln1_w + l * C,
-                                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C));
+    linear_backward_shared_input(s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1, w_qkv, 3, BT, C, C);
+    layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C, s->d_ln, x_in,
+                       p->ln1_w + l * C, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
     // d_residual now holds dL/d(x_in)
 }
 
@@ -491,18 +555,17 @@ void gpt_backward(GPT *model, const int *tokens) {
 
     // loss = mean over B*T of the cross-entropies
     zero_floats(s->d_logits, (long)BT * V);
-    TIMED(OP_SOFTMAX_LOSS,
-          crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT));
+    crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT);
     zero_floats(s->d_ln, btc);
-    TIMED(OP_MATMUL_BWD,
-          linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V));
+    linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V);
     const float *x_last = L > 0 ? a->residual3 + (L - 1) * btc : a->encoded;
     zero_floats(s->d_residual, btc);
-    TIMED(OP_LAYERNORM, layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last,
-                                           p->lnf_w, a->lnf_mean, a->lnf_rstd, BT, C));
+    layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last, p->lnf_w, a->lnf_mean,
+                       a->lnf_rstd, BT, C);
 
     // d_residual holds dL/d(x_last), the last block's residual3
-    for (int l = L - 1; l >= 0; l--) block_backward(model, l, drop);
+    for (int l = L - 1; l >= 0; l--)
+        block_backward(model, l, drop);
     // d_residual holds dL/d(encoded)
     const float *d_encoded = s->d_residual;
     if (drop) {
@@ -511,7 +574,7 @@ void gpt_backward(GPT *model, const int *tokens) {
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &m);
         d_encoded = s->d_ln;
     }
-    TIMED(OP_EMBED_RESIDUAL, embedding_backward(g->wte, g->wpe, d_encoded, tokens, B, T, C));
+    embedding_backward(g->wte, g->wpe, d_encoded, tokens, B, T, C);
 }
 
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {

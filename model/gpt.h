@@ -183,6 +183,59 @@ void gpt_free(GPT *model);
 // name (len bytes); NULL when every value is finite.
 const char *gpt_first_non_finite(const GPT *model, const float *memory, char *name, size_t len);
 
+// ---- the forward, written once
+//
+// A forward runs R rows of the residual stream through the embedding, the L
+// blocks, LN_f and the unembedding (transformer_forward, gpt.c). gpt_forward
+// runs it over a batch of B x T positions; the KV cache (infer/kv_cache.c)
+// over the new positions of its samples, whose attention also reads the
+// keys and values it keeps. A Forward says what differs between the two:
+// where layer l's buffers are, how the rows get their embedding, queries,
+// keys and values and attention, and how a product reads its weight.
+typedef enum { WEIGHT_O, WEIGHT_FC, WEIGHT_PROJ, WEIGHT_UNEMBED } LinearWeight;
+
+// Layer l's buffers, R rows each. gpt_forward's are the layer's saved
+// activations; the KV cache's are the same scratch in every layer, with
+// x_in, residual2 and x_out one buffer (the stream, updated in place).
+typedef struct {
+    const float *x_in;              // (R,C) the stream into the block
+    float *ln;                      // (R,C) LN1's output, later LN2's
+    float *ln1_mean, *ln1_rstd;     // (R)
+    float *q, *k, *v;               // (R,C)
+    float *att_out;                 // (R,C) heads concatenated, before W_O
+    float *proj_out;                // (R,C) W_O's output, later the MLP projection's
+    float *residual2;               // (R,C) x_in + attention
+    float *ln2_mean, *ln2_rstd;     // (R)
+    float *fc, *fc_gelu;            // (R,4C) before and after GELU
+    float *x_out;                   // (R,C) the stream out of the block
+} BlockBuffers;
+
+typedef struct Forward Forward;
+struct Forward {
+    const GPT *model;
+    int rows;                       // R
+    const Dropout *dropout;         // NULL: none (all but a training step)
+    float *lnf, *lnf_mean, *lnf_rstd; // (R,C), (R), (R)
+    float *logits;                  // (R,V)
+    // x (R,C) = wte[token] + wpe[position], each row's
+    void (*embed)(const Forward *f, float *x);
+    BlockBuffers (*buffers)(const Forward *f, int l);
+    // q, k, v (R,C) = ln (R,C) . W_{Q,K,V}^T + b_{Q,K,V}, layer l's
+    void (*project_qkv)(const Forward *f, int l, const BlockBuffers *b);
+    // att_out (R,C): each row's causal attention over its keys. Returns the
+    // rows that go on: R, or fewer when a caller needs fewer outputs (the
+    // KV cache's last layer: each sample's newest position, moved to the
+    // front of x_in).
+    int (*attend)(const Forward *f, int l, const BlockBuffers *b);
+    // out (rows,OC) = inp (rows,IC) . W^T + b, W one of layer l's weights
+    // (or the unembedding, tied to wte, no bias).
+    void (*linear)(const Forward *f, int l, LinearWeight w, float *out, const float *inp, int rows);
+    void *state;                    // the caller's
+};
+// Runs the forward; returns the rows whose logits it wrote (the last
+// layer's rows that went on).
+int transformer_forward(const Forward *f);
+
 // Forward over tokens (B,T), T <= context, B and T within the allocated
 // capacity. With targets (B,T), computes the mean loss into model->mean_loss
 // and returns it; with targets NULL, leaves the logits' softmax in

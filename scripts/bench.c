@@ -6,7 +6,8 @@
 //      default recipe and a larger shape, in fp32 and in bf16: median ms per
 //      iteration after warm-up, tokens/s, model GFLOP/s and its ratio to
 //      the peak of that precision;
-//   3. a breakdown by op (timers compiled in for this program only);
+//   3. a breakdown by op (this program's build instruments the ops' entry
+//      points: op_timer below);
 //   4. the default recipe on a busy machine: a busy loop pinned to one core
 //      while the step runs with all threads, then with one thread;
 //   5. sampling speed with the KV cache on one thread.
@@ -31,16 +32,84 @@
 #include <immintrin.h>
 #endif
 
+#include "../model/attention.h"
 #include "../model/gpt.h"
+#include "../model/ops.h"
 #include "../kernels/cpu_features.h"
 #include "../infer/kv_cache.h"
 #include "../kernels/matmul.h"
-#include "../model/profile.h"
 #include "../kernels/vector.h"
 #include "../base/util.h"
 #include "../infer/sampler.h"
 #include "../optim/adamw.h"
 #include "../base/thread_tuner.h"
+
+// ---- the breakdown by op
+//
+// This program's build compiles the ops (model/ops.c, model/attention.c,
+// kernels/matmul.c) with -finstrument-functions, so that every entry and
+// exit of a function of theirs calls the two hooks below. A call from the
+// main thread outside a parallel region to one of the ops listed here is
+// timed, unless it runs inside another listed op (linear_forward calls
+// linear_forward_shared_input): the model's own code carries no timers.
+enum {
+    OP_MATMUL_FWD, OP_MATMUL_BWD, OP_ATTN_FWD, OP_ATTN_BWD, OP_LAYERNORM, OP_GELU,
+    OP_SOFTMAX_LOSS, OP_ELEMENTWISE, NUM_PROFILED_OPS
+};
+static const char *const op_names[NUM_PROFILED_OPS] = {
+    "matmul forward",      "matmul backward", "attention forward",        "attention backward",
+    "layernorm (fwd+bwd)", "gelu (fwd+bwd)",  "softmax + loss (fwd+bwd)", "embedding, residual, zeroing"};
+static double op_seconds[NUM_PROFILED_OPS];
+
+typedef struct {
+    void *function;
+    int op;
+} TimedOp;
+
+#define NO_INSTRUMENT __attribute__((no_instrument_function))
+
+NO_INSTRUMENT static int timed_op(void *function) {
+    static const TimedOp ops[] = {
+        {(void *)linear_forward, OP_MATMUL_FWD},
+        {(void *)linear_forward_shared_input, OP_MATMUL_FWD},
+        {(void *)linear_backward, OP_MATMUL_BWD},
+        {(void *)linear_backward_shared_input, OP_MATMUL_BWD},
+        {(void *)attention_forward_dropout, OP_ATTN_FWD},
+        {(void *)attention_backward_dropout, OP_ATTN_BWD},
+        {(void *)layernorm_forward, OP_LAYERNORM},
+        {(void *)layernorm_backward, OP_LAYERNORM},
+        {(void *)gelu_forward, OP_GELU},
+        {(void *)gelu_backward, OP_GELU},
+        {(void *)crossentropy_forward, OP_SOFTMAX_LOSS},
+        {(void *)crossentropy_backward, OP_SOFTMAX_LOSS},
+        {(void *)embedding_forward, OP_ELEMENTWISE},
+        {(void *)embedding_backward, OP_ELEMENTWISE},
+        {(void *)residual_forward, OP_ELEMENTWISE},
+        {(void *)zero_floats, OP_ELEMENTWISE},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (ops[i].function == function) return ops[i].op;
+    return -1;
+}
+
+static int timed_depth;      // listed ops entered and not yet left
+static double timed_started; // when the outermost began
+
+NO_INSTRUMENT void __cyg_profile_func_enter(void *function, void *call_site);
+NO_INSTRUMENT void __cyg_profile_func_exit(void *function, void *call_site);
+
+void __cyg_profile_func_enter(void *function, void *call_site) {
+    (void)call_site;
+    if (omp_in_parallel() || timed_op(function) < 0) return;
+    if (timed_depth++ == 0) timed_started = now_seconds();
+}
+
+void __cyg_profile_func_exit(void *function, void *call_site) {
+    (void)call_site;
+    int op;
+    if (omp_in_parallel() || (op = timed_op(function)) < 0) return;
+    if (--timed_depth == 0) op_seconds[op] += now_seconds() - timed_started;
+}
 
 // ---- the machine's fp32 FMA throughput
 
@@ -261,7 +330,7 @@ static double bench_training(const Shape *shape, double peak_gflops, int verbose
     accounted += opt_ms;
     printf("    %-26s %8.2f ms  %5.1f%%\n", "optimizer (norm + AdamW)", opt_ms,
            100.0 * opt_ms / (total_ms / n));
-    printf("    %-26s %8.2f ms  %5.1f%%\n", "other (zeroing, copies)", total_ms / n - accounted,
+    printf("    %-26s %8.2f ms  %5.1f%%\n", "other (dropout, copies)", total_ms / n - accounted,
            100.0 * (total_ms / n - accounted) / (total_ms / n));
     free(ms);
     free(inputs);
