@@ -462,11 +462,7 @@ static void keys_values_and_attention(KVCache *cache, const RowGroup *groups, in
 // ---- the cache's Forward (gpt.h): the one forward over the new positions
 //
 // The forward's rows are the row groups' (above); the stream x, LN's output
-// and the rest are the cache's scratch, the same in every layer. Each of
-// the steps below runs on a team of threads, all of them where the step's
-// work is worth a parallel region and the calling thread alone where it is
-// not (a region costs about 0.5 us even on one thread, and the single steps
-// of --slide and --num-samples run dozens).
+// and the rest are the cache's scratch, the same in every layer.
 
 typedef struct {
     KVCache *cache;
@@ -475,17 +471,34 @@ typedef struct {
     int n;     // new positions of the window
 } CacheForward;
 
-static KVCache *cache_of(const Forward *f) { return ((CacheForward *)f->state)->cache; }
+// Runs step(f, args) on every thread of a new team where `work` is worth
+// one, else on the calling thread alone without entering a parallel region
+// (which costs about 0.5 us even on one thread: the single steps of
+// --slide and --num-samples run dozens of these).
+typedef void (*TeamStep)(const Forward *f, const void *args);
 
-static void cache_embed(const Forward *f, float *x) {
+static void on_team(TeamStep step, const Forward *f, const void *args, long work) {
+    if (worth_threads(work)) {
+#pragma omp parallel
+        step(f, args);
+    } else {
+        step(f, args);
+    }
+}
+
+static void embed_step(const Forward *f, const void *args) {
     const CacheForward *cf = f->state;
-    (void)x; // cache->x, where embed_rows writes
-#pragma omp parallel if (worth_threads((long)f->rows * f->model->config.dim))
+    (void)args;
     embed_rows(cf->cache, cf->groups, cf->count);
 }
 
+static void cache_embed(const Forward *f, float *x) {
+    (void)x; // the cache's x, where embed_rows writes
+    on_team(embed_step, f, NULL, (long)f->rows * f->model->config.dim);
+}
+
 static BlockBuffers cache_buffers(const Forward *f, int l) {
-    KVCache *c = cache_of(f);
+    KVCache *c = ((const CacheForward *)f->state)->cache;
     (void)l;
     return (BlockBuffers){.x_in = c->x, .ln = c->ln, .ln1_mean = c->ln_mean, .ln1_rstd = c->ln_rstd,
                           .q = c->q, .k = c->k_new, .v = c->v_new, .att_out = c->att_out,
@@ -493,30 +506,43 @@ static BlockBuffers cache_buffers(const Forward *f, int l) {
                           .ln2_rstd = c->ln_rstd, .fc = c->fc, .fc_gelu = c->fc_gelu, .x_out = c->x};
 }
 
+typedef struct {
+    int l;
+    const BlockBuffers *b;
+} LayerStep;
+
 // Layer 0's by table (above); in the others three products. In the last
 // layer only each sample's last position of the window needs a query: its
 // row of ln is every n-th, from the first sample's last.
-static void cache_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
+static void qkv_step(const Forward *f, const void *args) {
     const CacheForward *cf = f->state;
     KVCache *cache = cf->cache;
     const ParameterTensors *p = &f->model->params;
-    int C = f->model->config.dim, rows = f->rows, n = cf->n;
+    int l = ((const LayerStep *)args)->l, C = f->model->config.dim, rows = f->rows, n = cf->n;
+    const BlockBuffers *b = ((const LayerStep *)args)->b;
     int last = l == f->model->config.layers - 1, queries = last ? cache->samples : rows;
     long s_cc = cache->stride_cc;
-#pragma omp parallel if (worth_threads(l == 0 ? (long)rows * C : (long)rows * C * C))
-    {
-        if (l == 0) {
-            qkv_by_table(cache, cf->groups, cf->count, last);
-        } else {
-            linear_blocks(cache, b->k, b->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows, C,
-                          C);
-            linear_blocks(cache, b->v, b->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows, C,
-                          C);
-            linear_blocks(cache, b->q, b->ln + (last ? (long)(n - 1) * C : 0),
-                          last ? (long)n * C : C, cache->w_q_t + l * s_cc, p->b_q + l * C, queries,
-                          C, C);
-        }
+    if (l == 0) {
+        qkv_by_table(cache, cf->groups, cf->count, last);
+        return;
     }
+    linear_blocks(cache, b->k, b->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows, C, C);
+    linear_blocks(cache, b->v, b->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows, C, C);
+    linear_blocks(cache, b->q, b->ln + (last ? (long)(n - 1) * C : 0), last ? (long)n * C : C,
+                  cache->w_q_t + l * s_cc, p->b_q + l * C, queries, C, C);
+}
+
+static void cache_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
+    long C = f->model->config.dim;
+    LayerStep args = {l, b};
+    on_team(qkv_step, f, &args, l == 0 ? f->rows * C : f->rows * C * C);
+}
+
+static void attend_step(const Forward *f, const void *args) {
+    const CacheForward *cf = f->state;
+    int l = ((const LayerStep *)args)->l;
+    keys_values_and_attention(cf->cache, cf->groups, cf->count, l,
+                              l == f->model->config.layers - 1);
 }
 
 // The new keys and values join the cache, then the rows that go on attend
@@ -531,31 +557,42 @@ static int cache_attend(const Forward *f, int l, const BlockBuffers *b) {
         for (int s = 0; s < B; s++)
             memmove((float *)b->x_in + (long)s * C, b->x_in + ((long)s * n + n - 1) * C,
                     (size_t)C * sizeof(float));
-    long work = (long)f->rows * C * (cache->len + n);
-#pragma omp parallel if (worth_threads(work))
-    keys_values_and_attention(cache, cf->groups, cf->count, l, last);
+    LayerStep args = {l, b};
+    on_team(attend_step, f, &args, (long)f->rows * C * (cache->len + n));
     return last ? B : f->rows;
+}
+
+typedef struct {
+    float *out;
+    const float *inp, *panels, *bias;
+    int rows, ic, oc;
+} LinearStep;
+
+static void linear_step(const Forward *f, const void *args) {
+    const LinearStep *a = args;
+    linear_blocks(((const CacheForward *)f->state)->cache, a->out, a->inp, a->ic, a->panels,
+                  a->bias, a->rows, a->ic, a->oc);
 }
 
 static void cache_linear(const Forward *f, int l, LinearWeight w, float *out, const float *inp,
                          int rows) {
-    KVCache *cache = cache_of(f);
+    KVCache *cache = ((const CacheForward *)f->state)->cache;
     const ParameterTensors *p = &f->model->params;
     int C = f->model->config.dim;
-    const float *panels = NULL, *bias = NULL;
-    int ic = C, oc = C;
+    LinearStep a = {out, inp, NULL, NULL, rows, C, C};
     switch (w) {
-    case WEIGHT_O: panels = cache->w_o_t + l * cache->stride_cc, bias = p->b_o + l * C; break;
+    case WEIGHT_O: a.panels = cache->w_o_t + l * cache->stride_cc, a.bias = p->b_o + l * C; break;
     case WEIGHT_FC:
-        panels = cache->fc_w_t + l * cache->stride_fc, bias = p->fc_b + 4 * l * C, oc = 4 * C;
+        a.panels = cache->fc_w_t + l * cache->stride_fc, a.bias = p->fc_b + 4 * l * C;
+        a.oc = 4 * C;
         break;
     case WEIGHT_PROJ:
-        panels = cache->proj_w_t + l * cache->stride_proj, bias = p->proj_b + l * C, ic = 4 * C;
+        a.panels = cache->proj_w_t + l * cache->stride_proj, a.bias = p->proj_b + l * C;
+        a.ic = 4 * C;
         break;
-    case WEIGHT_UNEMBED: panels = cache->wte_t, oc = f->model->config.vocab_size; break;
+    case WEIGHT_UNEMBED: a.panels = cache->wte_t, a.oc = f->model->config.vocab_size; break;
     }
-#pragma omp parallel if (worth_threads((long)rows * ic * oc))
-    linear_blocks(cache, out, inp, ic, panels, bias, rows, ic, oc);
+    on_team(linear_step, f, &a, (long)rows * a.ic * a.oc);
 }
 
 // The forward over positions len..len+n-1 of every sample (their tokens
