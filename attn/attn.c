@@ -292,8 +292,8 @@ typedef struct {
     int T;
 } AttnText;
 
-// --text or --text-file as code points, cut to the model's context (with a
-// note); its pictures at --cell must fit.
+// --text or --text-file as code points, cut to the model's context (which
+// print_notes says); its pictures at --cell must fit.
 static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
     char err[2048];
     int L = model->config.layers, NH = model->config.heads, context = model->config.context;
@@ -313,13 +313,24 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
     t.num_chars = t.T;
     t.window = t.chars;
     if (t.T > context) {
-        fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
-                "using the last %d\n", t.T, context, context);
         t.window = t.chars + (t.T - context);
         t.T = context;
     }
     if (!heatmaps_check_size(L, NH, t.T, o->cell, err, sizeof err)) usage_error("--cell: %s", err);
     return t;
+}
+
+// What the user should know once every input has passed (an error is the
+// only line a bad input prints): the text was cut to the context, the
+// labels use the built-in font.
+static void print_notes(const AttnText *text) {
+    if (text->T < text->num_chars)
+        fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
+                "using the last %d\n", text->num_chars, text->T, text->T);
+    const char *fallback = label_font_fallback();
+    if (fallback)
+        fprintf(stderr, "note: %s: labels use the built-in ASCII font, other characters show as "
+                "boxes\n", fallback);
 }
 
 // Every head's scores (L*NH of them, the caller frees them); leaves the
@@ -363,18 +374,21 @@ static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
-    // too large), the snapshots, and that --out can be a folder.
+    // too large), that --out can be a folder, and the snapshots (last: the
+    // default folder's unreadable ones are left out with a note, not an
+    // error); then the notes.
     AttnOptions o = parse_options(argc, argv);
     HeatmapOptions heatmap = heatmap_options(&o);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
     AttnText text = read_text(&o, &model, &vocab);
-    ExplorerSnapshots snapshots = {0};
-    if (o.html) snapshots = read_explorer_snapshots(&o, &model);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))
         die("--out %s: not a folder", o.out);
+    ExplorerSnapshots snapshots = {0};
+    if (o.html) snapshots = read_explorer_snapshots(&o, &model);
+    print_notes(&text);
 
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
