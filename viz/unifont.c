@@ -166,6 +166,26 @@ void label_font_box(int *w, int *h) {
     *h = chosen == 2 ? UNIFONT_H : FONT_H;
 }
 
+// What Unifont draws for cp in a label: visible marks for space, newline and tab.
+static uint32_t unifont_shown(uint32_t cp) {
+    return cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp;
+}
+
+int label_font_boxes(const uint32_t *chars, int n) {
+    choose_default();
+    int boxes = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t cp = chars[i];
+        uint8_t builtin_rows[FONT_H];
+        uint16_t rows[UNIFONT_H];
+        if (chosen == 1)
+            boxes += cp != ' ' && cp != '\n' && cp != '\t' && !font_glyph(cp, builtin_rows);
+        else
+            boxes += !unifont_glyph(&unifont, unifont_shown(cp), rows);
+    }
+    return boxes;
+}
+
 void label_font_glyph(uint32_t cp, LabelGlyph *glyph) {
     choose_default();
     memset(glyph, 0, sizeof *glyph);
@@ -177,9 +197,8 @@ void label_font_glyph(uint32_t cp, LabelGlyph *glyph) {
         for (int y = 0; y < FONT_H; y++) glyph->rows[y] = (uint16_t)(rows[y] << (16 - FONT_W));
         return;
     }
-    uint32_t shown = cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp;
     glyph->h = UNIFONT_H;
-    glyph->w = unifont_glyph(&unifont, shown, glyph->rows);
+    glyph->w = unifont_glyph(&unifont, unifont_shown(cp), glyph->rows);
     if (!glyph->w) { // a box: 8 x 16, one pixel in from the sides
         glyph->w = 8;
         for (int y = 1; y < UNIFONT_H - 1; y++) glyph->rows[y] = 0x4200;

@@ -63,5 +63,7 @@ void label_font_box(int *w, int *h);
 // newline (U+21B5) and tab (U+21E5); Unifont's glyph (8 or 16 px wide) or
 // the built-in one; a box the height of the font for a character it lacks.
 void label_font_glyph(uint32_t cp, LabelGlyph *glyph);
+// How many of the n characters label_font_glyph shows as that box.
+int label_font_boxes(const uint32_t *chars, int n);
 
 #endif
