@@ -241,15 +241,15 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     if (!o.quiet) {
-        char mode[128], count[64] = "";
+        char mode[128], count[64] = "", precision[128];
         describe_mode(mode, sizeof mode, o.slide, model.config.context);
+        precision_describe(precision, sizeof precision);
         if (K > 1) snprintf(count, sizeof count, " (%d samples x %d)", K, n);
         double total = (double)K * n;
         fprintf(stderr,
                 "%.0f tokens%s in %.3f s: %.0f tokens/s (%s; %d sample%s, %d thread%s, %s)\n",
                 total, count, seconds, seconds > 0 ? total / seconds : 0.0, mode, K,
-                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "",
-                precision_name(matmul_precision()));
+                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "", precision);
     }
 
     for (int k = 0; k < K; k++) sampler_free(&samplers[k]);

@@ -316,6 +316,9 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
+    char precision[128];
+    precision_describe(precision, sizeof precision);
+    printf("precision: %s\n", precision);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
                run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
