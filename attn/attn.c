@@ -38,28 +38,28 @@ typedef struct {
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
-        {"--ckpt", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
-        {"--text", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
-        {"--text-file", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
-        {"--out", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
-        {"--layer", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
-        {"--head", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
-        {"--cell", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
+        {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
+        {"--text", "TEXT", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
+        {"--text-file", "FILE", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
+        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
+        {"--layer", "L", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
+        {"--head", "H", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
+        {"--cell", "PIXELS", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
          "the built-in font; below, only some)",
          1, HEATMAP_MAX_CELL, 0},
-        {"--colormap", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
-        {"--raw", OPT_FLAG, &o->raw,
+        {"--colormap", "NAME", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
+        {"--raw", NULL, OPT_FLAG, &o->raw,
          "also write OUT/attention.safetensors: F32 attn [layers, heads, T, T], the text in its "
          "metadata", 0, -1, 0},
-        {"--font", OPT_STRING, &o->font,
+        {"--font", "FILE|builtin", OPT_STRING, &o->font,
          "label font: a GNU Unifont .hex file, or builtin; unset: $GPT_UNIFONT or else "
          UNIFONT_DEFAULT_PATH " if present, else builtin (with a note)", 0, -1, 0},
-        {"--html", OPT_FLAG, &o->html,
+        {"--html", NULL, OPT_FLAG, &o->html,
          "also write OUT/index.html, the self-contained explorer (no network access)", 0, -1, 0},
-        {"--snapshots", OPT_STRING, &o->snapshots,
+        {"--snapshots", "DIR", OPT_STRING, &o->snapshots,
          "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
          "when it exists", 0, -1, 0},
-        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
