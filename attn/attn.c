@@ -38,28 +38,28 @@ typedef struct {
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
-        {"--ckpt", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
-        {"--text", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
-        {"--text-file", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
-        {"--out", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
-        {"--layer", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
-        {"--head", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
-        {"--cell", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
+        {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
+        {"--text", "TEXT", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
+        {"--text-file", "FILE", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
+        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
+        {"--layer", "L", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
+        {"--head", "H", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
+        {"--cell", "PIXELS", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
          "the built-in font; below, only some)",
          1, HEATMAP_MAX_CELL, 0},
-        {"--colormap", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
-        {"--raw", OPT_FLAG, &o->raw,
+        {"--colormap", "NAME", OPT_STRING, &o->colormap, "viridis, magma or gray", 0, -1, 0},
+        {"--raw", NULL, OPT_FLAG, &o->raw,
          "also write OUT/attention.safetensors: F32 attn [layers, heads, T, T], the text in its "
          "metadata", 0, -1, 0},
-        {"--font", OPT_STRING, &o->font,
+        {"--font", "FILE|builtin", OPT_STRING, &o->font,
          "label font: a GNU Unifont .hex file, or builtin; unset: $GPT_UNIFONT or else "
          UNIFONT_DEFAULT_PATH " if present, else builtin (with a note)", 0, -1, 0},
-        {"--html", OPT_FLAG, &o->html,
+        {"--html", NULL, OPT_FLAG, &o->html,
          "also write OUT/index.html, the self-contained explorer (no network access)", 0, -1, 0},
-        {"--snapshots", OPT_STRING, &o->snapshots,
+        {"--snapshots", "DIR", OPT_STRING, &o->snapshots,
          "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
          "when it exists", 0, -1, 0},
-        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -292,8 +292,8 @@ typedef struct {
     int T;
 } AttnText;
 
-// --text or --text-file as code points, cut to the model's context (with a
-// note); its pictures at --cell must fit.
+// --text or --text-file as code points, cut to the model's context (which
+// print_notes says); its pictures at --cell must fit.
 static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
     char err[2048];
     int L = model->config.layers, NH = model->config.heads, context = model->config.context;
@@ -313,13 +313,24 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
     t.num_chars = t.T;
     t.window = t.chars;
     if (t.T > context) {
-        fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
-                "using the last %d\n", t.T, context, context);
         t.window = t.chars + (t.T - context);
         t.T = context;
     }
     if (!heatmaps_check_size(L, NH, t.T, o->cell, err, sizeof err)) usage_error("--cell: %s", err);
     return t;
+}
+
+// What the user should know once every input has passed (an error is the
+// only line a bad input prints): the text was cut to the context, the
+// labels use the built-in font.
+static void print_notes(const AttnText *text) {
+    if (text->T < text->num_chars)
+        fprintf(stderr, "note: the text has %d characters, more than the model's context of %d: "
+                "using the last %d\n", text->num_chars, text->T, text->T);
+    const char *fallback = label_font_fallback();
+    if (fallback)
+        fprintf(stderr, "note: %s: labels use the built-in ASCII font, other characters show as "
+                "boxes\n", fallback);
 }
 
 // Every head's scores (L*NH of them, the caller frees them); leaves the
@@ -363,18 +374,21 @@ static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
-    // too large), the snapshots, and that --out can be a folder.
+    // too large), that --out can be a folder, and the snapshots (last: the
+    // default folder's unreadable ones are left out with a note, not an
+    // error); then the notes.
     AttnOptions o = parse_options(argc, argv);
     HeatmapOptions heatmap = heatmap_options(&o);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
     AttnText text = read_text(&o, &model, &vocab);
-    ExplorerSnapshots snapshots = {0};
-    if (o.html) snapshots = read_explorer_snapshots(&o, &model);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))
         die("--out %s: not a folder", o.out);
+    ExplorerSnapshots snapshots = {0};
+    if (o.html) snapshots = read_explorer_snapshots(&o, &model);
+    print_notes(&text);
 
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);

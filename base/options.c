@@ -139,17 +139,31 @@ void options_format_value(const Option *opt, char *buf, size_t buf_len) {
     }
 }
 
+// "--layers N", "--resume": an option as --help's left column shows it.
+static void usage_left(const Option *opt, char *buf, size_t buf_len) {
+    if (opt->type == OPT_FLAG || !opt->meta) snprintf(buf, buf_len, "%s", opt->name);
+    else snprintf(buf, buf_len, "%s %s", opt->name, opt->meta);
+}
+
 void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options) {
     fprintf(out, "%s\n\n", usage_line);
+    int width = 20;
+    char left[128];
     for (int i = 0; i < num_options; i++) {
-        char value[256];
-        options_format_value(&options[i], value, sizeof value);
-        const char *meta = options[i].type == OPT_FLAG ? "" : " X";
-        char left[64];
-        snprintf(left, sizeof left, "%s%s", options[i].name, meta);
-        fprintf(out, "  %-20s %s", left, options[i].help);
-        if (options[i].type != OPT_FLAG) fprintf(out, " (default: %s)", value);
+        usage_left(&options[i], left, sizeof left);
+        if ((int)strlen(left) > width) width = (int)strlen(left);
+    }
+    for (int i = 0; i < num_options; i++) {
+        const Option *opt = &options[i];
+        usage_left(opt, left, sizeof left);
+        fprintf(out, "  %-*s  %s", width, left, opt->help);
+        int unset = opt->type == OPT_STRING && !*(const char **)opt->value;
+        if (opt->type != OPT_FLAG && !unset && !strstr(opt->help, "unset: ")) {
+            char value[256];
+            options_format_value(opt, value, sizeof value);
+            fprintf(out, " (default: %s)", value);
+        }
         fputc('\n', out);
     }
-    fprintf(out, "  %-20s %s\n", "--help", "print this help and exit");
+    fprintf(out, "  %-*s  %s\n", width, "--help", "print this help and exit");
 }

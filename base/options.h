@@ -1,7 +1,7 @@
 // options.h: the one command-line parser, driven by a table of options.
-// Every program lists its flags once (name, type, where the value goes,
-// help, allowed range); the same table parses argv, prints --help with each
-// default, and reports bad input as one line.
+// Every program lists its flags once (name, what the value is, type, where
+// the value goes, help, allowed range); the same table parses argv, prints
+// --help with each default, and reports bad input as one line.
 #ifndef OPTIONS_H
 #define OPTIONS_H
 
@@ -12,6 +12,7 @@ typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STRING, OPT_FLAG } OptionType;
 
 typedef struct {
     const char *name;   // "--layers" (also accepted as "--layers=4")
+    const char *meta;   // the value as --help names it: "N", "FILE", "fp32|bf16" (NULL for a flag)
     OptionType type;
     void *value;        // int*, float*, unsigned long long*, const char**, int* (flag)
     const char *help;
@@ -35,7 +36,9 @@ int options_parse_flags(Option *options, int num_options, int num_flags, char **
 
 // Print "usage: program [options]", the summary, then every flag with its
 // help and its default (the value in the table when called, so call it
-// before parsing, or with a copy of the defaults).
+// before parsing, or with a copy of the defaults). No default is shown for
+// a flag, a string that is unset (NULL), or an option whose help says
+// itself what leaving it unset does ("...; unset: ...").
 void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options);
 
 // Print "error: <message> (run <program> --help for usage)" on one line,

@@ -20,14 +20,14 @@ typedef struct {
 
 static void make_table(Values *v, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
-        {"--layers", OPT_INT, &v->layers, "an int with a range", 1, 1024, 0},
-        {"--any-int", OPT_INT, &v->any_int, "an int without a range", 0, -1, 0},
-        {"--layer", OPT_INT, &v->layer, "a range below zero", -1, 100000, 0},
-        {"--lr", OPT_FLOAT, &v->lr, "a float with a range", 0, 10, 0},
-        {"--any-float", OPT_FLOAT, &v->any_float, "a float without a range", 0, -1, 0},
-        {"--seed", OPT_U64, &v->seed, "a u64", 0, -1, 0},
-        {"--data", OPT_STRING, &v->data, "a string", 0, -1, 0},
-        {"--flag", OPT_FLAG, &v->flag, "a flag", 0, -1, 0},
+        {"--layers", "N", OPT_INT, &v->layers, "an int with a range", 1, 1024, 0},
+        {"--any-int", "N", OPT_INT, &v->any_int, "an int without a range", 0, -1, 0},
+        {"--layer", "N", OPT_INT, &v->layer, "a range below zero", -1, 100000, 0},
+        {"--lr", "RATE", OPT_FLOAT, &v->lr, "a float with a range", 0, 10, 0},
+        {"--any-float", "X", OPT_FLOAT, &v->any_float, "a float without a range", 0, -1, 0},
+        {"--seed", "N", OPT_U64, &v->seed, "a u64", 0, -1, 0},
+        {"--data", "TEXT", OPT_STRING, &v->data, "a string", 0, -1, 0},
+        {"--flag", NULL, OPT_FLAG, &v->flag, "a flag", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }

@@ -86,6 +86,10 @@ void matmul_set_precision(Precision p) { precision = p; }
 Precision matmul_precision(void) { return precision; }
 int matmul_bf16_native(void) { return bf16_kernel() >= BF16_AVX512; }
 const char *matmul_bf16_kernel_name(void) { return bf16_kernel_name(bf16_kernel()); }
+void precision_describe(char *out, size_t len) {
+    if (precision == PRECISION_BF16) snprintf(out, len, "bf16 with the %s kernel", matmul_bf16_kernel_name());
+    else snprintf(out, len, "fp32");
+}
 Precision precision_default(void) {
     return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
 }

@@ -101,5 +101,8 @@ void precision_apply_option(const char *value);
 // or AVX2's or the portable fp32 one).
 int matmul_bf16_native(void);
 const char *matmul_bf16_kernel_name(void);
+// The precision in use, as the programs print it: "fp32", or "bf16 with
+// the AVX512_BF16 kernel" (or AMX-BF16, AVX2 or the portable one).
+void precision_describe(char *out, size_t len);
 
 #endif

@@ -35,27 +35,27 @@ typedef struct {
 
 static void option_table(SampleOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
-        {"--ckpt", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
-        {"--prompt", OPT_STRING, &o->prompt, "text to start from", 0, -1, 0},
-        {"--prompt-file", OPT_STRING, &o->prompt_file, "read the prompt from this file", 0, -1, 0},
-        {"-n", OPT_INT, &o->num_tokens, "characters to generate (per sample)", 0, 100000000, 0},
-        {"--num-samples", OPT_INT, &o->num_samples, "samples generated together from the prompt",
+        {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
+        {"--prompt", "TEXT", OPT_STRING, &o->prompt, "text to start from", 0, -1, 0},
+        {"--prompt-file", "FILE", OPT_STRING, &o->prompt_file, "read the prompt from this file", 0, -1, 0},
+        {"-n", "N", OPT_INT, &o->num_tokens, "characters to generate (per sample)", 0, 100000000, 0},
+        {"--num-samples", "K", OPT_INT, &o->num_samples, "samples generated together from the prompt",
          1, MAX_SAMPLES, 0},
-        {"--slide", OPT_INT, &o->slide,
+        {"--slide", "N", OPT_INT, &o->slide,
          "characters dropped at once when the window is full, 1 .. context (1: exact)", 1, 65536,
          0},
-        {"--temperature", OPT_FLOAT, &o->temperature, "divide the logits by this (0: greedy)", 0,
+        {"--temperature", "T", OPT_FLOAT, &o->temperature, "divide the logits by this (0: greedy)", 0,
          100, 0},
-        {"--top-k", OPT_INT, &o->top_k, "keep only the k most likely characters (0: all)", 0,
+        {"--top-k", "K", OPT_INT, &o->top_k, "keep only the k most likely characters (0: all)", 0,
          65535, 0},
-        {"--top-p", OPT_FLOAT, &o->top_p, "keep the smallest set reaching this probability",
+        {"--top-p", "P", OPT_FLOAT, &o->top_p, "keep the smallest set reaching this probability",
          1e-6, 1, 0},
-        {"--seed", OPT_U64, &o->seed, "random seed (sample k, from 0, uses seed + k)", 0, -1, 0},
-        {"--threads", OPT_INT, &o->threads,
+        {"--seed", "N", OPT_U64, &o->seed, "random seed (sample k, from 0, uses seed + k)", 0, -1, 0},
+        {"--threads", "N", OPT_INT, &o->threads,
          "OpenMP threads, sharing each step's rows (the exact window's, the samples')", 1, 1024, 0},
-        {"--precision", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
-        {"--quiet", OPT_FLAG, &o->quiet, "no statistics line on stderr", 0, -1, 0},
-        {"--skip-unknown", OPT_FLAG, &o->skip_unknown,
+        {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--quiet", NULL, OPT_FLAG, &o->quiet, "no statistics line on stderr", 0, -1, 0},
+        {"--skip-unknown", NULL, OPT_FLAG, &o->skip_unknown,
          "drop prompt characters outside the vocabulary (with a warning) instead of failing", 0,
          -1, 0},
     };
@@ -241,15 +241,15 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     if (!o.quiet) {
-        char mode[128], count[64] = "";
+        char mode[128], count[64] = "", precision[128];
         describe_mode(mode, sizeof mode, o.slide, model.config.context);
+        precision_describe(precision, sizeof precision);
         if (K > 1) snprintf(count, sizeof count, " (%d samples x %d)", K, n);
         double total = (double)K * n;
         fprintf(stderr,
                 "%.0f tokens%s in %.3f s: %.0f tokens/s (%s; %d sample%s, %d thread%s, %s)\n",
                 total, count, seconds, seconds > 0 ? total / seconds : 0.0, mode, K,
-                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "",
-                precision_name(matmul_precision()));
+                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "", precision);
     }
 
     for (int k = 0; k < K; k++) sampler_free(&samplers[k]);

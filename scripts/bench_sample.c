@@ -189,12 +189,12 @@ int main(int argc, char **argv) {
     BenchOptions o = {.ckpt = "out/model.safetensors", .data = "data/tinyshakespeare.txt",
                       .tokens = 2000};
     Option table[] = {
-        {"--ckpt", OPT_STRING, &o.ckpt, "checkpoint (a random default-shape model if missing)", 0,
+        {"--ckpt", "FILE", OPT_STRING, &o.ckpt, "checkpoint (a random default-shape model if missing)", 0,
          -1, 0},
-        {"--tokens", OPT_INT, &o.tokens, "characters per exact run (10x that sliding)", 1, 1e8, 0},
-        {"--policies", OPT_FLAG, &o.policies,
+        {"--tokens", "N", OPT_INT, &o.tokens, "characters per exact run (10x that sliding)", 1, 1e8, 0},
+        {"--policies", NULL, OPT_FLAG, &o.policies,
          "the table of --slide policies: speed and validation loss", 0, -1, 0},
-        {"--data", OPT_STRING, &o.data, "corpus whose last 10% is the validation text", 0, -1, 0},
+        {"--data", "FILE", OPT_STRING, &o.data, "corpus whose last 10% is the validation text", 0, -1, 0},
     };
     int num_options = sizeof table / sizeof table[0];
     char err[1024];

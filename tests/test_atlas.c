@@ -399,7 +399,9 @@ static char *tree_listing(const char *dir, const char *scratch) {
 // (missing, a regular file, a folder with a damaged snapshot, a folder it
 // may not read), font or text exits 1 with one line naming it, and leaves
 // the output folder as it was: not created when missing, its files (names,
-// sizes, times) unchanged when it holds some.
+// sizes, times) unchanged when it holds some. The one line even when notes
+// are due (without Unifont, a text longer than the context): they follow
+// the checks.
 static void test_attn_checks_before_writing(void) {
     const char *dir = make_temp_dir();
     const char *ckpt = write_checkpoint(16);
@@ -419,6 +421,8 @@ static void test_attn_checks_before_writing(void) {
     snprintf(file_arg, sizeof file_arg, "--html --snapshots %s", plain_file);
     snprintf(damaged_arg, sizeof damaged_arg, "--html --snapshots %s", damaged);
     snprintf(locked_arg, sizeof locked_arg, "--html --snapshots %s", locked);
+    char long_text_arg[700]; // 25 characters, the context 16
+    snprintf(long_text_arg, sizeof long_text_arg, "--text 'to be or not to be or not' %s", missing_arg);
     struct {
         const char *args, *says;
         int needs_non_root; // root reads a mode-000 folder all the same
@@ -429,6 +433,7 @@ static void test_attn_checks_before_writing(void) {
         {locked_arg, "Permission denied", 1},
         {"--font /nonexistent/u.hex", "/nonexistent/u.hex", 0},
         {"--text 'to \xED\x95\x9C be' --html", "U+D55C", 0},
+        {long_text_arg, "cannot read the snapshot folder", 0},
     };
     int as_root = geteuid() == 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -444,8 +449,8 @@ static void test_attn_checks_before_writing(void) {
                 write_file_bytes(path, "mine\n", 5);
             }
             char *before = tree_listing(out, dir);
-            snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --out %s %s %s", ckpt, out, text,
-                     cases[c].args);
+            snprintf(cmd, sizeof cmd, "GPT_UNIFONT=%s/missing.hex bin/attn --ckpt %s --out %s %s %s",
+                     dir, ckpt, out, text, cases[c].args);
             int status = run_command(cmd, log);
             char *said = read_text_file(log), *after = tree_listing(out, dir);
             CHECK_MSG(status == 1, "%s: exit %d", cases[c].args, status);

@@ -462,6 +462,19 @@ static void test_precision_option(void) {
     CHECK(run_command(cmd, NULL) == 2);
     snprintf(cmd, sizeof cmd, "./bin/attn --precision half --ckpt %s/none", dir);
     CHECK(run_command(cmd, NULL) == 2);
+    // the precision that ran, named: bin/train at start, bin/sample in its statistics line
+    snprintf(cmd, sizeof cmd, "./bin/train " TINY " --iters 1 --eval-every 1 --out %s/b --precision fp32", dir);
+    CHECK(run_command(cmd, log_path) == 0);
+    text = read_text_file(log_path);
+    CHECK_MSG(text && strstr(text, "\nprecision: fp32\n"), "said: %s", text ? text : "");
+    free(text);
+    snprintf(cmd, sizeof cmd, "GPT_BF16_KERNEL=portable ./bin/sample --ckpt %s/b/model.safetensors -n 5 "
+             "--precision bf16", dir);
+    CHECK(run_command(cmd, log_path) == 0);
+    text = read_text_file(log_path);
+    CHECK_MSG(text && strstr(text, "1 thread, bf16 with the portable (fp32 instructions) kernel)\n"),
+              "said: %s", text ? text : "");
+    free(text);
 }
 
 // The losses of log.csv (columns step, train_loss, val_loss).
@@ -513,6 +526,12 @@ static void test_train_bf16_runs(void) {
     snprintf(note_path, sizeof note_path, "%s/c.txt", dir);
     char *note = read_text_file(note_path);
     CHECK(note && strstr(note, "no AVX512_BF16"));
+    CHECK_MSG(note && strstr(note, "\nprecision: bf16 with the portable (fp32 instructions) kernel\n"),
+              "said: %s", note ? note : "");
+    free(note);
+    snprintf(note_path, sizeof note_path, "%s/a.txt", dir);
+    note = read_text_file(note_path);
+    CHECK_MSG(note && strstr(note, "\nprecision: bf16 with the "), "said: %s", note ? note : "");
     free(note);
 }
 

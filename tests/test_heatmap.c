@@ -532,6 +532,9 @@ static void test_attn_program(void) {
     }
 }
 
+// Each bad input exits with one line, "error: ..." naming it, and leaves no
+// output folder. Run without Unifont (GPT_UNIFONT at a missing file), so
+// that the program has a note to give: it must not come before the error.
 static void test_attn_bad_input(void) {
     const char *ckpt = write_checkpoint(16);
     const char *dir = make_temp_dir();
@@ -582,7 +585,8 @@ static void test_attn_bad_input(void) {
                      empty, none + 5);
         else
             snprintf(args, sizeof args, "%s", cases[i].args);
-        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --out %s %s", ckpt, out, args);
+        snprintf(cmd, sizeof cmd, "GPT_UNIFONT=%s/missing.hex bin/attn --ckpt %s --out %s %s", dir,
+                 ckpt, out, args);
         int status = run_command(cmd, log);
         char *said = read_text_file(log);
         CHECK_MSG(status == cases[i].status, "'%s' exited %d, expected %d", args, status,

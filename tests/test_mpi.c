@@ -174,7 +174,9 @@ static void test_accum_close_to_one_batch(void) {
         while ((ra = strtok_r(NULL, "\n", &sa)) && (rb = strtok_r(NULL, "\n", &sb))) {
             long step_a, step_b;
             double loss_a, loss_b;
-            CHECK(sscanf(ra, "%ld,%lf", &step_a, &loss_a) == 2 && sscanf(rb, "%ld,%lf", &step_b, &loss_b) == 2);
+            int read = sscanf(ra, "%ld,%lf", &step_a, &loss_a) == 2 && sscanf(rb, "%ld,%lf", &step_b, &loss_b) == 2;
+            CHECK_MSG(read, "rows '%s' and '%s'", ra, rb);
+            if (!read) break;
             CHECK(step_a == step_b);
             CHECK_NEAR(loss_a, loss_b, 1e-4);
             rows++;

@@ -1108,8 +1108,8 @@ static void test_fuzz_option_values_beyond_their_type(void) {
     int any_int = 7;
     float any_float = 7.0f;
     Option table[2] = {
-        {"--any-int", OPT_INT, &any_int, "no range", 0, -1, 0},
-        {"--any-float", OPT_FLOAT, &any_float, "no range", 0, -1, 0},
+        {"--any-int", "N", OPT_INT, &any_int, "no range", 0, -1, 0},
+        {"--any-float", "X", OPT_FLOAT, &any_float, "no range", 0, -1, 0},
     };
     char long_number[140] = "--any-int=-";
     memset(long_number + strlen(long_number), '3', 121); // -3.3e120, as the fuzzer wrote it

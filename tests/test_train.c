@@ -158,19 +158,69 @@ static void test_usage_errors(void) {
         CHECK_MSG(msg && count_lines(msg) == 1, "'%s' printed %d lines", cases[i][0], count_lines(msg));
         free(msg);
     }
-    // --help lists every flag with its default
+    // --help: a line per flag, "  --flag VALUE  help (default: ...)", every
+    // help in one column; the value named for what it is, and no default
+    // where unset means something else (said in the help) or nothing
     snprintf(capture, sizeof capture, "%s/help.txt", d);
     CHECK(run_command("bin/train --help", capture) == 0);
     char *help = read_text_file(capture);
-    const char *flags[] = {"--layers", "--heads", "--dim", "--context", "--batch", "--iters",
-                           "--lr", "--min-lr", "--warmup", "--beta1", "--beta2", "--weight-decay",
-                           "--grad-clip", "--data", "--out", "--seed", "--threads", "--eval-every",
-                           "--eval-batches", "--log-every", "--resume", "--force",
-                           "--val-fraction"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        CHECK_MSG(help && strstr(help, flags[i]), "--help lacks %s", flags[i]);
-    CHECK(help && strstr(help, "(default: 0.001)") && strstr(help, "(default: data/tinyshakespeare.txt)"));
+    const char *lines[][2] = {
+        {"--layers N ", "(default: 4)\n"}, {"--heads N ", "(default: 4)\n"},
+        {"--dim N ", "(default: 128)\n"}, {"--context N ", "(default: 64)\n"},
+        {"--batch N ", "(default: 12)\n"}, {"--iters N ", "(default: 2000)\n"},
+        {"--lr RATE ", "(default: 0.001)\n"}, {"--min-lr RATE ", "(default: 0.0001)\n"},
+        {"--warmup N ", "(default: 100)\n"}, {"--beta1 BETA ", "(default: 0.9)\n"},
+        {"--beta2 BETA ", "(default: 0.99)\n"}, {"--weight-decay DECAY ", "(default: 0.1)\n"},
+        {"--grad-clip NORM ", "(default: 1)\n"}, {"--val-fraction FRACTION ", "(default: 0.1)\n"},
+        {"--data FILE|DIR|A,B,... ", "comma-separated list of files and folders (default: "
+                                     "data/tinyshakespeare.txt)\n"},
+        {"--out DIR ", "(default: out)\n"}, {"--seed N ", "(default: 1337)\n"},
+        {"--threads N ", "unset: up to every core, the count chosen step by step (fastest on a busy machine)\n"},
+        {"--precision fp32|bf16 ", "(default: "}, {"--eval-every N ", "(default: 250)\n"},
+        {"--eval-batches N ", "(default: 50)\n"}, {"--log-every N ", "(default: 10)\n"},
+        {"--heatmaps-every N ", "to DIR/attn/step_N"},
+        {"--probe TEXT ", "unset: the first context characters of the validation split\n"},
+        {"--stop-at STEP ", "(default: 0)\n"}, {"--resume ", "saved in --out\n"},
+        {"--force ", "holds a checkpoint\n"}, {"--dropout P ", "(default: 0)\n"},
+        {"--minutes MINUTES ", "0: off (default: 0)\n"}, {"--init-from FILE ", "new rows)\n"},
+    };
+    int column = -1;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char start[64];
+        snprintf(start, sizeof start, "\n  %s", lines[i][0]);
+        const char *line = help ? strstr(help, start) : NULL, *end = line ? strchr(line + 1, '\n') : NULL;
+        const char *said = line && end ? strstr(line, lines[i][1]) : NULL;
+        CHECK_MSG(said && said + strlen(lines[i][1]) <= end + 1, "--help's line for %s lacks '%s'",
+                  lines[i][0], lines[i][1]);
+        if (!line || !end) continue;
+        int at = (int)strlen(start) - 1;
+        while (line[at] == ' ') at++;
+        CHECK_MSG(column < 0 || at == column, "%s: help at column %d, not %d", lines[i][0], at, column);
+        column = at;
+        int defaults = 0;
+        for (const char *p = strstr(line, "(default: "); p && p < end; p = strstr(p + 1, "(default: "))
+            defaults++;
+        CHECK_MSG(defaults <= 1, "%d defaults for %s", defaults, lines[i][0]);
+    }
+    CHECK(help && !strstr(help, " X ") && !strstr(help, "(none)"));
     free(help);
+    // the same parser for bin/sample's and bin/attn's --help
+    const char *others[][3] = {
+        {"bin/sample", "\n  --prompt TEXT ", "  text to start from\n"},
+        {"bin/sample", "\n  -n N ", "\n  --threads N "},
+        {"bin/attn", "\n  --out OUT ", "\n  --cell PIXELS "},
+        {"bin/attn", "\n  --font FILE|builtin ", "if present, else builtin (with a note)\n"},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s --help", others[i][0]);
+        CHECK(run_command(cmd, capture) == 0);
+        help = read_text_file(capture);
+        CHECK_MSG(help && strstr(help, others[i][1]) && strstr(help, others[i][2]) &&
+                      !strstr(help, " X ") && !strstr(help, "(none)"),
+                  "%s --help said: %s", others[i][0], help ? help : "");
+        free(help);
+    }
 }
 
 static void test_bad_corpus(void) {

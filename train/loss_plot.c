@@ -7,6 +7,10 @@
 
 #include "../viz/plot.h"
 
+void loss_plot_title(const RunPaths *paths, char *title, size_t len) {
+    snprintf(title, len, "loss: %.60s", paths->out);
+}
+
 void write_loss_plot(const RunPaths *paths, long tokens_per_step) {
     FILE *f = fopen(paths->log_path, "r");
     if (!f) return;
@@ -53,7 +57,7 @@ void write_loss_plot(const RunPaths *paths, long tokens_per_step) {
     if (ok) {
         char path[4200], title[4200], err[1024];
         snprintf(path, sizeof path, "%s/loss.png", paths->out);
-        snprintf(title, sizeof title, "loss: %.60s", paths->out);
+        loss_plot_title(paths, title, sizeof title);
         LossHistory h = {steps, train, lr, n, val_steps, val, nv, tokens_per_step, title};
         if (!loss_plot_write(path, &h, err, sizeof err))
             fprintf(stderr, "warning: loss plot not written: %s\n", err);

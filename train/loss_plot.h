@@ -8,5 +8,7 @@
 // Read the log and write OUT/loss.png atomically; a warning, not an error,
 // when it cannot be written.
 void write_loss_plot(const RunPaths *paths, long tokens_per_step);
+// The plot's title: "loss: " and the run's folder (its first 60 bytes).
+void loss_plot_title(const RunPaths *paths, char *title, size_t len);
 
 #endif

@@ -12,7 +12,10 @@
 #include "../model/attention.h"
 #include "../kernels/matmul.h"
 #include "../viz/heatmap.h"
+#include "../viz/plot.h"
+#include "../viz/unifont.h"
 #include "distributed.h"
+#include "loss_plot.h"
 #include "recipes.h"
 
 // A resumed run: the model and optimizer state from the folder, and the
@@ -313,6 +316,9 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
+    char precision[128];
+    precision_describe(precision, sizeof precision);
+    printf("precision: %s\n", precision);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
                run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
@@ -332,6 +338,29 @@ static void make_heatmap_probe(Run *run, const GPTConfig *cfg) {
     if (!heatmaps_check_size(cfg->layers, cfg->heads, run->probe.len, HEATMAP_DEFAULT_CELL, err,
                              sizeof err))
         die("--heatmaps-every: %s", err);
+}
+
+// Without Unifont the built-in ASCII font draws the characters it lacks as
+// boxes: said once, at start, naming the pictures that will show some
+// (the heatmaps' labels of the probe, the loss plot's title); a run whose
+// labels are all ASCII hears nothing of it.
+static void note_label_font(const Run *run) {
+    const char *fallback = run->rank == 0 ? label_font_fallback() : NULL;
+    if (!fallback) return;
+    char title[4200], pictures[2][4400];
+    int n = 0;
+    int probe_boxes = run->o.heatmaps_every > 0 ? label_font_boxes(run->probe.chars, run->probe.len) : 0;
+    if (probe_boxes)
+        snprintf(pictures[n++], sizeof pictures[0], "%d of the probe's %d characters in the heatmaps "
+                 "(%s/attn/)", probe_boxes, run->probe.len, run->o.out);
+    loss_plot_title(&run->paths, title, sizeof title);
+    int title_boxes = plot_title_boxes(title);
+    if (title_boxes)
+        snprintf(pictures[n++], sizeof pictures[0], "%d character%s of %s/loss.png's title",
+                 title_boxes, title_boxes == 1 ? "" : "s", run->o.out);
+    if (n)
+        fprintf(stderr, "note: %s: the built-in ASCII font draws %s%s%s as boxes\n", fallback,
+                pictures[0], n == 2 ? " and " : "", n == 2 ? pictures[1] : "");
 }
 
 void run_start(Run *run, int argc, char **argv) {
@@ -379,6 +408,7 @@ void run_start(Run *run, int argc, char **argv) {
     print_summary(run, recipe, &loaded, &cfg);
 
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
+    note_label_font(run);
     kv_cache_init(&run->sample_cache, &run->model);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
     distributed_started();

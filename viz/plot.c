@@ -58,6 +58,17 @@ static void draw_title(Image *im, const char *title) {
     }
 }
 
+int plot_title_boxes(const char *title) {
+    size_t len = strlen(title), pos = 0;
+    int boxes = 0;
+    while (pos < len) {
+        uint32_t cp = 0xFFFD;
+        if (!utf8_decode((const unsigned char *)title, len, &pos, &cp)) pos++;
+        if (cp != ' ') boxes += label_font_boxes(&cp, 1); // draw_title skips spaces
+    }
+    return boxes;
+}
+
 // A "nice" tick spacing (1, 2 or 5 x 10^k) giving about `ticks` ticks over span.
 static double tick_step(double span, int ticks) {
     double raw = span / ticks, unit = pow(10.0, floor(log10(raw)));

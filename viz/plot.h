@@ -55,6 +55,9 @@ int plot_y_lr(const PlotAxes *axes, double lr);
 // top-left pixel and scale. The title is in the label font (unifont.h),
 // the numbers and legend in the built-in font, as on the heatmaps.
 void plot_title_position(const char *title, int index, int *x, int *y, int *scale);
+// How many of the title's characters the label font draws as a box (a
+// byte that is not UTF-8 is one).
+int plot_title_boxes(const char *title);
 
 // Draw into a new image (PLOT_W x PLOT_H); the caller frees it.
 void loss_plot_render(Image *image, const LossHistory *h);

@@ -107,9 +107,11 @@ int unifont_glyph(const Unifont *font, uint32_t cp, uint16_t rows[UNIFONT_H]) {
 // ---- the label font
 
 // 0 not chosen yet, 1 built in, 2 Unifont (in `unifont`). The process
-// keeps the font to its end.
+// keeps the font to its end. fallback: why the built-in font stands in for
+// the default Unifont, or "" when it was asked for or Unifont was loaded.
 static int chosen;
 static Unifont unifont;
+static char fallback[600];
 
 const char *label_font_default_path(void) {
     const char *path = getenv("GPT_UNIFONT");
@@ -120,13 +122,13 @@ int label_font_select(const char *path, char *err, size_t err_len) {
     if (path && !strcmp(path, "builtin")) {
         if (chosen == 2) unifont_free(&unifont);
         chosen = 1;
+        fallback[0] = '\0';
         return 1;
     }
     const char *default_path = label_font_default_path();
     if (!path && !file_exists(default_path)) {
         if (chosen == 2) unifont_free(&unifont);
-        fprintf(stderr, "note: %s not found (Debian package unifont): labels use the built-in "
-                "ASCII font, other characters show as boxes\n", default_path);
+        snprintf(fallback, sizeof fallback, "%s not found (Debian package unifont)", default_path);
         chosen = 1;
         return 1;
     }
@@ -135,6 +137,7 @@ int label_font_select(const char *path, char *err, size_t err_len) {
     if (chosen == 2) unifont_free(&unifont);
     unifont = loaded;
     chosen = 2;
+    fallback[0] = '\0';
     return 1;
 }
 
@@ -142,9 +145,14 @@ static void choose_default(void) {
     if (chosen) return;
     char err[512];
     if (!label_font_select(NULL, err, sizeof err)) {
-        fprintf(stderr, "note: %s: labels use the built-in ASCII font\n", err);
+        snprintf(fallback, sizeof fallback, "%s", err);
         chosen = 1;
     }
+}
+
+const char *label_font_fallback(void) {
+    choose_default();
+    return fallback[0] ? fallback : NULL;
 }
 
 int label_font_is_unifont(void) {
@@ -158,6 +166,26 @@ void label_font_box(int *w, int *h) {
     *h = chosen == 2 ? UNIFONT_H : FONT_H;
 }
 
+// What Unifont draws for cp in a label: visible marks for space, newline and tab.
+static uint32_t unifont_shown(uint32_t cp) {
+    return cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp;
+}
+
+int label_font_boxes(const uint32_t *chars, int n) {
+    choose_default();
+    int boxes = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t cp = chars[i];
+        uint8_t builtin_rows[FONT_H];
+        uint16_t rows[UNIFONT_H];
+        if (chosen == 1)
+            boxes += cp != ' ' && cp != '\n' && cp != '\t' && !font_glyph(cp, builtin_rows);
+        else
+            boxes += !unifont_glyph(&unifont, unifont_shown(cp), rows);
+    }
+    return boxes;
+}
+
 void label_font_glyph(uint32_t cp, LabelGlyph *glyph) {
     choose_default();
     memset(glyph, 0, sizeof *glyph);
@@ -169,9 +197,8 @@ void label_font_glyph(uint32_t cp, LabelGlyph *glyph) {
         for (int y = 0; y < FONT_H; y++) glyph->rows[y] = (uint16_t)(rows[y] << (16 - FONT_W));
         return;
     }
-    uint32_t shown = cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp;
     glyph->h = UNIFONT_H;
-    glyph->w = unifont_glyph(&unifont, shown, glyph->rows);
+    glyph->w = unifont_glyph(&unifont, unifont_shown(cp), glyph->rows);
     if (!glyph->w) { // a box: 8 x 16, one pixel in from the sides
         glyph->w = 8;
         for (int y = 1; y < UNIFONT_H - 1; y++) glyph->rows[y] = 0x4200;

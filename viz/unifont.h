@@ -1,7 +1,7 @@
 // unifont.h: GNU Unifont's bitmaps (8x16 or 16x16 for every character of
 // the Basic Multilingual Plane, read from its .hex file) and the label font
 // that every picture uses for the text's characters: Unifont when its file
-// is there, else the built-in ASCII font (font.h), which says so once.
+// is there, else the built-in ASCII font (font.h).
 //
 // The .hex format: one glyph per line, "XXXX:" (the code point in hex, 4 to
 // 6 digits) then 32 hex digits (8 px wide: one byte per row, 16 rows) or 64
@@ -43,10 +43,18 @@ typedef struct {
 // see the fallback), else UNIFONT_DEFAULT_PATH.
 const char *label_font_default_path(void);
 // Choose the label font. path NULL: label_font_default_path() if it exists,
-// else the built-in font with one note on stderr; "builtin": the built-in font;
-// any other path: that .hex file, or 0 with a message in err (nothing
-// changes). Without a call, the first label drawn chooses as for NULL.
+// else the built-in font (label_font_fallback says why); "builtin": the
+// built-in font; any other path: that .hex file, or 0 with a message in err
+// (nothing changes). Without a call, the first label drawn chooses as for
+// NULL, and an unreadable default file also falls back to the built-in font.
+// Nothing is printed: each program says in its own note which of its
+// pictures lose characters, once it has checked its inputs.
 int label_font_select(const char *path, char *err, size_t err_len);
+// Why the built-in font stands in for the default Unifont ("PATH not found
+// (Debian package unifont)", or why the file could not be read), or NULL
+// when it does not (Unifont loaded, or the built-in font asked for).
+// Chooses the font as a first label would, if nothing chose it yet.
+const char *label_font_fallback(void);
 // 1 when the labels come from Unifont.
 int label_font_is_unifont(void);
 // The box every glyph fits in: 16 x 16 for Unifont, FONT_W x FONT_H built in.
@@ -55,5 +63,7 @@ void label_font_box(int *w, int *h);
 // newline (U+21B5) and tab (U+21E5); Unifont's glyph (8 or 16 px wide) or
 // the built-in one; a box the height of the font for a character it lacks.
 void label_font_glyph(uint32_t cp, LabelGlyph *glyph);
+// How many of the n characters label_font_glyph shows as that box.
+int label_font_boxes(const uint32_t *chars, int n);
 
 #endif
