@@ -12,7 +12,9 @@
 #include "../base/util.h"
 
 static int tests_passed, tests_failed, tests_skipped, failures_in_test;
+static long checks_in_all_tests;
 static const char *skip_reason;
+long checks_in_test;
 
 void check_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
@@ -32,17 +34,19 @@ void skip_test(const char *reason) { skip_reason = reason; }
 
 void run_test(const char *name, TestFn fn) {
     failures_in_test = 0;
+    checks_in_test = 0;
     skip_reason = NULL;
     fn();
+    checks_in_all_tests += checks_in_test;
     if (skip_reason && failures_in_test == 0) {
         tests_skipped++;
-        printf("skip %s (%s)\n", name, skip_reason);
+        printf("skip %s (%s; %ld checks)\n", name, skip_reason, checks_in_test);
     } else if (failures_in_test == 0) {
         tests_passed++;
-        printf("ok   %s\n", name);
+        printf("ok   %s (%ld checks)\n", name, checks_in_test);
     } else {
         tests_failed++;
-        printf("FAIL %s (%d failed checks)\n", name, failures_in_test);
+        printf("FAIL %s (%d of %ld checks failed)\n", name, failures_in_test, checks_in_test);
     }
     fflush(stdout);
 }
@@ -131,6 +135,7 @@ int main(int argc, char **argv) {
         printf("# %s\n", suites[i].name);
         suites[i].fn();
     }
+    printf("%ld checks evaluated\n", checks_in_all_tests);
     if (tests_skipped)
         printf("%d passed, %d failed, %d skipped\n", tests_passed, tests_failed, tests_skipped);
     else
