@@ -44,19 +44,4 @@ extern long checks_in_test;
                        check_a_, #b, check_b_, check_t_);                              \
     } while (0)
 
-// Helpers for tests that run the programs.
-// Run a shell command; returns its exit status (or -1), output to /dev/null
-// unless capture is given (stdout+stderr written to the file).
-int run_command(const char *command, const char *capture_path);
-// Read a whole file into a new buffer with a NUL after its bytes (NULL if it
-// cannot be opened); its length in *len unless len is NULL.
-unsigned char *read_file_bytes(const char *path, size_t *len);
-// The same, as a string.
-char *read_text_file(const char *path);
-// Write bytes to a file (created or truncated); dies if that fails.
-void write_file_bytes(const char *path, const void *bytes, size_t len);
-#include "../base/files.h" // file_exists
-// Make a fresh temporary directory; returns its path (static storage per call).
-const char *make_temp_dir(void);
-
 #endif

@@ -20,6 +20,7 @@
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -21,7 +21,7 @@
 #include "../model/matmul.h"
 #include "../base/util.h"
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 
 // ---- helpers
 

@@ -19,6 +19,7 @@
 #include "../model/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 // ---- fixtures
 

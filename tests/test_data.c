@@ -8,6 +8,7 @@
 #include "../data/vocab.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 // ---- helpers
 

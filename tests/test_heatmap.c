@@ -22,6 +22,7 @@
 #include "../model/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define VOCAB_TEXT "\n\t !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

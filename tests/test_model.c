@@ -12,6 +12,7 @@
 #include "../model/gpt.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 // V 7, context 6, 2 layers of 2 heads, C 8: small enough to check every
 // tensor in a fraction of a second, with every part of the network present.

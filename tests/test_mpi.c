@@ -14,6 +14,7 @@
 
 #include "../train/progress.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY                                                                                  \
     "--layers 2 --heads 2 --dim 32 --context 16 --eval-batches 4 --log-every 2 --sample-chars " \

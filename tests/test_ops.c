@@ -31,7 +31,7 @@
 #include "../model/transpose.h"
 #include "../base/util.h"
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 
 
 // ---- helpers

@@ -19,6 +19,7 @@
 #include "../viz/plot.h"
 #include "../viz/unifont.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --sample-chars 0"
 // Big enough that the matrix products and dropout use both threads.

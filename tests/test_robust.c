@@ -33,6 +33,7 @@
 #include "../train/run.h"
 #include "../train/train_state.h"
 #include "check.h"
+#include "fixtures.h"
 
 // A tiny model that trains in well under a millisecond per step, on one
 // thread so that runs are bit-for-bit reproducible.

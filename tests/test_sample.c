@@ -18,6 +18,7 @@
 #include "../base/util.h"
 #include "../lib/sampler.h"
 #include "check.h"
+#include "fixtures.h"
 
 // A small model with weights large enough that its logits differ clearly
 // from position to position (the 0.02 init makes them nearly uniform).

@@ -8,6 +8,7 @@
 
 #include "../train/thread_tuner.h"
 #include "check.h"
+#include "fixtures.h"
 
 // Step times in seconds for 1 and 2 threads on a made-up machine.
 typedef struct {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --log-every 1"
 

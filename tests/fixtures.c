@@ -1,0 +1,72 @@
+#include "fixtures.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// ---- folders and paths
+
+const char *make_temp_dir(void) {
+    static char paths[64][64];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, 64, "/tmp/gpt_test_XXXXXX");
+    if (!mkdtemp(p)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return p;
+}
+
+// ---- files
+
+unsigned char *read_file_bytes(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = xmalloc((size_t)n + 1);
+    size_t got = fread(bytes, 1, (size_t)n, f);
+    bytes[got] = '\0';
+    fclose(f);
+    if (len) *len = got;
+    return bytes;
+}
+
+char *read_text_file(const char *path) { return (char *)read_file_bytes(path, NULL); }
+
+void write_file_bytes(const char *path, const void *bytes, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(bytes, 1, len, f) != len) die("%s: %s", path, strerror(errno));
+    fclose(f);
+}
+
+// ---- running the programs
+
+int run_command(const char *command, const char *capture_path) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s >%s 2>&1", command, capture_path ? capture_path : "/dev/null");
+    int status = system(full);
+    if (status == -1 || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+// ---- gradient checks: one op
+
+float *random_normal(Rng *rng, long n, float scale, float offset) {
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = offset + scale * rng_normal(rng);
+    return x;
+}
+
+float *zeros(long n) { return xcalloc((size_t)n, sizeof(float)); }
+
+float *gradient_buffer(long n) {
+    float *g = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) g[i] = GRAD_START;
+    return g;
+}
