@@ -21,6 +21,14 @@ const char *make_temp_dir(void) {
     return p;
 }
 
+const char *path_in(const char *dir, const char *name) {
+    static char paths[16][1024];
+    static int next;
+    char *p = paths[next++ % 16];
+    snprintf(p, 1024, "%.500s/%.500s", dir, name);
+    return p;
+}
+
 // ---- files
 
 unsigned char *read_file_bytes(const char *path, size_t *len) {
@@ -45,6 +53,12 @@ void write_file_bytes(const char *path, const void *bytes, size_t len) {
     fclose(f);
 }
 
+int count_lines(const char *s) {
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
 // ---- running the programs
 
 int run_command(const char *command, const char *capture_path) {
@@ -53,6 +67,23 @@ int run_command(const char *command, const char *capture_path) {
     int status = system(full);
     if (status == -1 || !WIFEXITED(status)) return -1;
     return WEXITSTATUS(status);
+}
+
+// ---- runs of bin/train
+
+char *log_columns(const char *run, int columns) {
+    char *text = read_text_file(path_in(run, "log.csv"));
+    if (!text) return NULL;
+    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int commas = 0;
+        size_t n = 0;
+        while (line[n] && commas < columns) commas += line[n++] == ',';
+        strncat(out, line, n);
+        strcat(out, "\n");
+    }
+    free(text);
+    return out;
 }
 
 // ---- gradient checks: one op

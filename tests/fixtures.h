@@ -1,6 +1,7 @@
 // fixtures.h: what several tests build, written once: temporary folders,
-// files read and written whole, the programs run from a shell line, and
-// the random inputs and gradient buffers of the gradient checks.
+// files read and written whole, the programs run from a shell line, the
+// loss columns of a run's log.csv, and the random inputs and gradient
+// buffers of the gradient checks.
 //
 // A fixture that cannot build what it was asked for fails the test with a
 // CHECK, or dies where nothing could follow.
@@ -17,6 +18,8 @@
 
 // A fresh temporary folder; returns its path (static storage per call).
 const char *make_temp_dir(void);
+// "dir/name", in a ring of 16.
+const char *path_in(const char *dir, const char *name);
 
 // ---- files
 
@@ -27,12 +30,21 @@ unsigned char *read_file_bytes(const char *path, size_t *len);
 char *read_text_file(const char *path);
 // Write bytes to a file (created or truncated); dies if that fails.
 void write_file_bytes(const char *path, const void *bytes, size_t len);
+// Newlines in s (0 for NULL).
+int count_lines(const char *s);
 
 // ---- running the programs
 
 // Run a shell command; returns its exit status (or -1), output to /dev/null
 // unless capture is given (stdout+stderr written to the file).
 int run_command(const char *command, const char *capture_path);
+
+// ---- runs of bin/train
+
+// The first `columns` fields of every row of run/log.csv (the header's
+// too), each with the comma after it, a row a line, in a new string; NULL
+// without a log. The later columns are timings, which differ run to run.
+char *log_columns(const char *run, int columns);
 
 // ---- gradient checks: one op
 //

@@ -30,24 +30,6 @@
 
 // ---- helpers
 
-// step,train_loss,val_loss,lr of each log.csv row (timings differ).
-static char *loss_columns(const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        int commas = 0;
-        size_t n = 0;
-        while (line[n] && commas < 4) commas += line[n++] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
-
 // The bytes after a safetensors file's header (its tensors): the header
 // holds the run's flags, which name the folder.
 static unsigned char *tensor_bytes(const char *path, size_t *len) {
@@ -166,7 +148,7 @@ static void test_accum_close_to_one_batch(void) {
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch 8 --accum 2 --iters 20 --eval-every 10 --out %s", db);
     CHECK(run_command(cmd, NULL) == 0);
-    char *la = loss_columns(da), *lb = loss_columns(db);
+    char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb);
     if (la && lb) {
         int rows = 0;
@@ -224,7 +206,7 @@ static void check_processes_match_accum(int procs, int batch) {
     // one process prints: the summary once
     CHECK(count_occurrences(text, "model: 2 layers") == 1);
     free(text);
-    char *la = loss_columns(one), *lb = loss_columns(many);
+    char *la = log_columns(one, 4), *lb = log_columns(many, 4);
     CHECK(la && lb);
     if (la && lb) {
         CHECK_MSG(!strcmp(la, lb), "log.csv differs:\n%s\nagainst\n%s", la, lb);
@@ -275,7 +257,7 @@ static void check_resume_with_other_count(int before, int after) {
     CHECK_MSG(status == 0 && text && strstr(text, "at step 4"), "the resume exited %d:\n%s", status,
               text ? text : "");
     free(text);
-    char *la = loss_columns(whole), *lb = loss_columns(resumed);
+    char *la = log_columns(whole, 4), *lb = log_columns(resumed, 4);
     CHECK(la && lb);
     if (la && lb) {
         CHECK_MSG(!strcmp(la, lb), "log.csv differs:\n%s\nagainst\n%s", la, lb);

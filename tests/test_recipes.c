@@ -180,24 +180,6 @@ static void test_dropout_micro_batches(void) {
 
 // ---- the trainer
 
-// The step,train_loss,val_loss,lr columns of OUT/log.csv.
-static char *loss_columns(const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        int commas = 0;
-        size_t n = 0;
-        while (line[n] && commas < 4) commas += line[n++] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
-
 static int run_train(const char *args, const char *dir, const char *capture) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "bin/train %s --out %s", args, dir);
@@ -223,8 +205,8 @@ static void test_dropout_runs_deterministic(void) {
     CHECK(run_train(flags, resumed, NULL) == 0);
     CHECK(run_train("--resume --threads 1", resumed, NULL) == 0);
     CHECK(run_train(SMALL " --iters 12 --eval-every 6 --log-every 1", plain, NULL) == 0);
-    char *l1 = loss_columns(one), *l2 = loss_columns(two), *lr = loss_columns(resumed),
-         *lp = loss_columns(plain);
+    char *l1 = log_columns(one, 4), *l2 = log_columns(two, 4), *lr = log_columns(resumed, 4),
+         *lp = log_columns(plain, 4);
     CHECK(l1 && l2 && lr && lp);
     if (l1 && l2 && lr && lp) {
         CHECK_MSG(!strcmp(l1, l2), "1 thread:\n%s\n2 threads:\n%s", l1, l2);
@@ -257,7 +239,7 @@ static void test_time_budget(void) {
     long iters = number_after(console, "add --iters ");
     long every = number_after(console, "--eval-every ");
     CHECK_MSG(iters >= 5 && every >= 1, "no plan in:\n%s", console ? console : "");
-    char *log = loss_columns(dir);
+    char *log = log_columns(dir, 4);
     CHECK(log != NULL);
     if (iters >= 5 && every >= 1 && log) {
         // the last row: step N, with a validation loss, at lr_at(N - 1)
@@ -278,7 +260,7 @@ static void test_time_budget(void) {
         // the same run with --iters N
         snprintf(flags, sizeof flags, "%s --iters %ld --eval-every %ld", args, iters, every);
         CHECK(run_train(flags, again, NULL) == 0);
-        char *log2 = loss_columns(again);
+        char *log2 = log_columns(again, 4);
         CHECK(log2 != NULL);
         int compared = 0;
         for (char *row = strchr(log, '\n'); log2 && row && row[1]; row = strchr(row + 1, '\n')) {
