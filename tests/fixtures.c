@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/checkpoint.h"
+#include "check.h"
+
 // ---- folders and paths
 
 const char *make_temp_dir(void) {
@@ -84,6 +87,41 @@ char *log_columns(const char *run, int columns) {
     }
     free(text);
     return out;
+}
+
+// ---- models
+
+void build_model(GPT *model, const GPTConfig *cfg, RandomWeights weights) {
+    gpt_build(model, cfg);
+    gpt_init_params(model, weights.init_seed);
+    if (weights.spread == 0) return;
+    Rng rng;
+    rng_seed(&rng, weights.spread_seed);
+    for (size_t i = 0; i < model->num_params; i++)
+        model->params_memory[i] += weights.spread * rng_normal(&rng);
+}
+
+void build_text_model(GPT *model, Vocab *vocab, const char *text, int context,
+                      RandomWeights weights) {
+    char err[512];
+    CHECK(vocab_build(vocab, (const unsigned char *)text, strlen(text), err, sizeof err));
+    GPTConfig cfg = {vocab->size, context, 2, 2, 16};
+    build_model(model, &cfg, weights);
+}
+
+const char *save_text_model(const char *text, int context, RandomWeights weights) {
+    static char paths[4][256];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, 256, "%s/model.safetensors", make_temp_dir());
+    GPT model;
+    Vocab vocab;
+    char err[512];
+    build_text_model(&model, &vocab, text, context, weights);
+    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    return path;
 }
 
 // ---- gradient checks: one op

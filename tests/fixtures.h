@@ -13,6 +13,8 @@
 
 #include "../base/files.h" // file_exists
 #include "../base/util.h"
+#include "../data/vocab.h"
+#include "../model/gpt.h"
 
 // ---- folders and paths
 
@@ -45,6 +47,27 @@ int run_command(const char *command, const char *capture_path);
 // too), each with the comma after it, a row a line, in a new string; NULL
 // without a log. The later columns are timings, which differ run to run.
 char *log_columns(const char *run, int columns);
+
+// ---- models
+
+// The weights of a random model: GPT-2 initialised from init_seed, then
+// spread x N(0,1) (from spread_seed) added to every parameter, so that its
+// attention and logits differ clearly from position to position (the 0.02
+// init makes every row nearly flat). No spread when spread is 0.
+typedef struct {
+    uint64_t init_seed;
+    float spread;
+    uint64_t spread_seed;
+} RandomWeights;
+// A model of shape cfg with those weights.
+void build_model(GPT *model, const GPTConfig *cfg, RandomWeights weights);
+// The vocabulary of text's characters in *vocab, and a model over it: 2
+// layers of 2 heads, 16 wide, `context` positions.
+void build_text_model(GPT *model, Vocab *vocab, const char *text, int context,
+                      RandomWeights weights);
+// That model saved as model.safetensors in a new temporary folder; returns
+// the path (in a ring of 4).
+const char *save_text_model(const char *text, int context, RandomWeights weights);
 
 // ---- gradient checks: one op
 //
