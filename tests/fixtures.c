@@ -1,6 +1,7 @@
 #include "fixtures.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,8 @@ char *log_columns(const char *run, int columns) {
 
 // ---- models
 
+const GPTConfig tiny_config = {.vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
+
 void build_model(GPT *model, const GPTConfig *cfg, RandomWeights weights) {
     gpt_build(model, cfg);
     gpt_init_params(model, weights.init_seed);
@@ -124,6 +127,17 @@ const char *save_text_model(const char *text, int context, RandomWeights weights
     return path;
 }
 
+GPT new_model(const GPTConfig *cfg, int B_max, int T_max, uint64_t seed) {
+    GPT model;
+    build_model(&model, cfg, (RandomWeights){seed, 0, 0});
+    gpt_alloc_training(&model, B_max, T_max);
+    return model;
+}
+
+void random_tokens(Rng *rng, int *tokens, int n, int V) {
+    for (int i = 0; i < n; i++) tokens[i] = (int)rng_below(rng, (uint64_t)V);
+}
+
 // ---- gradient checks: one op
 
 float *random_normal(Rng *rng, long n, float scale, float offset) {
@@ -138,4 +152,71 @@ float *gradient_buffer(long n) {
     float *g = xmalloc((size_t)n * sizeof(float));
     for (long i = 0; i < n; i++) g[i] = GRAD_START;
     return g;
+}
+
+double weighted_sum(const float *out, const float *r, long n) {
+    double sum = 0.0;
+    for (long i = 0; i < n; i++) sum += (double)out[i] * r[i];
+    return sum;
+}
+
+double central_difference(float *x, long i, LossFn loss, void *ctx) {
+    float saved = x[i];
+    float plus = saved + GRAD_STEP, minus = saved - GRAD_STEP;
+    x[i] = plus;
+    double loss_plus = loss(ctx);
+    x[i] = minus;
+    double loss_minus = loss(ctx);
+    x[i] = saved;
+    return (loss_plus - loss_minus) / ((double)plus - (double)minus);
+}
+
+void check_gradient(const char *name, float *x, const float *analytic, long n, long samples,
+                    LossFn loss, void *ctx, Rng *rng) {
+    int every = samples <= 0 || n <= samples;
+    long count = every ? n : samples;
+    for (long s = 0; s < count; s++) {
+        long i = every ? s : (long)rng_below(rng, (uint64_t)n);
+        double numeric = central_difference(x, i, loss, ctx);
+        double a = (double)analytic[i] - GRAD_START;
+        double tol = GRAD_ATOL + GRAD_RTOL * fmax(fabs(a), fabs(numeric));
+        CHECK_MSG(fabs(a - numeric) <= tol, "%s[%ld]: analytic %.7g, numeric %.7g (tol %.3g)", name,
+                  i, a, numeric, tol);
+    }
+}
+
+// ---- gradient checks: the whole model
+
+void rescale_params(GPT *model, Rng *rng) {
+    float *t = model->params_memory;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        ParamInit init = param_specs[i].init;
+        for (size_t j = 0; j < model->param_sizes[i]; j++) {
+            float z = rng_normal(rng);
+            t[j] = init == INIT_ONE ? 1.0f + 0.2f * z : param_is_decayed(i) ? 0.3f * z : 0.1f * z;
+        }
+        t += model->param_sizes[i];
+    }
+}
+
+double model_loss(const ModelCase *m) {
+    gpt_forward(m->model, m->tokens, m->targets, m->B, m->T);
+    double sum = 0;
+    for (int i = 0; i < m->B * m->T; i++) sum += m->model->acts.losses[i];
+    return sum / (m->B * m->T);
+}
+
+void check_param_gradient(const ModelCase *m, int tensor, float *param, float analytic,
+                          size_t index) {
+    float saved = *param;
+    float plus = saved + MODEL_STEP, minus = saved - MODEL_STEP;
+    *param = plus;
+    double loss_plus = model_loss(m);
+    *param = minus;
+    double loss_minus = model_loss(m);
+    *param = saved;
+    double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
+    double tol = MODEL_ATOL + MODEL_RTOL * fmax(fabs(analytic), fabs(numeric));
+    CHECK_MSG(fabs(analytic - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g (tol %.3g)",
+              param_specs[tensor].name, index, analytic, numeric, tol);
 }

@@ -50,6 +50,9 @@ char *log_columns(const char *run, int columns);
 
 // ---- models
 
+// V 7, context 6, 2 layers of 2 heads, C 8: small enough to check every
+// tensor in a fraction of a second, with every part of the network present.
+extern const GPTConfig tiny_config;
 // The weights of a random model: GPT-2 initialised from init_seed, then
 // spread x N(0,1) (from spread_seed) added to every parameter, so that its
 // attention and logits differ clearly from position to position (the 0.02
@@ -68,10 +71,18 @@ void build_text_model(GPT *model, Vocab *vocab, const char *text, int context,
 // That model saved as model.safetensors in a new temporary folder; returns
 // the path (in a ring of 4).
 const char *save_text_model(const char *text, int context, RandomWeights weights);
+// A model for cfg, GPT-2 initialised, with activations for B_max x T_max.
+GPT new_model(const GPTConfig *cfg, int B_max, int T_max, uint64_t seed);
+// n tokens drawn uniformly from 0..V-1.
+void random_tokens(Rng *rng, int *tokens, int n, int V);
 
 // ---- gradient checks: one op
 //
-// The reasoning for the tolerance is at the top of test_ops.c.
+// For an op out = f(x): a fixed random R the shape of out, the scalar loss
+// L = sum(out * R) in double (so d_out = R), and the numeric derivative
+//   (L(x + h) - L(x - h)) / 2h
+// with both forwards in float, one element of x at a time. The reasoning
+// for the tolerance is at the top of test_ops.c.
 
 #define GRAD_STEP 1e-3f // h of the central differences
 #define GRAD_ATOL 1e-3  // |analytic - numeric| <= ATOL + RTOL * max(|analytic|, |numeric|)
@@ -86,5 +97,57 @@ const char *save_text_model(const char *text, int context, RandomWeights weights
 float *random_normal(Rng *rng, long n, float scale, float offset);
 float *zeros(long n);
 float *gradient_buffer(long n);
+
+// L = sum(out * r), in double.
+double weighted_sum(const float *out, const float *r, long n);
+typedef double (*LossFn)(void *ctx);
+// dL/dx[i] by central differences. The step is the one actually taken after
+// rounding x +- h to float, which removes an error of ~|x| 6e-8 / h.
+double central_difference(float *x, long i, LossFn loss, void *ctx);
+// Compare analytic[i] - GRAD_START with the numeric derivative of loss with
+// respect to x[i], for every i when samples <= 0 or n <= samples, else for
+// `samples` random indices (drawn from rng, which may then not be NULL).
+void check_gradient(const char *name, float *x, const float *analytic, long n, long samples,
+                    LossFn loss, void *ctx, Rng *rng);
+
+// ---- gradient checks: the whole model
+//
+// The parameters at the GPT-2 init (std 0.02) make most gradients tiny, too
+// close to the rounding noise of a finite difference to say anything, and
+// the attention nearly uniform: rescale_params re-initialises them at a
+// larger scale. For tiny_config, against (L(p+h) - L(p-h)) / 2h of the mean
+// loss, h = 2e-3, the tolerance is
+//   |analytic - numeric| <= 2e-4 + 1e-2 max(|analytic|, |numeric|).
+// Why: the loss (~2) comes out of two layers of fp32 arithmetic, and a
+// perturbed parameter moves every value downstream of it, so the rounding
+// no longer cancels between the two forwards: the loss carries a noise of
+// ~2e-7 (absolute), ~5e-5 once divided by 2h = 4e-3. The truncation error
+// h^2/6 f''' is below 1e-4 (largest for the tied wte, which enters twice).
+// Gradients here range from ~1e-3 to ~1 (b_k's is exactly zero: a bias on
+// the keys adds the same q.b_k to every score of a row, which the softmax
+// ignores). Checking every element over 40 seeds, the worst error was 0.4
+// of this tolerance; a wrong or missing term moves a gradient by far more
+// than 1%.
+#define MODEL_STEP 2e-3f
+#define MODEL_ATOL 2e-4
+#define MODEL_RTOL 1e-2
+
+// Matrices and embeddings N(0, 0.3^2) (with C = 8, q, k, v, fc and the
+// logits come out of order 1), biases N(0, 0.1^2), LayerNorm weights
+// 1 + N(0, 0.2^2).
+void rescale_params(GPT *model, Rng *rng);
+// A model and a batch of B rows of T tokens, with their targets.
+typedef struct {
+    GPT *model;
+    const int *tokens, *targets;
+    int B, T;
+} ModelCase;
+// The mean loss, summed in double from the per-position losses.
+double model_loss(const ModelCase *m);
+// The analytic gradient of one parameter (tensor's element `index`, at
+// *param) against central differences of model_loss. The step is the one
+// actually taken after rounding p +- h to float.
+void check_param_gradient(const ModelCase *m, int tensor, float *param, float analytic,
+                          size_t index);
 
 #endif

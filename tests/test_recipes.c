@@ -27,33 +27,10 @@
 
 // ---- dropout in the model
 
-static const GPTConfig tiny_config = {.vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
-
-// Parameters at a scale where every gradient is well above the rounding
-// noise of a finite difference (as test_model.c does, for the same reason).
-static void rescale_params(GPT *model, Rng *rng) {
-    float *t = model->params_memory;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        ParamInit init = param_specs[i].init;
-        for (size_t j = 0; j < model->param_sizes[i]; j++) {
-            float z = rng_normal(rng);
-            t[j] = init == INIT_ONE ? 1.0f + 0.2f * z : param_is_decayed(i) ? 0.3f * z : 0.1f * z;
-        }
-        t += model->param_sizes[i];
-    }
-}
-
-static double mean_loss(GPT *model, const int *tokens, const int *targets, int B, int T) {
-    gpt_forward(model, tokens, targets, B, T);
-    double sum = 0;
-    for (int i = 0; i < B * T; i++) sum += model->acts.losses[i];
-    return sum / (B * T);
-}
-
 // With p = 0.3 and a fixed (seed, step), the mask is fixed, so the loss is
 // a smooth function of the parameters and gpt_backward must match its
 // central differences: every element of every tensor (the model is tiny),
-// tolerance 2e-4 + 1e-2 |g| (test_model.c's, for the same model size).
+// with test_model.c's check_param_gradient, for the same model size.
 static void test_dropout_gradients(void) {
     enum { B = 2, T = 5 };
     GPT model;
@@ -67,11 +44,12 @@ static void test_dropout_gradients(void) {
         tokens[i] = (int)rng_below(&rng, 7);
         targets[i] = (int)rng_below(&rng, 7);
     }
-    double without = mean_loss(&model, tokens, targets, B, T);
+    ModelCase m = {&model, tokens, targets, B, T};
+    double without = model_loss(&m);
     model.dropout = (Dropout){0.3f, 77, 4, 0};
-    double with = mean_loss(&model, tokens, targets, B, T);
+    double with = model_loss(&m);
     CHECK_MSG(fabs(with - without) > 1e-3, "dropout changed nothing: %g vs %g", with, without);
-    CHECK_NEAR(mean_loss(&model, tokens, targets, B, T), with, 0); // the same mask again
+    CHECK_NEAR(model_loss(&m), with, 0); // the same mask again
     gpt_zero_grad(&model);
     gpt_backward(&model, tokens);
     float *params = model.params_memory;
@@ -79,16 +57,7 @@ static void test_dropout_gradients(void) {
     int checked = 0, zero_grads = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         for (size_t j = 0; j < model.param_sizes[i]; j++) {
-            float saved = params[j], plus = saved + 2e-3f, minus = saved - 2e-3f;
-            params[j] = plus;
-            double lp = mean_loss(&model, tokens, targets, B, T);
-            params[j] = minus;
-            double lm = mean_loss(&model, tokens, targets, B, T);
-            params[j] = saved;
-            double numeric = (lp - lm) / ((double)plus - (double)minus);
-            double tol = 2e-4 + 1e-2 * fmax(fabs(grads[j]), fabs(numeric));
-            CHECK_MSG(fabs(grads[j] - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g",
-                      param_specs[i].name, j, grads[j], numeric);
+            check_param_gradient(&m, i, &params[j], grads[j], j);
             checked++;
             zero_grads += grads[j] == 0.0f;
         }
@@ -98,7 +67,7 @@ static void test_dropout_gradients(void) {
     CHECK(checked == (int)model.num_params);
     // Switched off, the forward is the plain one again, to the last bit.
     model.dropout.p = 0.0f;
-    CHECK(mean_loss(&model, tokens, targets, B, T) == without);
+    CHECK(model_loss(&m) == without);
     gpt_free(&model);
 }
 
