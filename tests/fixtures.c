@@ -1,5 +1,6 @@
 #include "fixtures.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,12 +26,27 @@ const char *make_temp_dir(void) {
     return p;
 }
 
+void remove_tree(const char *dir) {
+    char command[600];
+    snprintf(command, sizeof command, "rm -rf '%s'", dir);
+    run_command(command, NULL);
+}
+
 const char *path_in(const char *dir, const char *name) {
     static char paths[16][1024];
     static int next;
     char *p = paths[next++ % 16];
     snprintf(p, 1024, "%.500s/%.500s", dir, name);
     return p;
+}
+
+int count_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
 }
 
 // ---- files

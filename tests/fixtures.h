@@ -20,8 +20,12 @@
 
 // A fresh temporary folder; returns its path (static storage per call).
 const char *make_temp_dir(void);
+// rm -rf dir.
+void remove_tree(const char *dir);
 // "dir/name", in a ring of 16.
 const char *path_in(const char *dir, const char *name);
+// Entries of dir whose name contains ".tmp." (left by a save that was cut).
+int count_temp_files(const char *dir);
 
 // ---- files
 

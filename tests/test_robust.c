@@ -7,7 +7,6 @@
 // Nothing here depends on timing: kills land wherever they land, and each
 // check is a property that must hold at any kill point. The waits have long
 // time limits only so that a hang fails instead of blocking the suite.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -167,16 +166,6 @@ static void copy_file(const char *from, const char *to) {
     if (!bytes) die("%s: cannot read", from);
     write_file_bytes(to, bytes, len);
     free(bytes);
-}
-
-// Files in dir whose name contains ".tmp." (left by a save that was killed).
-static int count_temp_files(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
-    closedir(d);
-    return n;
 }
 
 // The first `bytes` of the default corpus (or generated text without it).
