@@ -2,14 +2,22 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/checkpoint.h"
+#include "../train/adamw.h"
+#include "../train/train_state.h"
 #include "check.h"
 
 // ---- folders and paths
@@ -37,6 +45,14 @@ const char *path_in(const char *dir, const char *name) {
     static int next;
     char *p = paths[next++ % 16];
     snprintf(p, 1024, "%.500s/%.500s", dir, name);
+    return p;
+}
+
+const char *keep_path(const char *path) {
+    static char kept[64][1024];
+    static int next;
+    char *p = kept[next++ % 64];
+    snprintf(p, 1024, "%s", path);
     return p;
 }
 
@@ -73,6 +89,28 @@ void write_file_bytes(const char *path, const void *bytes, size_t len) {
     fclose(f);
 }
 
+void copy_file(const char *from, const char *to) {
+    size_t len = 0;
+    unsigned char *bytes = read_file_bytes(from, &len);
+    if (!bytes) die("%s: cannot read", from);
+    write_file_bytes(to, bytes, len);
+    free(bytes);
+}
+
+long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+int same_bytes(const char *a, const char *b) {
+    size_t la = 0, lb = 0;
+    unsigned char *x = read_file_bytes(a, &la), *y = read_file_bytes(b, &lb);
+    int same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 int count_lines(const char *s) {
     int n = 0;
     for (; s && *s; s++) n += *s == '\n';
@@ -89,7 +127,124 @@ int run_command(const char *command, const char *capture_path) {
     return WEXITSTATUS(status);
 }
 
-// ---- runs of bin/train
+int split_words(char *line, char *argv[128]) {
+    int argc = 0;
+    char *save = NULL;
+    for (char *word = strtok_r(line, " ", &save); word && argc < 127;
+         word = strtok_r(NULL, " ", &save))
+        argv[argc++] = word;
+    argv[argc] = NULL;
+    return argc;
+}
+
+pid_t fork_into(const char *capture) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int fd = open(capture ? capture : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+    }
+    return pid;
+}
+
+pid_t spawn(const char *capture, const SpawnOptions *opts, const char *fmt, ...) {
+    char line[8192];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(line, sizeof line, fmt, args);
+    va_end(args);
+    char *argv[128];
+    split_words(line, argv);
+    pid_t pid = fork_into(capture);
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        if (opts && opts->env) putenv((char *)opts->env);
+        if (opts && opts->file_size_limit > 0) {
+            signal(SIGXFSZ, SIG_IGN); // the write fails with EFBIG instead
+            struct rlimit limit = {(rlim_t)opts->file_size_limit, (rlim_t)opts->file_size_limit};
+            setrlimit(RLIMIT_FSIZE, &limit);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+int wait_exit(pid_t pid) {
+    for (long waited_ms = 0;; waited_ms += 10) {
+        int status;
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+        if (done < 0) return -1;
+        if (waited_ms > WAIT_SECONDS * 1000L) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        sleep_ms(10);
+    }
+}
+
+int wait_for_text(pid_t pid, const char *path, const char *text) {
+    for (long waited_ms = 0; waited_ms < WAIT_SECONDS * 1000L; waited_ms += 10) {
+        char *content = read_text_file(path);
+        int found = content && strstr(content, text);
+        free(content);
+        if (found) return 1;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            // exited before printing it: report through a later wait_exit
+            fprintf(stdout, "    process exited early (status %d)\n", status);
+            return 0;
+        }
+        sleep_ms(10);
+    }
+    return 0;
+}
+
+char *output_of(const char *capture) {
+    char *text = read_text_file(capture);
+    return text ? text : calloc(1, 1);
+}
+
+// ---- corpora and runs of bin/train
+
+unsigned char *corpus_text(size_t bytes) {
+    size_t len = 0;
+    unsigned char *text = read_file_bytes("data/tinyshakespeare.txt", &len);
+    if (text && len >= bytes) return text;
+    free(text);
+    text = xmalloc(bytes + 1);
+    Rng rng;
+    rng_seed(&rng, 7);
+    const char *words[] = {"the ", "king ", "and ", "queen ", "said\n", "to ", "thee, "};
+    for (len = 0; len < bytes;) {
+        const char *w = words[rng_below(&rng, 7)];
+        for (; *w && len < bytes; w++) text[len++] = (unsigned char)*w;
+    }
+    text[bytes] = '\0';
+    return text;
+}
+
+const char *make_corpus(const char *dir, const char *name, size_t bytes) {
+    const char *path = path_in(dir, name);
+    unsigned char *text = corpus_text(bytes);
+    write_file_bytes(path, text, bytes);
+    free(text);
+    return path;
+}
 
 char *log_columns(const char *run, int columns) {
     char *text = read_text_file(path_in(run, "log.csv"));
@@ -105,6 +260,42 @@ char *log_columns(const char *run, int columns) {
     free(text);
     return out;
 }
+
+static int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+long checkpoint_step_of(const char *dir, int *finite, int *from_prev) {
+    GPT model;
+    Vocab vocab;
+    char err[1024];
+    if (!gpt_load(path_in(dir, "model.safetensors"), &model, &vocab, err, sizeof err)) return -1;
+    if (finite) *finite = all_finite(model.params_memory, model.num_params);
+    uint64_t hash = params_hash(model.params_memory, model.num_params);
+    long step = -1;
+    const char *names[] = {"optimizer.safetensors", "optimizer.prev.safetensors"};
+    for (int i = 0; i < 2 && step < 0; i++) {
+        AdamW opt;
+        adamw_init(&opt, model.num_params);
+        uint64_t rng_state, saved_hash;
+        char *options = NULL;
+        if (train_state_load(path_in(dir, names[i]), &opt, &rng_state, &saved_hash, &options, err,
+                             sizeof err) &&
+            saved_hash == hash) {
+            step = opt.step;
+            if (from_prev) *from_prev = i == 1;
+        }
+        free(options);
+        adamw_free(&opt);
+    }
+    gpt_free(&model);
+    vocab_free(&vocab);
+    return step;
+}
+
+long checkpoint_step(const char *dir, int *finite) { return checkpoint_step_of(dir, finite, NULL); }
 
 // ---- models
 

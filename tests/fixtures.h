@@ -1,7 +1,9 @@
-// fixtures.h: what several tests build, written once: temporary folders,
-// files read and written whole, the programs run from a shell line, the
-// loss columns of a run's log.csv, and the random inputs and gradient
-// buffers of the gradient checks.
+// fixtures.h: what several tests build, written once. Temporary folders
+// and paths; files read, written and compared whole; the programs run from
+// a shell line or spawned (to be signalled, or limited); a corpus; the loss
+// columns of a run's log.csv and the step its checkpoint is at; random
+// models and their checkpoints; and the gradient checks against central
+// differences, for one op and for the whole model.
 //
 // A fixture that cannot build what it was asked for fails the test with a
 // CHECK, or dies where nothing could follow.
@@ -10,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../base/files.h" // file_exists
 #include "../base/util.h"
@@ -22,8 +25,10 @@
 const char *make_temp_dir(void);
 // rm -rf dir.
 void remove_tree(const char *dir);
-// "dir/name", in a ring of 16.
+// "dir/name", in a ring of 16 (keep_path for a path a test holds longer).
 const char *path_in(const char *dir, const char *name);
+// A copy of path in a ring of 64.
+const char *keep_path(const char *path);
 // Entries of dir whose name contains ".tmp." (left by a save that was cut).
 int count_temp_files(const char *dir);
 
@@ -36,6 +41,11 @@ unsigned char *read_file_bytes(const char *path, size_t *len);
 char *read_text_file(const char *path);
 // Write bytes to a file (created or truncated); dies if that fails.
 void write_file_bytes(const char *path, const void *bytes, size_t len);
+void copy_file(const char *from, const char *to);
+// Bytes in the file, -1 if it does not exist.
+long file_size(const char *path);
+// Both files exist and hold the same bytes.
+int same_bytes(const char *a, const char *b);
 // Newlines in s (0 for NULL).
 int count_lines(const char *s);
 
@@ -45,12 +55,59 @@ int count_lines(const char *s);
 // unless capture is given (stdout+stderr written to the file).
 int run_command(const char *command, const char *capture_path);
 
-// ---- runs of bin/train
+// Without a shell, for a program the test signals or limits:
+typedef struct {
+    const char *env;      // "NAME=value" added to the environment, or NULL
+    long file_size_limit; // RLIMIT_FSIZE in bytes (SIGXFSZ ignored), 0: none
+} SpawnOptions;
+// Start a program (a command line split at spaces: paths here never hold
+// any) with stdout and stderr into capture (/dev/null if NULL). Returns its
+// pid.
+pid_t spawn(const char *capture, const SpawnOptions *opts, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// Split line at spaces, in place, into argv (at most 127 words, then NULL);
+// returns their number.
+int split_words(char *line, char *argv[128]);
+// fork() with the child's stdout and stderr into capture (/dev/null if
+// NULL); returns the pid, 0 in the child. Dies if it cannot fork.
+pid_t fork_into(const char *capture);
+// Exit code (0..255), 1000 + signal if killed by one, -1 if it had to be
+// killed after WAIT_SECONDS.
+int wait_exit(pid_t pid);
+// Wait until the file at path contains text (1), or the process exits or
+// WAIT_SECONDS pass (0).
+int wait_for_text(pid_t pid, const char *path, const char *text);
+// Generous: a sanitizer build on a busy machine is slow; only a hang hits it.
+#define WAIT_SECONDS 300
+// Run to completion; returns wait_exit's code.
+#define RUN(capture, opts, ...) wait_exit(spawn(capture, opts, __VA_ARGS__))
+void sleep_ms(long ms);
+// What a run printed into capture, or "" (for CHECK_MSG); to be freed.
+char *output_of(const char *capture);
 
+// ---- corpora and runs of bin/train
+
+// A tiny model that trains in well under a millisecond per step, on one
+// thread so that runs are bit-for-bit reproducible.
+#define TINY_ONE_THREAD                                                                      \
+    "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 " \
+    "--threads 1 --log-every 1"
+// The first `bytes` of the default corpus (data/tinyshakespeare.txt), or
+// words of a few letters where it is missing or shorter, in a new buffer.
+unsigned char *corpus_text(size_t bytes);
+// That text written to dir/name; returns the path (path_in's).
+const char *make_corpus(const char *dir, const char *name, size_t bytes);
 // The first `columns` fields of every row of run/log.csv (the header's
 // too), each with the comma after it, a row a line, in a new string; NULL
 // without a log. The later columns are timings, which differ run to run.
 char *log_columns(const char *run, int columns);
+// The step of the optimizer state in the run folder dir that belongs to
+// its model (optimizer.safetensors, or the optimizer.prev.safetensors an
+// interrupted save keeps: then *from_prev is set), or -1 if neither
+// matches; *finite: the model's parameters are all finite. Both pointers
+// may be NULL.
+long checkpoint_step_of(const char *dir, int *finite, int *from_prev);
+long checkpoint_step(const char *dir, int *finite);
 
 // ---- models
 

@@ -34,161 +34,6 @@
 #include "check.h"
 #include "fixtures.h"
 
-// A tiny model that trains in well under a millisecond per step, on one
-// thread so that runs are bit-for-bit reproducible.
-#define TINY                                                                                 \
-    "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 " \
-    "--threads 1 --log-every 1"
-// Generous: a sanitizer build on a busy machine is slow; only a hang hits it.
-#define WAIT_SECONDS 300
-
-// ---- running bin/train and bin/sample
-
-typedef struct {
-    const char *env;      // "NAME=value" added to the environment, or NULL
-    long file_size_limit; // RLIMIT_FSIZE in bytes (SIGXFSZ ignored), 0: none
-} SpawnOptions;
-
-// Start a program (a command line split at spaces: paths here never hold
-// any) with stdout and stderr into capture. Returns its pid.
-static pid_t spawn(const char *capture, const SpawnOptions *opts, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static pid_t spawn(const char *capture, const SpawnOptions *opts, const char *fmt, ...) {
-    char line[8192];
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(line, sizeof line, fmt, args);
-    va_end(args);
-    char *argv[128];
-    int argc = 0;
-    char *save = NULL;
-    for (char *word = strtok_r(line, " ", &save); word && argc < 127;
-         word = strtok_r(NULL, " ", &save))
-        argv[argc++] = word;
-    argv[argc] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) die("fork: %s", strerror(errno));
-    if (pid == 0) {
-        int fd = open(capture ? capture : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        if (opts && opts->env) putenv((char *)opts->env);
-        if (opts && opts->file_size_limit > 0) {
-            signal(SIGXFSZ, SIG_IGN); // the write fails with EFBIG instead
-            struct rlimit limit = {(rlim_t)opts->file_size_limit, (rlim_t)opts->file_size_limit};
-            setrlimit(RLIMIT_FSIZE, &limit);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-// Exit code (0..255), 1000 + signal if killed by one, -1 if it had to be
-// killed after WAIT_SECONDS.
-static int wait_exit(pid_t pid) {
-    for (long waited_ms = 0;; waited_ms += 10) {
-        int status;
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-        if (done < 0) return -1;
-        if (waited_ms > WAIT_SECONDS * 1000L) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        sleep_ms(10);
-    }
-}
-
-// Wait until the file at path contains text (1), or the process exits or
-// the time limit passes (0).
-static int wait_for_text(pid_t pid, const char *path, const char *text) {
-    for (long waited_ms = 0; waited_ms < WAIT_SECONDS * 1000L; waited_ms += 10) {
-        char *content = read_text_file(path);
-        int found = content && strstr(content, text);
-        free(content);
-        if (found) return 1;
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            // exited before printing it: report through a later wait_exit
-            fprintf(stdout, "    process exited early (status %d)\n", status);
-            return 0;
-        }
-        sleep_ms(10);
-    }
-    return 0;
-}
-
-// Run to completion; returns wait_exit's code.
-#define RUN(capture, opts, ...) wait_exit(spawn(capture, opts, __VA_ARGS__))
-
-// ---- files
-
-// A copy of a path that outlives path_in's ring (for paths a test keeps).
-static const char *keep(const char *path) {
-    static char kept[64][1024];
-    static int next;
-    char *p = kept[next++ % 64];
-    snprintf(p, 1024, "%s", path);
-    return p;
-}
-
-static long file_size(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
-
-static int same_bytes(const char *a, const char *b) {
-    size_t la = 0, lb = 0;
-    unsigned char *x = read_file_bytes(a, &la), *y = read_file_bytes(b, &lb);
-    int same = x && y && la == lb && memcmp(x, y, la) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
-static void copy_file(const char *from, const char *to) {
-    size_t len = 0;
-    unsigned char *bytes = read_file_bytes(from, &len);
-    if (!bytes) die("%s: cannot read", from);
-    write_file_bytes(to, bytes, len);
-    free(bytes);
-}
-
-// The first `bytes` of the default corpus (or generated text without it).
-static const char *make_corpus(const char *dir, const char *name, size_t bytes) {
-    const char *path = path_in(dir, name);
-    size_t len = 0;
-    unsigned char *text = read_file_bytes("data/tinyshakespeare.txt", &len);
-    if (!text || len < bytes) {
-        free(text);
-        text = xmalloc(bytes);
-        Rng rng;
-        rng_seed(&rng, 7);
-        const char *words[] = {"the ", "king ", "and ", "queen ", "said\n", "to ", "thee, "};
-        for (len = 0; len < bytes;) {
-            const char *w = words[rng_below(&rng, 7)];
-            for (; *w && len < bytes; w++) text[len++] = (unsigned char)*w;
-        }
-    }
-    write_file_bytes(path, text, bytes);
-    free(text);
-    return path;
-}
-
 // ---- checkpoints
 
 static int model_loads(const char *path, char *err, size_t err_len) {
@@ -200,54 +45,6 @@ static int model_loads(const char *path, char *err, size_t err_len) {
     return 1;
 }
 
-static int all_finite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
-
-// The step of the optimizer state in dir that belongs to dir's model
-// (optimizer.safetensors, or the optimizer.prev.safetensors an interrupted
-// save keeps: then *from_prev is set), or -1 if neither matches; *finite:
-// the model's parameters are all finite. Both pointers may be NULL.
-static long checkpoint_step_of(const char *dir, int *finite, int *from_prev) {
-    GPT model;
-    Vocab vocab;
-    char err[1024];
-    if (!gpt_load(path_in(dir, "model.safetensors"), &model, &vocab, err, sizeof err)) return -1;
-    if (finite) *finite = all_finite(model.params_memory, model.num_params);
-    uint64_t hash = params_hash(model.params_memory, model.num_params);
-    long step = -1;
-    const char *names[] = {"optimizer.safetensors", "optimizer.prev.safetensors"};
-    for (int i = 0; i < 2 && step < 0; i++) {
-        AdamW opt;
-        adamw_init(&opt, model.num_params);
-        uint64_t rng_state, saved_hash;
-        char *options = NULL;
-        if (train_state_load(path_in(dir, names[i]), &opt, &rng_state, &saved_hash, &options, err,
-                             sizeof err) &&
-            saved_hash == hash) {
-            step = opt.step;
-            if (from_prev) *from_prev = i == 1;
-        }
-        free(options);
-        adamw_free(&opt);
-    }
-    gpt_free(&model);
-    vocab_free(&vocab);
-    return step;
-}
-
-static long checkpoint_step(const char *dir, int *finite) {
-    return checkpoint_step_of(dir, finite, NULL);
-}
-
-// The message a run printed, or "" (for CHECK_MSG).
-static char *output_of(const char *capture) {
-    char *text = read_text_file(capture);
-    return text ? text : calloc(1, 1);
-}
-
 // ---- crashes and signals
 
 // SIGKILL at 20 random moments of a run that evaluates and saves after every
@@ -256,8 +53,8 @@ static char *output_of(const char *capture) {
 // it exists (so --resume works); finally a resumed run completes.
 static void test_sigkill_at_random_moments(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *run = keep(path_in(dir, "run")), *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *run = keep_path(path_in(dir, "run")), *capture = keep_path(path_in(dir, "out.txt"));
     char run_dir[600], model_path[1024];
     snprintf(run_dir, sizeof run_dir, "%s", run);
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", run_dir);
@@ -271,7 +68,7 @@ static void test_sigkill_at_random_moments(void) {
             pid = spawn(capture, NULL, "bin/train --resume --out %s", run_dir);
         else // (nothing saved yet; --force: a first save may have been cut half way)
             pid = spawn(capture, NULL,
-                        "bin/train " TINY " --iters 1000000 --eval-every 1 --data %s --out %s "
+                        "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 1 --data %s --out %s "
                         "--force",
                         corpus, run_dir);
         sleep_ms((long)rng_below(&rng, 400));
@@ -300,7 +97,7 @@ static void test_sigkill_at_random_moments(void) {
     long step = checkpoint_step(run_dir, NULL);
     if (step < 0) {
         // every kill came before the first save (a very slow machine): make one
-        CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 1000000 --eval-every 1 --data %s "
+        CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 1 --data %s "
                               "--out %s --force --stop-at 2",
                   corpus, run_dir) == 0);
         step = checkpoint_step(run_dir, NULL);
@@ -320,12 +117,12 @@ static void test_sigkill_at_random_moments(void) {
 // before is used, and the run continues exactly.
 static void test_resume_after_save_cut_between_files(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     char run_a[600], run_b[600];
     snprintf(run_a, sizeof run_a, "%s", path_in(dir, "a"));
     snprintf(run_b, sizeof run_b, "%s", path_in(dir, "b"));
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
               corpus, run_b) == 0);
     copy_file(path_in(run_b, "model.safetensors"), path_in(dir, "model2"));
     copy_file(path_in(run_b, "optimizer.safetensors"), path_in(dir, "state2"));
@@ -344,7 +141,7 @@ static void test_resume_after_save_cut_between_files(void) {
               "exited %d:\n%s", status, out);
     free(out);
     // the same run, never interrupted, ends with the same model
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 50 --eval-every 100 --data %s --out %s --stop-at 6",
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --eval-every 100 --data %s --out %s --stop-at 6",
               corpus, run_a) == 0);
     CHECK(same_bytes(path_in(run_a, "model.safetensors"), path_in(run_b, "model.safetensors")));
 
@@ -364,13 +161,13 @@ static void test_resume_after_save_cut_between_files(void) {
 // same model, bit for bit, as a run never interrupted.
 static void test_sigint_saves_and_resumes_exactly(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     char run_a[600], run_b[600];
     snprintf(run_a, sizeof run_a, "%s", path_in(dir, "a"));
     snprintf(run_b, sizeof run_b, "%s", path_in(dir, "b"));
     pid_t pid = spawn(capture, NULL,
-                      "bin/train " TINY " --iters 1000000 --eval-every 100000 --data %s --out %s",
+                      "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s",
                       corpus, run_a);
     CHECK(wait_for_text(pid, capture, "step 3/"));
     kill(pid, SIGINT);
@@ -386,7 +183,7 @@ static void test_sigint_saves_and_resumes_exactly(void) {
     CHECK(checkpoint_step(run_a, NULL) == step);
     CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at %ld", run_a, step + 3) == 0);
     CHECK(RUN(NULL, NULL,
-              "bin/train " TINY " --iters 1000000 --eval-every 100000 --data %s --out %s "
+              "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s "
               "--stop-at %ld",
               corpus, run_b, step + 3) == 0);
     CHECK(same_bytes(path_in(run_a, "model.safetensors"), path_in(run_b, "model.safetensors")));
@@ -401,12 +198,12 @@ static void test_sigint_saves_and_resumes_exactly(void) {
 
 static void test_sigterm_saves_and_exits_143(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     char run[600];
     snprintf(run, sizeof run, "%s", path_in(dir, "run"));
     pid_t pid = spawn(capture, NULL,
-                      "bin/train " TINY " --iters 1000000 --eval-every 100000 --data %s --out %s",
+                      "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s",
                       corpus, run);
     CHECK(wait_for_text(pid, capture, "step 2/"));
     kill(pid, SIGTERM);
@@ -421,16 +218,16 @@ static void test_sigterm_saves_and_exits_143(void) {
 // exit 130, and the checkpoint loads and resumes.
 static void test_second_sigint_exits_at_once(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     char run[600];
     snprintf(run, sizeof run, "%s", path_in(dir, "run"));
     for (int round = 0; round < 3; round++) {
         char name[32];
         snprintf(name, sizeof name, "out%d.txt", round); // fresh: spawn truncates it only later
-        capture = keep(path_in(dir, name));
+        capture = keep_path(path_in(dir, name));
         pid_t pid = round == 0 ? spawn(capture, NULL,
-                                       "bin/train " TINY " --iters 1000000 --eval-every 1 "
+                                       "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 1 "
                                        "--data %s --out %s",
                                        corpus, run)
                                : spawn(capture, NULL, "bin/train --resume --out %s", run);
@@ -460,8 +257,8 @@ static void test_second_sigint_exits_at_once(void) {
 static void check_failed_save(const char *dir, const char *run, const char *corpus,
                               const SpawnOptions *failing, const char *reason,
                               const char *remount) {
-    const char *capture = keep(path_in(dir, "out.txt"));
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
               corpus, run) == 0);
     copy_file(path_in(run, "model.safetensors"), path_in(dir, "model.before"));
     copy_file(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before"));
@@ -491,16 +288,16 @@ static long round_to_pages(long bytes) { return (bytes + 4095) / 4096 * 4096; }
 // mounting is not permitted (the file size limit below still runs).
 static void test_disk_full_keeps_checkpoint(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
     // the sizes of the files of one checkpoint, from a run on the real disk
-    const char *probe = keep(path_in(dir, "probe"));
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
+    const char *probe = keep_path(path_in(dir, "probe"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
               corpus, probe) == 0);
     long model = file_size(path_in(probe, "model.safetensors"));
     long state = file_size(path_in(probe, "optimizer.safetensors"));
     long size = round_to_pages(model) + round_to_pages(state) + 3 * 4096; // + log.csv, margin
     CHECK(model > 0 && state > 4 * 4096);
-    const char *disk = keep(path_in(dir, "disk"));
+    const char *disk = keep_path(path_in(dir, "disk"));
     mkdir(disk, 0755);
     char options[64];
     snprintf(options, sizeof options, "size=%ld", size);
@@ -515,24 +312,24 @@ static void test_disk_full_keeps_checkpoint(void) {
 // A write that fails half way for another reason (the file size limit).
 static void test_failed_write_keeps_checkpoint(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
     SpawnOptions limit = {NULL, 8192};
-    check_failed_save(dir, keep(path_in(dir, "run")), corpus, &limit, "File too large", NULL);
+    check_failed_save(dir, keep_path(path_in(dir, "run")), corpus, &limit, "File too large", NULL);
 }
 
 // --out under a regular file: refused before any work, naming the path.
 static void test_out_under_a_file(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *file = keep(path_in(dir, "file"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *file = keep_path(path_in(dir, "file"));
     write_file_bytes(file, "keep", 4);
-    int status = RUN(capture, NULL, "bin/train " TINY " --data %s --out %s/run", corpus, file);
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s/run", corpus, file);
     char *out = output_of(capture);
     CHECK_MSG(status == 1 && strstr(out, "cannot create folder") && strstr(out, "Not a directory"),
               "exited %d:\n%s", status, out);
     free(out);
-    status = RUN(capture, NULL, "bin/train " TINY " --data %s --out %s", corpus, file);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s", corpus, file);
     out = output_of(capture);
     CHECK_MSG(status == 1 && strstr(out, "is not a folder"), "exited %d:\n%s", status, out);
     free(out);
@@ -548,12 +345,12 @@ static void test_out_under_a_file(void) {
 // last checkpoint is the one saved before, finite and intact.
 static void test_divergence_stops_and_keeps_last_checkpoint(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *run = keep(path_in(dir, "run")), *ref = keep(path_in(dir, "ref"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run")), *ref = keep_path(path_in(dir, "ref"));
     const char *diverge = "--lr 10 --min-lr 10 --warmup 0 --grad-clip 0 --weight-decay 10 "
                           "--iters 1000 --eval-every 5";
-    int status = RUN(capture, NULL, "bin/train " TINY " %s --data %s --out %s", diverge, corpus, run);
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " %s --data %s --out %s", diverge, corpus, run);
     char *out = output_of(capture);
     const char *at = strstr(out, "is not finite at step ");
     long step = at ? atol(at + strlen("is not finite at step ")) : 0;
@@ -567,7 +364,7 @@ static void test_divergence_stops_and_keeps_last_checkpoint(void) {
     int finite = 0;
     CHECK(checkpoint_step(run, &finite) == saved);
     CHECK(finite);
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " %s --data %s --out %s --stop-at %ld", diverge, corpus,
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " %s --data %s --out %s --stop-at %ld", diverge, corpus,
               ref, saved) == 0);
     CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(ref, "model.safetensors")));
 }
@@ -591,22 +388,9 @@ static pid_t spawn_training_with_nan(const char *capture, long nan_after, const 
     vsnprintf(line, sizeof line, fmt, args);
     va_end(args);
     char *argv[128];
-    int argc = 0;
-    char *save = NULL;
-    for (char *word = strtok_r(line, " ", &save); word && argc < 127;
-         word = strtok_r(NULL, " ", &save))
-        argv[argc++] = word;
-    argv[argc] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) die("fork: %s", strerror(errno));
+    int argc = split_words(line, argv);
+    pid_t pid = fork_into(capture);
     if (pid == 0) {
-        int fd = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
         // The child ends in die(), as bin/train does, with the run still
         // allocated, and it holds buffers the parent allocated before the
         // fork: neither is a leak (the programs are linked without leak
@@ -632,8 +416,8 @@ static pid_t spawn_training_with_nan(const char *capture, long nan_after, const 
 // the next step's loss, naming the tensor.
 static void test_nan_parameter_never_saved(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     struct {
         int eval_every;
         const char *message;
@@ -645,11 +429,11 @@ static void test_nan_parameter_never_saved(void) {
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "run%d", i);
-        const char *run = keep(path_in(dir, name));
+        const char *run = keep_path(path_in(dir, name));
         snprintf(name, sizeof name, "ref%d", i);
-        const char *ref = keep(path_in(dir, name));
+        const char *ref = keep_path(path_in(dir, name));
         int status = wait_exit(spawn_training_with_nan(
-            capture, 3, "bin/train " TINY " --iters 100 --eval-every %d --data %s --out %s",
+            capture, 3, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every %d --data %s --out %s",
             cases[i].eval_every, corpus, run));
         char *out = output_of(capture);
         CHECK_MSG(status == 1 && strstr(out, cases[i].message) && strstr(out, "intact"),
@@ -658,7 +442,7 @@ static void test_nan_parameter_never_saved(void) {
         int finite = 0;
         CHECK(checkpoint_step(run, &finite) == cases[i].saved_step);
         CHECK(finite);
-        CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 100 --eval-every %d --data %s --out %s --stop-at %ld",
+        CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every %d --data %s --out %s --stop-at %ld",
                   cases[i].eval_every, corpus, ref, cases[i].saved_step) == 0);
         CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(ref, "model.safetensors")));
     }
@@ -668,14 +452,14 @@ static void test_nan_parameter_never_saved(void) {
 
 static void test_resume_refuses_incompatible(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *run = keep(path_in(dir, "run"));
-    const char *other = keep(path_in(dir, "other.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run"));
+    const char *other = keep_path(path_in(dir, "other.txt"));
     char text[400] = "";
     for (int i = 0; i < 20; i++) strcat(text, "xyzzy plugh "); // 6 characters, 240 long
     write_file_bytes(other, text, strlen(text));
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
               corpus, run) == 0);
     copy_file(path_in(run, "model.safetensors"), path_in(dir, "model.before"));
     copy_file(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before"));
@@ -727,7 +511,7 @@ static void test_resume_refuses_incompatible(void) {
     out = output_of(capture);
     CHECK_MSG(status == 1 && strstr(out, "with --force"), "exited %d:\n%s", status, out);
     free(out);
-    status = RUN(capture, NULL, "bin/train " TINY " --data %s --out %s/half --iters 1", corpus, dir);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s/half --iters 1", corpus, dir);
     out = output_of(capture);
     CHECK_MSG(status == 1 && strstr(out, "--force"), "exited %d:\n%s", status, out);
     free(out);
@@ -737,11 +521,11 @@ static void test_resume_refuses_incompatible(void) {
 // short; the resumed run must not glue its next row onto it.
 static void test_log_cut_mid_row(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *run = keep(path_in(dir, "run"));
-    CHECK(RUN(NULL, NULL, "bin/train " TINY " --iters 50 --eval-every 100 --data %s --out %s --stop-at 5",
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *run = keep_path(path_in(dir, "run"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --eval-every 100 --data %s --out %s --stop-at 5",
               corpus, run) == 0);
-    const char *log = keep(path_in(run, "log.csv"));
+    const char *log = keep_path(path_in(run, "log.csv"));
     long size = file_size(log);
     CHECK(size > 20 && truncate(log, size - 12) == 0);
     CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 8", run) == 0);
@@ -770,8 +554,8 @@ static void test_log_cut_mid_row(void) {
 // already cover).
 static void test_more_usage_errors(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(make_corpus(dir, "corpus.txt", 20000));
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     const char *cases[][2] = {
         {"--lr nan", "--lr: 'nan' is not a number"},
         {"--lr inf", "--lr: 'inf' is not a number"},
@@ -815,9 +599,9 @@ static void test_more_usage_errors(void) {
 // size_t and wrapped around to a few GB, and the run died in calloc).
 static void test_model_too_big_for_memory(void) {
     const char *dir = make_temp_dir();
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     // 65 distinct characters (the wrapped case below depends on V = 65)
-    const char *corpus = keep(path_in(dir, "corpus.txt"));
+    const char *corpus = keep_path(path_in(dir, "corpus.txt"));
     char *text = xmalloc(200000);
     for (int i = 0; i < 200000; i++) text[i] = (char)(' ' + i % 65);
     write_file_bytes(corpus, text, 200000);
@@ -859,8 +643,8 @@ static unsigned char *distinct_code_points(int n, size_t *len) {
 
 static void test_bad_corpora(void) {
     const char *dir = make_temp_dir();
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *fifo = keep(path_in(dir, "fifo"));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *fifo = keep_path(path_in(dir, "fifo"));
     CHECK(mkfifo(fifo, 0644) == 0);
     write_file_bytes(path_in(dir, "empty.txt"), "", 0);
     write_file_bytes(path_in(dir, "nul.txt"), "hello\0world, hello world, hello world", 38);
@@ -892,7 +676,7 @@ static void test_bad_corpora(void) {
         {"short_val.txt", "need at least 33 (context 32 + 1)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int status = RUN(capture, NULL, "bin/train " TINY " --context 32 --data %s --out %s/run",
+        int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --context 32 --data %s --out %s/run",
                          path_in(dir, cases[i].name), dir);
         char *out = output_of(capture);
         CHECK_MSG(status == 1 && strstr(out, cases[i].message) && count_lines(out) == 1,
@@ -910,8 +694,8 @@ static void test_bad_corpora(void) {
 // loads and samples.
 static void test_largest_vocabulary(void) {
     const char *dir = make_temp_dir();
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *corpus = keep(path_in(dir, "many.txt"));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(path_in(dir, "many.txt"));
     size_t len;
     unsigned char *many = distinct_code_points(65535, &len);
     write_file_bytes(corpus, many, len);
@@ -936,12 +720,12 @@ static void test_largest_vocabulary(void) {
 // zero, the loss is 0 from the start, and sampling repeats the character.
 static void test_single_character_corpus(void) {
     const char *dir = make_temp_dir();
-    const char *capture = keep(path_in(dir, "out.txt"));
-    const char *corpus = keep(path_in(dir, "a.txt"));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(path_in(dir, "a.txt"));
     char text[3000];
     memset(text, 'a', sizeof text);
     write_file_bytes(corpus, text, sizeof text);
-    int status = RUN(capture, NULL, "bin/train " TINY " --iters 10 --eval-every 5 --sample-chars 10 "
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 10 --eval-every 5 --sample-chars 10 "
                                     "--data %s --out %s/run",
                      corpus, dir);
     char *out = output_of(capture);
@@ -969,7 +753,7 @@ static long peak_rss_kb(void) {
 // at its size when it is forked.
 static void test_corpus_load_memory(void) {
     const char *dir = make_temp_dir();
-    const char *corpus = keep(path_in(dir, "big.txt"));
+    const char *corpus = keep_path(path_in(dir, "big.txt"));
     const size_t chunk = 1 << 20, chunks = 48;
     char *block = xmalloc(chunk);
     size_t len = 0;
@@ -1035,7 +819,7 @@ static void test_fuzz_control_characters_in_messages(void) {
     static const unsigned char found[] =
         "\x41\0\0\0\0\0\0\0{\"__metadata_\xff\xff~\xfeu\x07\xb5" "adata_\xff\xff~\xfe\xb1;\xda"
         "e\xbd;\x82\x02\xfc;6\n\x89\xbc\xdf\nY\xbb\x99I\x12<\xd6S2nfig\":\"{\"}}";
-    const char *path = keep(path_in(dir, "found.safetensors"));
+    const char *path = keep_path(path_in(dir, "found.safetensors"));
     write_file_bytes(path, found, sizeof found - 1);
     // and a well-formed file whose metadata a message quotes
     const char *header = "{\"__metadata__\":{\"format_version\":\"1\\n\\u001b[2J\"}}";
@@ -1043,7 +827,7 @@ static void test_fuzz_control_characters_in_messages(void) {
     unsigned char bytes[256] = {0};
     bytes[0] = (unsigned char)header_len;
     memcpy(bytes + 8, header, header_len);
-    const char *version = keep(path_in(dir, "version.safetensors"));
+    const char *version = keep_path(path_in(dir, "version.safetensors"));
     write_file_bytes(version, bytes, 8 + header_len);
     const char *files[] = {path, version};
     for (int i = 0; i < 2; i++) {
@@ -1064,7 +848,7 @@ static void test_fuzz_control_characters_in_messages(void) {
         adamw_free(&opt);
     }
     // the programs print it as one line
-    const char *capture = keep(path_in(dir, "out.txt"));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     CHECK(RUN(capture, NULL, "bin/sample --ckpt %s -n 1", path) == 1);
     char *out = output_of(capture);
     CHECK_MSG(count_lines(out) == 1 && strstr(out, "error: "), "%s", out);
