@@ -55,7 +55,12 @@ SUITE(suite_checkpoint);
 SUITE(suite_train);
 SUITE(suite_sample);
 SUITE(suite_heatmap);
-SUITE(suite_robust);
+SUITE(suite_robust_signals);
+SUITE(suite_robust_disk_faults);
+SUITE(suite_robust_divergence);
+SUITE(suite_robust_bad_options);
+SUITE(suite_robust_bad_corpora);
+SUITE(suite_robust_fuzz);
 SUITE(suite_layout);
 SUITE(suite_bf16);
 SUITE(suite_bf16_attention);
@@ -75,7 +80,13 @@ int main(int argc, char **argv) {
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
-                  {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust},
+                  {"sample", suite_sample}, {"heatmap", suite_heatmap},
+                  {"robust-signals", suite_robust_signals},
+                  {"robust-disk-faults", suite_robust_disk_faults},
+                  {"robust-divergence", suite_robust_divergence},
+                  {"robust-bad-options", suite_robust_bad_options},
+                  {"robust-bad-corpora", suite_robust_bad_corpora},
+                  {"robust-fuzz", suite_robust_fuzz},
                   {"layout", suite_layout}, {"bf16", suite_bf16},
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
                   {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
