@@ -47,6 +47,13 @@ static void make_test_model(GPT *model, Vocab *vocab) {
         die("test vocab: %s", err);
 }
 
+// make_test_model's model and vocabulary, saved at path.
+static void save_test_model(const char *path, GPT *model, Vocab *vocab) {
+    make_test_model(model, vocab);
+    char err[512] = "";
+    CHECK_MSG(gpt_save(path, model, vocab, err, sizeof err), "%s", err);
+}
+
 // A file of the 8-byte length, then header, then data (no padding added).
 static void write_raw(const char *path, const char *header, size_t header_len, const void *data,
                       size_t data_len) {
@@ -281,9 +288,8 @@ static void test_checkpoint_round_trip_is_bit_identical(void) {
     const char *path = path_in(dir, "model.safetensors");
     GPT model, loaded;
     Vocab vocab, loaded_vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     CHECK_MSG(gpt_load(path, &loaded, &loaded_vocab, err, sizeof err), "%s", err);
     if (current_test_failures() == 0) {
         CHECK(memcmp(&loaded.config, &model.config, sizeof model.config) == 0);
@@ -332,9 +338,8 @@ static void test_checkpoint_names_shapes_and_layout(void) {
     const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
 
     const long C = TEST_C;
     const ParameterTensors *p = &model.params;
@@ -439,9 +444,8 @@ static void test_checkpoint_truncated_at_every_length(void) {
     const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     size_t full = 0;
     free(read_file_bytes(path, &full));
     SplitFile split = split_file(path);
@@ -479,9 +483,8 @@ static void test_checkpoint_corrupted_header_bytes(void) {
     const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     SplitFile split = split_file(path);
     size_t header_end = 8 + split.header_len;
     int fd = open(path, O_RDWR);
@@ -525,9 +528,8 @@ static void test_checkpoint_rejects_wrong_tensors(void) {
     const char *bad = path_in(dir, "bad.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
 
     // Same byte size, other dtype: opens, but is not F32.
     SplitFile split = split_file(path);
@@ -602,9 +604,8 @@ static void test_checkpoint_rejects_bad_metadata(void) {
     const char *bad = path_in(dir, "bad.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     const char *good_config = "{\"layers\":2,\"heads\":2,\"dim\":8,\"context\":6,\"vocab_size\":10}";
 
     SplitFile split = split_file(path);

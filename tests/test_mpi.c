@@ -274,6 +274,21 @@ static void check_resume_with_other_count(int before, int after) {
 static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2); }
 static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1); }
 
+// One process resumes the run in the folder `run` to 40 steps past
+// log.csv's last row (the checkpoint is at or before it), output into out,
+// and must get there; returns what it printed (NULL if nothing).
+static char *resume_to_end(const char *run, const char *out) {
+    long iters = last_logged_step(run) + 40;
+    char cmd[1200], done[64];
+    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
+    int status = run_command(cmd, out);
+    char *text = read_text_file(out);
+    snprintf(done, sizeof done, "done: %ld iterations", iters);
+    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
+              text ? text : "");
+    return text;
+}
+
 // Rank 1 SIGKILLed mid-run: mpirun ends the job naming it, the last
 // checkpoint loads, and one process resumes it to the end.
 static void test_killed_rank_stops_the_job(void) {
@@ -309,17 +324,8 @@ static void test_killed_rank_stops_the_job(void) {
               "no message naming rank 1:\n%s", text ? text : "");
     free(rc);
     free(text);
-    // The checkpoint is intact: one process continues it to the end, 40
-    // steps past the last log.csv row (the checkpoint is at or before it).
-    long iters = last_logged_step(run) + 40;
-    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
-    int status = run_command(cmd, out);
-    text = read_text_file(out);
-    char done[64];
-    snprintf(done, sizeof done, "done: %ld iterations", iters);
-    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
-              text ? text : "");
-    free(text);
+    // The checkpoint is intact: one process continues it to the end.
+    free(resume_to_end(run, out));
 }
 
 // SIGTERM to mpirun: all processes stop after the same step, rank 0 saves
@@ -359,19 +365,13 @@ static void test_sigterm_saves(void) {
     // The save is of the step the processes agreed to stop after: one
     // process resumes there, past every row log.csv had when SIGTERM came.
     free(CHECKED_OUTPUT(out));
-    long logged_step = last_logged_step(run), iters = logged_step + 40;
-    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
-    int status = run_command(cmd, out);
-    text = read_text_file(out);
+    long logged_step = last_logged_step(run);
+    text = resume_to_end(run, out);
     const char *resumed = text ? strstr(text, "resuming ") : NULL;
     const char *at = resumed ? strstr(resumed, " at step ") : NULL;
     long resumed_step = at ? atol(at + 9) : -1;
     CHECK_MSG(resumed_step > 0 && resumed_step >= logged_step,
               "resumed at step %ld, log.csv had reached %ld:\n%s", resumed_step, logged_step,
-              text ? text : "");
-    char done[64];
-    snprintf(done, sizeof done, "done: %ld iterations", iters);
-    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
               text ? text : "");
     free(text);
 }
