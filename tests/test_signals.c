@@ -137,6 +137,18 @@ static void test_resume_after_save_cut_between_files(void) {
     CHECK(same_bytes(path_in(dir, "model2"), path_in(run_b, "model.safetensors")));
 }
 
+// A long run of the tiny model on corpus in the folder `run`, sent sig
+// once its output (in capture) shows `after`; returns its exit code.
+static int interrupt_run(const char *capture, const char *corpus, const char *run,
+                         const char *after, int sig) {
+    pid_t pid = spawn(capture, NULL,
+                      "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s",
+                      corpus, run);
+    CHECK(wait_for_text(pid, capture, after));
+    kill(pid, sig);
+    return wait_exit(pid);
+}
+
 // Ctrl-C: finishes the step, saves, exits 130; the resumed run gives the
 // same model, bit for bit, as a run never interrupted.
 static void test_sigint_saves_and_resumes_exactly(void) {
@@ -146,12 +158,7 @@ static void test_sigint_saves_and_resumes_exactly(void) {
     char run_a[600], run_b[600];
     snprintf(run_a, sizeof run_a, "%s", path_in(dir, "a"));
     snprintf(run_b, sizeof run_b, "%s", path_in(dir, "b"));
-    pid_t pid = spawn(capture, NULL,
-                      "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s",
-                      corpus, run_a);
-    CHECK(wait_for_text(pid, capture, "step 3/"));
-    kill(pid, SIGINT);
-    int status = wait_exit(pid);
+    int status = interrupt_run(capture, corpus, run_a, "step 3/", SIGINT);
     char *out = output_of(capture);
     long step = 0;
     const char *at = strstr(out, "interrupted at step ");
@@ -182,12 +189,7 @@ static void test_sigterm_saves_and_exits_143(void) {
     const char *capture = keep_path(path_in(dir, "out.txt"));
     char run[600];
     snprintf(run, sizeof run, "%s", path_in(dir, "run"));
-    pid_t pid = spawn(capture, NULL,
-                      "bin/train " TINY_ONE_THREAD " --iters 1000000 --eval-every 100000 --data %s --out %s",
-                      corpus, run);
-    CHECK(wait_for_text(pid, capture, "step 2/"));
-    kill(pid, SIGTERM);
-    int status = wait_exit(pid);
+    int status = interrupt_run(capture, corpus, run, "step 2/", SIGTERM);
     char *out = output_of(capture);
     CHECK_MSG(status == 143 && strstr(out, "interrupted at step"), "exited %d:\n%s", status, out);
     free(out);
