@@ -155,8 +155,8 @@ static void test_accum_close_to_one_batch(void) {
         char *sa = NULL, *sb = NULL;
         char *ra = strtok_r(la, "\n", &sa), *rb = strtok_r(lb, "\n", &sb);
         while ((ra = strtok_r(NULL, "\n", &sa)) && (rb = strtok_r(NULL, "\n", &sb))) {
-            long step_a, step_b;
-            double loss_a, loss_b;
+            long step_a = 0, step_b = 0;
+            double loss_a = 0, loss_b = 0;
             CHECK(sscanf(ra, "%ld,%lf", &step_a, &loss_a) == 2 && sscanf(rb, "%ld,%lf", &step_b, &loss_b) == 2);
             CHECK(step_a == step_b);
             CHECK_NEAR(loss_a, loss_b, 1e-4);
