@@ -1,18 +1,13 @@
 #include "check.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "../base/files.h"
-#include "../base/util.h"
 
 static int tests_passed, tests_failed, tests_skipped, failures_in_test;
+static long checks_in_all_tests;
 static const char *skip_reason;
+long checks_in_test;
 
 void check_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
@@ -32,62 +27,21 @@ void skip_test(const char *reason) { skip_reason = reason; }
 
 void run_test(const char *name, TestFn fn) {
     failures_in_test = 0;
+    checks_in_test = 0;
     skip_reason = NULL;
     fn();
+    checks_in_all_tests += checks_in_test;
     if (skip_reason && failures_in_test == 0) {
         tests_skipped++;
-        printf("skip %s (%s)\n", name, skip_reason);
+        printf("skip %s (%s; %ld checks)\n", name, skip_reason, checks_in_test);
     } else if (failures_in_test == 0) {
         tests_passed++;
-        printf("ok   %s\n", name);
+        printf("ok   %s (%ld checks)\n", name, checks_in_test);
     } else {
         tests_failed++;
-        printf("FAIL %s (%d failed checks)\n", name, failures_in_test);
+        printf("FAIL %s (%d of %ld checks failed)\n", name, failures_in_test, checks_in_test);
     }
     fflush(stdout);
-}
-
-int run_command(const char *command, const char *capture_path) {
-    char full[8192];
-    snprintf(full, sizeof full, "%s >%s 2>&1", command, capture_path ? capture_path : "/dev/null");
-    int status = system(full);
-    if (status == -1 || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
-}
-
-unsigned char *read_file_bytes(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *bytes = xmalloc((size_t)n + 1);
-    size_t got = fread(bytes, 1, (size_t)n, f);
-    bytes[got] = '\0';
-    fclose(f);
-    if (len) *len = got;
-    return bytes;
-}
-
-char *read_text_file(const char *path) { return (char *)read_file_bytes(path, NULL); }
-
-void write_file_bytes(const char *path, const void *bytes, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(bytes, 1, len, f) != len) die("%s: %s", path, strerror(errno));
-    fclose(f);
-}
-
-
-const char *make_temp_dir(void) {
-    static char paths[64][64];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, 64, "/tmp/gpt_test_XXXXXX");
-    if (!mkdtemp(p)) {
-        perror("mkdtemp");
-        exit(2);
-    }
-    return p;
 }
 
 // Suites, one per file; each calls run_test for its tests. Weak, so a build
@@ -101,7 +55,12 @@ SUITE(suite_checkpoint);
 SUITE(suite_train);
 SUITE(suite_sample);
 SUITE(suite_heatmap);
-SUITE(suite_robust);
+SUITE(suite_robust_signals);
+SUITE(suite_robust_disk_faults);
+SUITE(suite_robust_divergence);
+SUITE(suite_robust_bad_options);
+SUITE(suite_robust_bad_corpora);
+SUITE(suite_robust_fuzz);
 SUITE(suite_layout);
 SUITE(suite_bf16);
 SUITE(suite_bf16_attention);
@@ -121,7 +80,13 @@ int main(int argc, char **argv) {
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
                   {"attention", suite_attention}, {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
-                  {"sample", suite_sample}, {"heatmap", suite_heatmap}, {"robust", suite_robust},
+                  {"sample", suite_sample}, {"heatmap", suite_heatmap},
+                  {"robust-signals", suite_robust_signals},
+                  {"robust-disk-faults", suite_robust_disk_faults},
+                  {"robust-divergence", suite_robust_divergence},
+                  {"robust-bad-options", suite_robust_bad_options},
+                  {"robust-bad-corpora", suite_robust_bad_corpora},
+                  {"robust-fuzz", suite_robust_fuzz},
                   {"layout", suite_layout}, {"bf16", suite_bf16},
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
                   {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
@@ -131,6 +96,7 @@ int main(int argc, char **argv) {
         printf("# %s\n", suites[i].name);
         suites[i].fn();
     }
+    printf("%ld checks evaluated\n", checks_in_all_tests);
     if (tests_skipped)
         printf("%d passed, %d failed, %d skipped\n", tests_passed, tests_failed, tests_skipped);
     else

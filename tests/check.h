@@ -1,6 +1,6 @@
 // check.h: a minimal test harness. A test is a void function; it fails if
-// any CHECK inside it fails. The runner prints one line per test and ends
-// with "N passed, N failed".
+// any CHECK inside it fails. The runner prints one line per test, with the
+// number of checks it evaluated, and ends with "N passed, N failed".
 #ifndef CHECK_H
 #define CHECK_H
 
@@ -19,14 +19,18 @@ void check_fail(const char *file, int line, const char *fmt, ...)
 void skip_test(const char *reason);
 // Returns the number of checks failed so far in the current test.
 int current_test_failures(void);
+// Checks evaluated so far in the current test (each CHECK adds one).
+extern long checks_in_test;
 
 #define CHECK(cond)                                                      \
     do {                                                                 \
+        checks_in_test++;                                                \
         if (!(cond)) check_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); \
     } while (0)
 
 #define CHECK_MSG(cond, ...)                                          \
     do {                                                              \
+        checks_in_test++;                                             \
         if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);     \
     } while (0)
 
@@ -34,24 +38,10 @@ int current_test_failures(void);
 #define CHECK_NEAR(a, b, tol)                                                         \
     do {                                                                              \
         double check_a_ = (a), check_b_ = (b), check_t_ = (tol);                      \
+        checks_in_test++;                                                             \
         if (!(fabs(check_a_ - check_b_) <= check_t_))                                 \
             check_fail(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", #a, \
                        check_a_, #b, check_b_, check_t_);                              \
     } while (0)
-
-// Helpers for tests that run the programs.
-// Run a shell command; returns its exit status (or -1), output to /dev/null
-// unless capture is given (stdout+stderr written to the file).
-int run_command(const char *command, const char *capture_path);
-// Read a whole file into a new buffer with a NUL after its bytes (NULL if it
-// cannot be opened); its length in *len unless len is NULL.
-unsigned char *read_file_bytes(const char *path, size_t *len);
-// The same, as a string.
-char *read_text_file(const char *path);
-// Write bytes to a file (created or truncated); dies if that fails.
-void write_file_bytes(const char *path, const void *bytes, size_t len);
-#include "../base/files.h" // file_exists
-// Make a fresh temporary directory; returns its path (static storage per call).
-const char *make_temp_dir(void);
 
 #endif

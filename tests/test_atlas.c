@@ -20,34 +20,11 @@
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-static void build_model(GPT *model, Vocab *vocab, int context) {
-    char err[512];
-    CHECK(vocab_build(vocab, (const unsigned char *)VOCAB_TEXT, strlen(VOCAB_TEXT), err, sizeof err));
-    GPTConfig cfg = {vocab->size, context, 2, 2, 16};
-    gpt_build(model, &cfg);
-    gpt_init_params(model, 5);
-    Rng rng;
-    rng_seed(&rng, 6);
-    for (size_t i = 0; i < model->num_params; i++) model->params_memory[i] += 0.3f * rng_normal(&rng);
-}
-
-static const char *write_checkpoint(int context) {
-    static char paths[4][256];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, 256, "%s/model.safetensors", make_temp_dir());
-    GPT model;
-    Vocab vocab;
-    char err[512];
-    build_model(&model, &vocab, context);
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
-    gpt_free(&model);
-    vocab_free(&vocab);
-    return path;
-}
+// A random model over VOCAB_TEXT (build_text_model).
+static const RandomWeights weights = {5, 0.3f, 6};
 
 // ---- scores
 
@@ -121,7 +98,7 @@ static void test_induction(void) {
     // the model's scores: induction from the probe forward, the rest from the text's
     GPT model;
     Vocab vocab;
-    build_model(&model, &vocab, 16);
+    build_text_model(&model, &vocab, VOCAB_TEXT, 16, weights);
     gpt_alloc_inference(&model, 1, 16);
     int text[10] = {3, 5, 7, 3, 5, 9, 9, 1, 2, 3};
     HeadScores scores[4];
@@ -148,7 +125,7 @@ static void test_induction(void) {
 static void test_circuits(void) {
     GPT model;
     Vocab vocab;
-    build_model(&model, &vocab, 16);
+    build_text_model(&model, &vocab, VOCAB_TEXT, 16, weights);
     int C = 16, NH = 2, hs = 8, n = 7, ids[7] = {0, 3, 9, 12, 20, 33, 40};
     float qk[49], ov[49];
     double worst_qk = 0, worst_ov = 0;
@@ -279,7 +256,7 @@ static void test_unifont_labels(void) {
     CHECK_MSG(label_font_select(UNIFONT_DEFAULT_PATH, err, sizeof err), "%s", err);
     GPT model;
     Vocab vocab;
-    build_model(&model, &vocab, 24);
+    build_text_model(&model, &vocab, VOCAB_TEXT, 24, weights);
     // 'A' and 한 (U+D55C), at the default cell of 12 px: two lanes
     uint32_t chars[24];
     int tokens[24], T = 0;
@@ -365,7 +342,7 @@ static void test_font_errors(void) {
     unifont_free(&font);
     // bin/attn names the missing font, the unreadable snapshot folder, the
     // character outside the vocabulary
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     char cmd[2048], log[512];
     snprintf(log, sizeof log, "%s/log.txt", dir);
     struct {
@@ -404,7 +381,7 @@ static char *tree_listing(const char *dir, const char *scratch) {
 // the checks.
 static void test_attn_checks_before_writing(void) {
     const char *dir = make_temp_dir();
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     char plain_file[512], damaged[512], locked[512], path[700], cmd[4096], log[512];
     snprintf(plain_file, sizeof plain_file, "%s/not_a_folder", dir);
     write_file_bytes(plain_file, "x\n", 2);
@@ -474,7 +451,7 @@ static void test_attn_checks_before_writing(void) {
 // pictures are written.
 static void test_font_fallback_note(void) {
     const char *dir = make_temp_dir();
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     char cmd[2048], log[512], path[600];
     snprintf(log, sizeof log, "%s/log.txt", dir);
     snprintf(cmd, sizeof cmd, "GPT_UNIFONT=%s/missing.hex bin/attn --ckpt %s --out %s/out "
@@ -562,7 +539,7 @@ static const char *find_chromium(void) {
 }
 
 static void test_explorer_in_chromium(void) {
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     const char *dir = make_temp_dir();
     char cmd[4096], path[512], log[512];
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'It was the best of' --out %s --html", ckpt, dir);

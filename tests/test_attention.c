@@ -21,7 +21,7 @@
 #include "../kernels/matmul.h"
 #include "../base/util.h"
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 
 // ---- helpers
 
@@ -47,33 +47,12 @@ static void free_attention_case(AttentionCase *a) {
     free(a->q), free(a->k), free(a->v), free(a->out), free(a->probs), free(a->r);
 }
 
-// L = sum(out * R), in double.
-static double attention_loss(AttentionCase *a) {
+// L = sum(out * R), in double (a LossFn of an AttentionCase).
+static double attention_loss(void *ctx) {
+    AttentionCase *a = ctx;
     attention_forward(a->out, a->probs, a->q, a->k, a->v, a->B, a->Tq, a->Tk, a->C, a->NH,
                       a->causal);
-    double sum = 0;
-    for (long i = 0; i < (long)a->B * a->Tq * a->C; i++) sum += (double)a->out[i] * a->r[i];
-    return sum;
-}
-
-// Every element of x (one of a's inputs): analytic - GRAD_START against the
-// numeric derivative.
-static void check_input_gradient(const char *name, AttentionCase *a, float *x,
-                                 const float *analytic, long n) {
-    for (long i = 0; i < n; i++) {
-        float saved = x[i];
-        float plus = saved + GRAD_STEP, minus = saved - GRAD_STEP;
-        x[i] = plus;
-        double loss_plus = attention_loss(a);
-        x[i] = minus;
-        double loss_minus = attention_loss(a);
-        x[i] = saved;
-        double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
-        double grad = (double)analytic[i] - GRAD_START;
-        double tol = GRAD_ATOL + GRAD_RTOL * fmax(fabs(grad), fabs(numeric));
-        CHECK_MSG(fabs(grad - numeric) <= tol, "%s[%ld]: analytic %.7g, numeric %.7g (tol %.3g)",
-                  name, i, grad, numeric, tol);
-    }
+    return weighted_sum(a->out, a->r, (long)a->B * a->Tq * a->C);
 }
 
 static void check_attention_gradients(int B, int Tq, int Tk, int C, int NH, int causal) {
@@ -84,9 +63,9 @@ static void check_attention_gradients(int B, int Tq, int Tk, int C, int NH, int 
     float *d_q = gradient_buffer(nq), *d_k = gradient_buffer(nkv), *d_v = gradient_buffer(nkv);
     attention_loss(&a);
     attention_backward(d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
-    check_input_gradient("d_q", &a, a.q, d_q, nq);
-    check_input_gradient("d_k", &a, a.k, d_k, nkv);
-    check_input_gradient("d_v", &a, a.v, d_v, nkv);
+    check_gradient("d_q", a.q, d_q, nq, 0, attention_loss, &a, NULL);
+    check_gradient("d_k", a.k, d_k, nkv, 0, attention_loss, &a, NULL);
+    check_gradient("d_v", a.v, d_v, nkv, 0, attention_loss, &a, NULL);
     free(d_q), free(d_k), free(d_v);
     free_attention_case(&a);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
 #include "../kernels/matmul.h"
@@ -477,23 +477,6 @@ static void test_precision_option(void) {
     free(text);
 }
 
-// The losses of log.csv (columns step, train_loss, val_loss).
-static char *logged_losses(const char *dir) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t n = 0;
-        for (int commas = 0; line[n] && commas < 3; n++) commas += line[n] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
-
 // bf16 runs: the same losses with 1 and 2 threads; the portable kernel
 // (as on a CPU without AVX512_BF16) says so in one line and learns the same
 // way.
@@ -509,7 +492,7 @@ static void test_train_bf16_runs(void) {
     }
     char a[600], b[600], c[600];
     snprintf(a, sizeof a, "%s/a", dir), snprintf(b, sizeof b, "%s/b", dir), snprintf(c, sizeof c, "%s/c", dir);
-    char *la = logged_losses(a), *lb = logged_losses(b), *lc = logged_losses(c);
+    char *la = log_columns(a, 3), *lb = log_columns(b, 3), *lc = log_columns(c, 3);
     CHECK(la && lb && lc && strlen(la) > 40);
     if (la && lb) CHECK_MSG(!strcmp(la, lb), "1 thread:\n%s2 threads:\n%s", la, lb);
     // portable vs best kernel: the losses agree to ~1e-4 (see above), the

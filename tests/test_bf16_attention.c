@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fixtures.h"
 #include "../base/util.h"
 #include "../model/attention.h"
 #include "../model/dropout.h"

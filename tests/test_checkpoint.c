@@ -3,7 +3,6 @@
 // and [out, in] shapes, and every damaged file must be rejected with a
 // message (never a crash, never a silent success with other numbers).
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include "../base/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 // ---- fixtures
 
@@ -47,12 +47,11 @@ static void make_test_model(GPT *model, Vocab *vocab) {
         die("test vocab: %s", err);
 }
 
-static const char *join_path(const char *dir, const char *name) {
-    static char paths[8][512];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
+// make_test_model's model and vocabulary, saved at path.
+static void save_test_model(const char *path, GPT *model, Vocab *vocab) {
+    make_test_model(model, vocab);
+    char err[512] = "";
+    CHECK_MSG(gpt_save(path, model, vocab, err, sizeof err), "%s", err);
 }
 
 // A file of the 8-byte length, then header, then data (no padding added).
@@ -66,24 +65,6 @@ static void write_raw(const char *path, const char *header, size_t header_len, c
     fwrite(header, 1, header_len, f);
     if (data_len) fwrite(data, 1, data_len, f);
     fclose(f);
-}
-
-static void remove_tree(const char *dir) {
-    char command[600];
-    snprintf(command, sizeof command, "rm -rf '%s'", dir);
-    run_command(command, NULL);
-}
-
-// Entries of dir whose name contains ".tmp." (leftover temporaries).
-static int count_temp_files(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(d)))
-        if (strstr(entry->d_name, ".tmp.")) count++;
-    closedir(d);
-    return count;
 }
 
 // A saved checkpoint split into its parsed header and its data section.
@@ -174,7 +155,7 @@ static void expect_open_fails(const char *path, const char *word) {
 static void expect_header_rejected(const char *dir, const char *header, size_t data_len,
                                    const char *word) {
     static const unsigned char zeros[64];
-    const char *path = join_path(dir, "bad.safetensors");
+    const char *path = path_in(dir, "bad.safetensors");
     write_raw(path, header, strlen(header), zeros, data_len);
     expect_open_fails(path, word);
 }
@@ -183,7 +164,7 @@ static void expect_header_rejected(const char *dir, const char *header, size_t d
 
 static void test_safetensors_round_trip(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "t.safetensors");
+    const char *path = path_in(dir, "t.safetensors");
     float matrix[6] = {1, 2, 3, 4, 5, -6};
     float scalar = 7.5f;
     StTensor tensors[] = {{.name = "matrix", .data = matrix, .ndim = 2, .shape = {2, 3}},
@@ -283,7 +264,7 @@ static void test_safetensors_rejects_malformed_files(void) {
     expect_header_rejected(dir, deep, 0, "JSON");
 
     // Below 8 bytes, a header length that is absurd or longer than the file.
-    const char *path = join_path(dir, "short.safetensors");
+    const char *path = path_in(dir, "short.safetensors");
     write_file_bytes(path, "\x02\0\0", 3);
     expect_open_fails(path, "truncated");
     write_file_bytes(path, "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10);
@@ -295,7 +276,7 @@ static void test_safetensors_rejects_malformed_files(void) {
     write_raw(path, "{}\0   ", 6, NULL, 0);
     expect_open_fails(path, "byte 0x00 at 2");
 
-    expect_open_fails(join_path(dir, "missing.safetensors"), "cannot open");
+    expect_open_fails(path_in(dir, "missing.safetensors"), "cannot open");
     expect_open_fails(dir, "not a regular file");
     remove_tree(dir);
 }
@@ -304,12 +285,11 @@ static void test_safetensors_rejects_malformed_files(void) {
 
 static void test_checkpoint_round_trip_is_bit_identical(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model, loaded;
     Vocab vocab, loaded_vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     CHECK_MSG(gpt_load(path, &loaded, &loaded_vocab, err, sizeof err), "%s", err);
     if (current_test_failures() == 0) {
         CHECK(memcmp(&loaded.config, &model.config, sizeof model.config) == 0);
@@ -355,12 +335,11 @@ static void expect_tensor(ExpectedTensor *expected, int *n, const char *name, lo
 
 static void test_checkpoint_names_shapes_and_layout(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
 
     const long C = TEST_C;
     const ParameterTensors *p = &model.params;
@@ -462,12 +441,11 @@ static void test_checkpoint_names_shapes_and_layout(void) {
 
 static void test_checkpoint_truncated_at_every_length(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     size_t full = 0;
     free(read_file_bytes(path, &full));
     SplitFile split = split_file(path);
@@ -502,12 +480,11 @@ static void test_checkpoint_truncated_at_every_length(void) {
 // not matter...) but must then give the same model shape.
 static void test_checkpoint_corrupted_header_bytes(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     SplitFile split = split_file(path);
     size_t header_end = 8 + split.header_len;
     int fd = open(path, O_RDWR);
@@ -547,13 +524,12 @@ static void test_checkpoint_corrupted_header_bytes(void) {
 
 static void test_checkpoint_rejects_wrong_tensors(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
-    const char *bad = join_path(dir, "bad.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
+    const char *bad = path_in(dir, "bad.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
 
     // Same byte size, other dtype: opens, but is not F32.
     SplitFile split = split_file(path);
@@ -624,13 +600,12 @@ static void test_checkpoint_rejects_wrong_tensors(void) {
 
 static void test_checkpoint_rejects_bad_metadata(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
-    const char *bad = join_path(dir, "bad.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
+    const char *bad = path_in(dir, "bad.safetensors");
     GPT model;
     Vocab vocab;
-    make_test_model(&model, &vocab);
+    save_test_model(path, &model, &vocab);
     char err[512] = "";
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     const char *good_config = "{\"layers\":2,\"heads\":2,\"dim\":8,\"context\":6,\"vocab_size\":10}";
 
     SplitFile split = split_file(path);
@@ -704,7 +679,7 @@ static void test_checkpoint_rejects_bad_metadata(void) {
 
 static void test_checkpoint_save_rejects_bad_vocab(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab, small_vocab, nul_vocab;
     make_test_model(&model, &vocab);
@@ -728,14 +703,14 @@ static void test_checkpoint_save_rejects_bad_vocab(void) {
 
 static void test_checkpoint_failed_writes_leave_old_file(void) {
     const char *dir = make_temp_dir();
-    const char *path = join_path(dir, "model.safetensors");
+    const char *path = path_in(dir, "model.safetensors");
     GPT model;
     Vocab vocab;
     make_test_model(&model, &vocab);
     char err[512] = "";
 
     // Into a folder that does not exist: an error, and nothing created.
-    const char *missing_dir = join_path(dir, "no_such_dir");
+    const char *missing_dir = path_in(dir, "no_such_dir");
     char in_missing[600];
     snprintf(in_missing, sizeof in_missing, "%s/model.safetensors", missing_dir);
     CHECK(!gpt_save(in_missing, &model, &vocab, err, sizeof err));
@@ -743,7 +718,7 @@ static void test_checkpoint_failed_writes_leave_old_file(void) {
     CHECK(access(missing_dir, F_OK) != 0);
 
     // Under a regular file (as root, a read-only folder would not stop us).
-    const char *not_dir = join_path(dir, "file_not_dir");
+    const char *not_dir = path_in(dir, "file_not_dir");
     write_file_bytes(not_dir, "keep", 4);
     char under_file[600];
     snprintf(under_file, sizeof under_file, "%s/model.safetensors", not_dir);

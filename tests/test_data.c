@@ -8,17 +8,12 @@
 #include "../data/vocab.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 // ---- helpers
 
 // Korean (3-byte), an emoji (4-byte), 2-byte Latin and ASCII.
 static const char MIXED_TEXT[] = "Hello, world!\n안녕하세요, 세계!\n😀 café, naïve é\n";
-
-static void remove_tree(const char *dir) {
-    char command[600];
-    snprintf(command, sizeof command, "rm -rf '%s'", dir);
-    run_command(command, NULL);
-}
 
 // The byte offset in "invalid UTF-8 at byte offset N", or -1 when the
 // message does not have that form.

@@ -22,37 +22,12 @@
 #include "../base/safetensors.h"
 #include "../base/util.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define VOCAB_TEXT "\n\t !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-// A random model with weights large enough that attention is far from
-// uniform (the 0.02 init makes every row nearly flat).
-static void build_model(GPT *model, Vocab *vocab, int context) {
-    char err[512];
-    CHECK(vocab_build(vocab, (const unsigned char *)VOCAB_TEXT, strlen(VOCAB_TEXT), err,
-                      sizeof err));
-    GPTConfig cfg = {vocab->size, context, 2, 2, 16};
-    gpt_build(model, &cfg);
-    gpt_init_params(model, 3);
-    Rng rng;
-    rng_seed(&rng, 4);
-    for (size_t i = 0; i < model->num_params; i++) model->params_memory[i] += 0.3f * rng_normal(&rng);
-}
-
-static const char *write_checkpoint(int context) {
-    static char paths[4][256];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, 256, "%s/model.safetensors", make_temp_dir());
-    GPT model;
-    Vocab vocab;
-    char err[512];
-    build_model(&model, &vocab, context);
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
-    gpt_free(&model);
-    vocab_free(&vocab);
-    return path;
-}
+// A random model over VOCAB_TEXT (build_text_model), its weights large
+// enough that attention is far from uniform.
+static const RandomWeights weights = {3, 0.3f, 4};
 
 // Code points of an ASCII string, and the forward over them (unknown
 // characters run as token 0: only their labels matter here).
@@ -288,7 +263,7 @@ done:
 static void test_head_images(void) {
     GPT model;
     Vocab vocab;
-    build_model(&model, &vocab, 16);
+    build_text_model(&model, &vocab, VOCAB_TEXT, 16, weights);
     // 'A' and 'B' first, then space, newline, tab and a Korean character (not
     // in the vocabulary: it runs as token 0 and must be labelled with a box)
     uint32_t chars[16];
@@ -393,7 +368,7 @@ static void test_head_images(void) {
 static void test_overview(void) {
     GPT model;
     Vocab vocab;
-    build_model(&model, &vocab, 16);
+    build_text_model(&model, &vocab, VOCAB_TEXT, 16, weights);
     uint32_t chars[16];
     int T = ascii_chars("the cat sat", chars);
     forward_text(&model, &vocab, chars, T);
@@ -450,7 +425,7 @@ static void test_overview(void) {
 // ---- bin/attn
 
 static void test_attn_program(void) {
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     const char *dir = make_temp_dir();
     char cmd[2048], a[512], b[512], log[512], path[640];
     snprintf(a, sizeof a, "%s/a", dir);
@@ -536,7 +511,7 @@ static void test_attn_program(void) {
 // output folder. Run without Unifont (GPT_UNIFONT at a missing file), so
 // that the program has a note to give: it must not come before the error.
 static void test_attn_bad_input(void) {
-    const char *ckpt = write_checkpoint(16);
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     const char *dir = make_temp_dir();
     char cmd[4096], out[512], log[512], path[640];
     snprintf(out, sizeof out, "%s/out", dir);
@@ -623,7 +598,7 @@ static void test_attn_bad_input(void) {
     free(said);
 
     // an image too large for any viewer: 300 characters at 64 px per cell
-    const char *big = write_checkpoint(300);
+    const char *big = save_text_model(VOCAB_TEXT, 300, weights);
     char text[301];
     for (int i = 0; i < 300; i++) text[i] = "abcdefghij"[i % 10];
     text[300] = '\0';

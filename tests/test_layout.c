@@ -11,6 +11,7 @@
 #include "../model/gpt.h"
 #include "../kernels/matmul.h"
 #include "check.h"
+#include "fixtures.h"
 
 // Bytes xmalloc/xcalloc hand out to build a model and allocate it for B x T,
 // measured in a freshly started copy of this test binary: the kernels'

@@ -12,96 +12,16 @@
 #include "../model/gpt.h"
 #include "../base/util.h"
 #include "check.h"
-
-// V 7, context 6, 2 layers of 2 heads, C 8: small enough to check every
-// tensor in a fraction of a second, with every part of the network present.
-static const GPTConfig tiny_config = {
-    .vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
-
-// A model for cfg, GPT-2 initialised, with activations for B_max x T_max.
-static GPT new_model(const GPTConfig *cfg, int B_max, int T_max, unsigned long long seed) {
-    GPT model;
-    gpt_build(&model, cfg);
-    gpt_init_params(&model, seed);
-    gpt_alloc_training(&model, B_max, T_max);
-    return model;
-}
-
-// The GPT-2 init (std 0.02) makes most gradients tiny, too close to the
-// rounding noise of a finite difference to say anything, and the attention
-// nearly uniform. Tests that need every part of the network to matter
-// re-initialise at a larger scale: matrices and embeddings N(0, 0.3^2)
-// (with C = 8, q, k, v, fc and the logits come out of order 1), biases
-// N(0, 0.1^2), LayerNorm weights 1 + N(0, 0.2^2).
-static void rescale_params(GPT *model, Rng *rng) {
-    float *t = model->params_memory;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int is_layernorm_weight = i == 2 || i == 12 || i == 18;
-        for (size_t j = 0; j < model->param_sizes[i]; j++) {
-            float z = rng_normal(rng);
-            t[j] = is_layernorm_weight   ? 1.0f + 0.2f * z
-                   : param_is_decayed(i) ? 0.3f * z
-                                         : 0.1f * z;
-        }
-        t += model->param_sizes[i];
-    }
-}
-
-static void random_tokens(Rng *rng, int *tokens, int n, int V) {
-    for (int i = 0; i < n; i++) tokens[i] = (int)rng_below(rng, (uint64_t)V);
-}
+#include "fixtures.h"
 
 // ---- gradient check
 //
 // For each parameter tensor: a few random elements and the elements with
-// the largest analytic gradient, against (L(p+h) - L(p-h)) / 2h of the mean
-// loss, h = 2e-3. Tolerance
-//   |analytic - numeric| <= 2e-4 + 1e-2 max(|analytic|, |numeric|).
-// Why: the loss (~2) comes out of two layers of fp32 arithmetic, and a
-// perturbed parameter moves every value downstream of it, so the rounding
-// no longer cancels between the two forwards: the loss carries a noise of
-// ~2e-7 (absolute), ~5e-5 once divided by 2h = 4e-3. The truncation error
-// h^2/6 f''' is below 1e-4 (largest for the tied wte, which enters twice).
-// Gradients here range from ~1e-3 to ~1 (b_k's is exactly zero: a bias on
-// the keys adds the same q.b_k to every score of a row, which the softmax
-// ignores). Checking every element over 40 seeds, the worst error was 0.4
-// of this tolerance; a wrong or missing term moves a gradient by far more
-// than 1%.
-#define MODEL_STEP 2e-3f
-#define MODEL_ATOL 2e-4
-#define MODEL_RTOL 1e-2
+// the largest analytic gradient, against central differences of the mean
+// loss (check_param_gradient; its step and tolerance, and why, are in
+// fixtures.h).
 #define RANDOM_PER_TENSOR 8
 #define LARGEST_PER_TENSOR 4
-
-typedef struct {
-    GPT *model;
-    const int *tokens, *targets;
-    int B, T;
-} ModelCase;
-
-// The mean loss, summed in double from the per-position losses.
-static double model_loss(const ModelCase *m) {
-    gpt_forward(m->model, m->tokens, m->targets, m->B, m->T);
-    double sum = 0;
-    for (int i = 0; i < m->B * m->T; i++) sum += m->model->acts.losses[i];
-    return sum / (m->B * m->T);
-}
-
-// The step is the one actually taken after rounding p +- h to float.
-static void check_param_gradient(const ModelCase *m, int tensor, float *param, float analytic,
-                                 size_t index) {
-    float saved = *param;
-    float plus = saved + MODEL_STEP, minus = saved - MODEL_STEP;
-    *param = plus;
-    double loss_plus = model_loss(m);
-    *param = minus;
-    double loss_minus = model_loss(m);
-    *param = saved;
-    double numeric = (loss_plus - loss_minus) / ((double)plus - (double)minus);
-    double tol = MODEL_ATOL + MODEL_RTOL * fmax(fabs(analytic), fabs(numeric));
-    CHECK_MSG(fabs(analytic - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g (tol %.3g)",
-              param_specs[tensor].name, index, analytic, numeric, tol);
-}
 
 // Which elements of a tensor of n to check: all when n is small, else
 // RANDOM_PER_TENSOR random ones and the LARGEST_PER_TENSOR largest |grad|.

@@ -14,6 +14,7 @@
 
 #include "../train/progress.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY                                                                                  \
     "--layers 2 --heads 2 --dim 32 --context 16 --eval-batches 4 --log-every 2 --sample-chars " \
@@ -28,24 +29,6 @@
 #define MPIRUN_FOREGROUND "timeout --foreground 300 " MPIRUN_OPTIONS
 
 // ---- helpers
-
-// step,train_loss,val_loss,lr of each log.csv row (timings differ).
-static char *loss_columns(const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        int commas = 0;
-        size_t n = 0;
-        while (line[n] && commas < 4) commas += line[n++] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
 
 // The bytes after a safetensors file's header (its tensors): the header
 // holds the run's flags, which name the folder.
@@ -165,7 +148,7 @@ static void test_accum_close_to_one_batch(void) {
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch 8 --accum 2 --iters 20 --eval-every 10 --out %s", db);
     CHECK(run_command(cmd, NULL) == 0);
-    char *la = loss_columns(da), *lb = loss_columns(db);
+    char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb);
     if (la && lb) {
         int rows = 0;
@@ -225,7 +208,7 @@ static void check_processes_match_accum(int procs, int batch) {
     // one process prints: the summary once
     CHECK(count_occurrences(text, "model: 2 layers") == 1);
     free(text);
-    char *la = loss_columns(one), *lb = loss_columns(many);
+    char *la = log_columns(one, 4), *lb = log_columns(many, 4);
     CHECK(la && lb);
     if (la && lb) {
         CHECK_MSG(!strcmp(la, lb), "log.csv differs:\n%s\nagainst\n%s", la, lb);
@@ -276,7 +259,7 @@ static void check_resume_with_other_count(int before, int after) {
     CHECK_MSG(status == 0 && text && strstr(text, "at step 4"), "the resume exited %d:\n%s", status,
               text ? text : "");
     free(text);
-    char *la = loss_columns(whole), *lb = loss_columns(resumed);
+    char *la = log_columns(whole, 4), *lb = log_columns(resumed, 4);
     CHECK(la && lb);
     if (la && lb) {
         CHECK_MSG(!strcmp(la, lb), "log.csv differs:\n%s\nagainst\n%s", la, lb);
@@ -292,6 +275,21 @@ static void check_resume_with_other_count(int before, int after) {
 
 static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2); }
 static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1); }
+
+// One process resumes the run in the folder `run` to 40 steps past
+// log.csv's last row (the checkpoint is at or before it), output into out,
+// and must get there; returns what it printed (NULL if nothing).
+static char *resume_to_end(const char *run, const char *out) {
+    long iters = last_logged_step(run) + 40;
+    char cmd[1200], done[64];
+    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
+    int status = run_command(cmd, out);
+    char *text = read_text_file(out);
+    snprintf(done, sizeof done, "done: %ld iterations", iters);
+    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
+              text ? text : "");
+    return text;
+}
 
 // Rank 1 SIGKILLed mid-run: mpirun ends the job naming it, the last
 // checkpoint loads, and one process resumes it to the end.
@@ -328,17 +326,8 @@ static void test_killed_rank_stops_the_job(void) {
               "no message naming rank 1:\n%s", text ? text : "");
     free(rc);
     free(text);
-    // The checkpoint is intact: one process continues it to the end, 40
-    // steps past the last log.csv row (the checkpoint is at or before it).
-    long iters = last_logged_step(run) + 40;
-    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
-    int status = run_command(cmd, out);
-    text = read_text_file(out);
-    char done[64];
-    snprintf(done, sizeof done, "done: %ld iterations", iters);
-    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
-              text ? text : "");
-    free(text);
+    // The checkpoint is intact: one process continues it to the end.
+    free(resume_to_end(run, out));
 }
 
 // SIGTERM to mpirun: all processes stop after the same step, rank 0 saves
@@ -378,19 +367,13 @@ static void test_sigterm_saves(void) {
     // The save is of the step the processes agreed to stop after: one
     // process resumes there, past every row log.csv had when SIGTERM came.
     free(CHECKED_OUTPUT(out));
-    long logged_step = last_logged_step(run), iters = logged_step + 40;
-    snprintf(cmd, sizeof cmd, "bin/train --out %s --resume --iters %ld --accum 2", run, iters);
-    int status = run_command(cmd, out);
-    text = read_text_file(out);
+    long logged_step = last_logged_step(run);
+    text = resume_to_end(run, out);
     const char *resumed = text ? strstr(text, "resuming ") : NULL;
     const char *at = resumed ? strstr(resumed, " at step ") : NULL;
     long resumed_step = at ? atol(at + 9) : -1;
     CHECK_MSG(resumed_step > 0 && resumed_step >= logged_step,
               "resumed at step %ld, log.csv had reached %ld:\n%s", resumed_step, logged_step,
-              text ? text : "");
-    char done[64];
-    snprintf(done, sizeof done, "done: %ld iterations", iters);
-    CHECK_MSG(status == 0 && text && strstr(text, done), "resume: exit %d:\n%s", status,
               text ? text : "");
     free(text);
 }

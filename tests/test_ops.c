@@ -31,49 +31,8 @@
 #include "../kernels/transpose.h"
 #include "../base/util.h"
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 
-
-// ---- helpers
-
-// L = sum(out * r), in double.
-static double weighted_sum(const float *out, const float *r, long n) {
-    double sum = 0.0;
-    for (long i = 0; i < n; i++) sum += (double)out[i] * r[i];
-    return sum;
-}
-
-typedef double (*LossFn)(void *ctx);
-
-// dL/dx[i] by central differences. The step is the one actually taken after
-// rounding x +- h to float, which removes an error of ~|x| 6e-8 / h.
-static double central_difference(float *x, long i, LossFn loss, void *ctx) {
-    float saved = x[i];
-    float plus = saved + GRAD_STEP, minus = saved - GRAD_STEP;
-    x[i] = plus;
-    double loss_plus = loss(ctx);
-    x[i] = minus;
-    double loss_minus = loss(ctx);
-    x[i] = saved;
-    return (loss_plus - loss_minus) / ((double)plus - (double)minus);
-}
-
-// Compare analytic[i] - GRAD_START with the numeric derivative of loss with
-// respect to x[i], for every i when samples <= 0 or n <= samples, else for
-// `samples` random indices.
-static void check_gradient(const char *name, float *x, const float *analytic, long n, long samples,
-                           LossFn loss, void *ctx, Rng *rng) {
-    int every = samples <= 0 || n <= samples;
-    long count = every ? n : samples;
-    for (long s = 0; s < count; s++) {
-        long i = every ? s : (long)rng_below(rng, (uint64_t)n);
-        double numeric = central_difference(x, i, loss, ctx);
-        double a = (double)analytic[i] - GRAD_START;
-        double tol = GRAD_ATOL + GRAD_RTOL * fmax(fabs(a), fabs(numeric));
-        CHECK_MSG(fabs(a - numeric) <= tol, "%s[%ld]: analytic %.7g, numeric %.7g (tol %.3g)", name,
-                  i, a, numeric, tol);
-    }
-}
 
 // ---- embedding
 

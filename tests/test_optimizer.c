@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "grad_check.h"
+#include "fixtures.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
 #include "../optim/adamw.h"

@@ -19,6 +19,7 @@
 #include "../viz/plot.h"
 #include "../viz/unifont.h"
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --sample-chars 0"
 // Big enough that the matrix products and dropout use both threads.
@@ -26,33 +27,10 @@
 
 // ---- dropout in the model
 
-static const GPTConfig tiny_config = {.vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};
-
-// Parameters at a scale where every gradient is well above the rounding
-// noise of a finite difference (as test_model.c does, for the same reason).
-static void rescale_params(GPT *model, Rng *rng) {
-    float *t = model->params_memory;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        ParamInit init = param_specs[i].init;
-        for (size_t j = 0; j < model->param_sizes[i]; j++) {
-            float z = rng_normal(rng);
-            t[j] = init == INIT_ONE ? 1.0f + 0.2f * z : param_is_decayed(i) ? 0.3f * z : 0.1f * z;
-        }
-        t += model->param_sizes[i];
-    }
-}
-
-static double mean_loss(GPT *model, const int *tokens, const int *targets, int B, int T) {
-    gpt_forward(model, tokens, targets, B, T);
-    double sum = 0;
-    for (int i = 0; i < B * T; i++) sum += model->acts.losses[i];
-    return sum / (B * T);
-}
-
 // With p = 0.3 and a fixed (seed, step), the mask is fixed, so the loss is
 // a smooth function of the parameters and gpt_backward must match its
 // central differences: every element of every tensor (the model is tiny),
-// tolerance 2e-4 + 1e-2 |g| (test_model.c's, for the same model size).
+// with test_model.c's check_param_gradient, for the same model size.
 static void test_dropout_gradients(void) {
     enum { B = 2, T = 5 };
     GPT model;
@@ -66,11 +44,12 @@ static void test_dropout_gradients(void) {
         tokens[i] = (int)rng_below(&rng, 7);
         targets[i] = (int)rng_below(&rng, 7);
     }
-    double without = mean_loss(&model, tokens, targets, B, T);
+    ModelCase m = {&model, tokens, targets, B, T};
+    double without = model_loss(&m);
     model.dropout = (Dropout){0.3f, 77, 4, 0};
-    double with = mean_loss(&model, tokens, targets, B, T);
+    double with = model_loss(&m);
     CHECK_MSG(fabs(with - without) > 1e-3, "dropout changed nothing: %g vs %g", with, without);
-    CHECK_NEAR(mean_loss(&model, tokens, targets, B, T), with, 0); // the same mask again
+    CHECK_NEAR(model_loss(&m), with, 0); // the same mask again
     gpt_zero_grad(&model);
     gpt_backward(&model, tokens);
     float *params = model.params_memory;
@@ -78,16 +57,7 @@ static void test_dropout_gradients(void) {
     int checked = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         for (size_t j = 0; j < model.param_sizes[i]; j++) {
-            float saved = params[j], plus = saved + 2e-3f, minus = saved - 2e-3f;
-            params[j] = plus;
-            double lp = mean_loss(&model, tokens, targets, B, T);
-            params[j] = minus;
-            double lm = mean_loss(&model, tokens, targets, B, T);
-            params[j] = saved;
-            double numeric = (lp - lm) / ((double)plus - (double)minus);
-            double tol = 2e-4 + 1e-2 * fmax(fabs(grads[j]), fabs(numeric));
-            CHECK_MSG(fabs(grads[j] - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g",
-                      param_specs[i].name, j, grads[j], numeric);
+            check_param_gradient(&m, i, &params[j], grads[j], j);
             checked++;
         }
         params += model.param_sizes[i];
@@ -96,7 +66,7 @@ static void test_dropout_gradients(void) {
     CHECK(checked == (int)model.num_params);
     // Switched off, the forward is the plain one again, to the last bit.
     model.dropout.p = 0.0f;
-    CHECK(mean_loss(&model, tokens, targets, B, T) == without);
+    CHECK(model_loss(&m) == without);
     gpt_free(&model);
 }
 
@@ -178,24 +148,6 @@ static void test_dropout_micro_batches(void) {
 
 // ---- the trainer
 
-// The step,train_loss,val_loss,lr columns of OUT/log.csv.
-static char *loss_columns(const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = calloc(strlen(text) + 1, 1), *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        int commas = 0;
-        size_t n = 0;
-        while (line[n] && commas < 4) commas += line[n++] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
-
 static int run_train(const char *args, const char *dir, const char *capture) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "bin/train %s --out %s", args, dir);
@@ -221,8 +173,8 @@ static void test_dropout_runs_deterministic(void) {
     CHECK(run_train(flags, resumed, NULL) == 0);
     CHECK(run_train("--resume --threads 1", resumed, NULL) == 0);
     CHECK(run_train(SMALL " --iters 12 --eval-every 6 --log-every 1", plain, NULL) == 0);
-    char *l1 = loss_columns(one), *l2 = loss_columns(two), *lr = loss_columns(resumed),
-         *lp = loss_columns(plain);
+    char *l1 = log_columns(one, 4), *l2 = log_columns(two, 4), *lr = log_columns(resumed, 4),
+         *lp = log_columns(plain, 4);
     CHECK(l1 && l2 && lr && lp);
     if (l1 && l2 && lr && lp) {
         CHECK_MSG(!strcmp(l1, l2), "1 thread:\n%s\n2 threads:\n%s", l1, l2);
@@ -255,7 +207,7 @@ static void test_time_budget(void) {
     long iters = number_after(console, "add --iters ");
     long every = number_after(console, "--eval-every ");
     CHECK_MSG(iters >= 5 && every >= 1, "no plan in:\n%s", console ? console : "");
-    char *log = loss_columns(dir);
+    char *log = log_columns(dir, 4);
     CHECK(log != NULL);
     if (iters >= 5 && every >= 1 && log) {
         // the last row: step N, with a validation loss, at lr_at(N - 1)
@@ -276,7 +228,7 @@ static void test_time_budget(void) {
         // the same run with --iters N
         snprintf(flags, sizeof flags, "%s --iters %ld --eval-every %ld", args, iters, every);
         CHECK(run_train(flags, again, NULL) == 0);
-        char *log2 = loss_columns(again);
+        char *log2 = log_columns(again, 4);
         CHECK(log2 != NULL);
         int compared = 0;
         for (char *row = strchr(log, '\n'); log2 && row && row[1]; row = strchr(row + 1, '\n')) {

@@ -18,16 +18,12 @@
 #include "../base/util.h"
 #include "../infer/sampler.h"
 #include "check.h"
+#include "fixtures.h"
 
-// A small model with weights large enough that its logits differ clearly
-// from position to position (the 0.02 init makes them nearly uniform).
+// A small model (2 layers of 2 heads, 16 wide) with weights large enough
+// that its logits differ clearly from position to position.
 static void build_random_model(GPT *model, int V, int T) {
-    GPTConfig cfg = {V, T, 2, 2, 16};
-    gpt_build(model, &cfg);
-    gpt_init_params(model, 7);
-    Rng rng;
-    rng_seed(&rng, 99);
-    for (size_t i = 0; i < model->num_params; i++) model->params_memory[i] += 0.3f * rng_normal(&rng);
+    build_model(model, &(GPTConfig){V, T, 2, 2, 16}, (RandomWeights){7, 0.3f, 99});
 }
 
 // Logits of the last position of a full forward over tokens[0..n).
@@ -89,13 +85,7 @@ static void test_cache_matches_full_forward(void) {
 // 65 characters), its weights spread by `spread` x N(0,1) from `seed`, so
 // that its logits differ clearly from position to position.
 static void build_default_shape_model(GPT *model, float spread, uint64_t seed) {
-    GPTConfig cfg = {65, 64, 4, 4, 128};
-    gpt_build(model, &cfg);
-    gpt_init_params(model, 3);
-    Rng rng;
-    rng_seed(&rng, seed);
-    for (size_t i = 0; i < model->num_params; i++)
-        model->params_memory[i] += spread * rng_normal(&rng);
+    build_model(model, &(GPTConfig){65, 64, 4, 4, 128}, (RandomWeights){3, spread, seed});
 }
 
 // The default shape, so that the cache's products run on whole vector
@@ -566,24 +556,8 @@ static void test_top_k_and_top_p(void) {
 
 // A checkpoint of a random model over a small vocabulary, for bin/sample.
 static const char *write_checkpoint(void) {
-    static char path[256];
-    const char *dir = make_temp_dir();
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    const char *text = "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    Vocab vocab;
-    char err[512];
-    CHECK(vocab_build(&vocab, (const unsigned char *)text, strlen(text), err, sizeof err));
-    GPT model;
-    GPTConfig cfg = {vocab.size, 16, 2, 2, 16};
-    gpt_build(&model, &cfg);
-    gpt_init_params(&model, 3);
-    Rng rng;
-    rng_seed(&rng, 4);
-    for (size_t i = 0; i < model.num_params; i++) model.params_memory[i] += 0.2f * rng_normal(&rng);
-    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
-    gpt_free(&model);
-    vocab_free(&vocab);
-    return path;
+    return save_text_model("\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", 16,
+                           (RandomWeights){3, 0.2f, 4});
 }
 
 static void test_sample_program(void) {

@@ -8,6 +8,7 @@
 
 #include "../base/thread_tuner.h"
 #include "check.h"
+#include "fixtures.h"
 
 // Step times in seconds for 1 and 2 threads on a made-up machine.
 typedef struct {
@@ -81,27 +82,6 @@ static int run_to(const char *out, const char *extra) {
     return system(cmd);
 }
 
-// log.csv without its timing columns (ms_per_iter, tokens_per_s): each row
-// cut after its fourth field.
-static char *log_losses(const char *path) {
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    char *out = text;
-    for (char *line = text; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        size_t keep = 0;
-        for (int commas = 0; keep < len && commas < 4; keep++)
-            if (line[keep] == ',' && ++commas == 4) break;
-        memmove(out, line, keep);
-        out += keep;
-        *out++ = '\n';
-        line += len + (end ? 1 : 0);
-    }
-    *out = '\0';
-    return text;
-}
-
 static void test_tuned_run_matches_one_thread(void) {
     const char *dir = make_temp_dir();
     char tuned[128], one[128], path[512];
@@ -120,10 +100,7 @@ static void test_tuned_run_matches_one_thread(void) {
     CHECK(run_to(one, "--threads 1") == 0);
     snprintf(path, sizeof path, "cmp -s %s/model.safetensors %s/model.safetensors", tuned, one);
     CHECK_MSG(system(path) == 0, "model.safetensors differs between the tuned and 1-thread runs");
-    char a[600], b[600];
-    snprintf(a, sizeof a, "%s/log.csv", tuned);
-    snprintf(b, sizeof b, "%s/log.csv", one);
-    char *la = log_losses(a), *lb = log_losses(b);
+    char *la = log_columns(tuned, 4), *lb = log_columns(one, 4);
     CHECK(la && lb && strcmp(la, lb) == 0);
     free(la);
     free(lb);

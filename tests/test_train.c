@@ -6,35 +6,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "fixtures.h"
 
 #define TINY "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 --log-every 1"
-
-// The step and loss columns of log.csv (timings differ run to run).
-static char *loss_columns(const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    char *text = read_text_file(path);
-    if (!text) return NULL;
-    size_t cap = strlen(text) + 1;
-    char *out = calloc(cap, 1);
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        // keep step,train_loss,val_loss,lr
-        int commas = 0;
-        size_t n = 0;
-        while (line[n] && commas < 4) commas += line[n++] == ',';
-        strncat(out, line, n);
-        strcat(out, "\n");
-    }
-    free(text);
-    return out;
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
 
 static void test_same_seed_same_losses(void) {
     const char *a = make_temp_dir(), *b = make_temp_dir();
@@ -46,7 +20,7 @@ static void test_same_seed_same_losses(void) {
     char da[512], db[512];
     snprintf(da, sizeof da, "%s/run", a);
     snprintf(db, sizeof db, "%s/run", b);
-    char *la = loss_columns(da), *lb = loss_columns(db);
+    char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb);
     if (la && lb) {
         CHECK(!strcmp(la, lb));
@@ -73,7 +47,7 @@ static void test_thread_count_does_not_change_results(void) {
     char da[512], db[512];
     snprintf(da, sizeof da, "%s/run", a);
     snprintf(db, sizeof db, "%s/run", b);
-    char *la = loss_columns(da), *lb = loss_columns(db);
+    char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb && !strcmp(la, lb));
     free(la);
     free(lb);
@@ -100,7 +74,7 @@ static void test_resume_equals_straight_run(void) {
     char da[512], db[512];
     snprintf(da, sizeof da, "%s/run", a);
     snprintf(db, sizeof db, "%s/run", b);
-    char *la = loss_columns(da), *lb = loss_columns(db);
+    char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb);
     if (la && lb) CHECK_MSG(!strcmp(la, lb), "straight:\n%s\nresumed:\n%s", la, lb);
     free(la);

@@ -1,0 +1,163 @@
+// test_bad_options.c: flags that cannot work, refused with exit 2 (or 1)
+// and one line naming the problem, before any work: usage errors, a model
+// too big for the machine's memory, and a resume with another corpus, shape
+// or a damaged optimizer state.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fixtures.h"
+
+// ---- resuming the wrong thing
+
+static void test_resume_refuses_incompatible(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run"));
+    const char *other = keep_path(path_in(dir, "other.txt"));
+    char text[400] = "";
+    for (int i = 0; i < 20; i++) strcat(text, "xyzzy plugh "); // 6 characters, 240 long
+    write_file_bytes(other, text, strlen(text));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --eval-every 100 --data %s --out %s --stop-at 2",
+              corpus, run) == 0);
+    copy_file(path_in(run, "model.safetensors"), path_in(dir, "model.before"));
+    copy_file(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before"));
+    struct {
+        const char *flags;
+        int status;
+        const char *message;
+    } cases[] = {
+        {"--data %s", 1, "has a different vocabulary (9 characters) from the checkpoint's ("},
+        {"--dim 32", 1, "--dim 32 differs from the checkpoint's 16: a resumed run keeps its shape"},
+        {"--heads 4", 1, "--heads 4 differs from the checkpoint's 2"},
+        {"--layers 2", 1, "--layers 2 differs from the checkpoint's 1"},
+        {"--context 8", 1, "--context 8 differs from the checkpoint's 16"},
+        {"--force", 2, "--resume and --force contradict each other"},
+        {"--dim 17", 1, "--dim 17 differs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[1200];
+        snprintf(flags, sizeof flags, cases[i].flags, other);
+        int status = RUN(capture, NULL, "bin/train --resume --out %s %s", run, flags);
+        char *out = output_of(capture);
+        CHECK_MSG(status == cases[i].status && strstr(out, cases[i].message) && count_lines(out) == 1,
+                  "'%s' exited %d:\n%s", flags, status, out);
+        free(out);
+    }
+    // a damaged optimizer state is named, with what is wrong with it
+    copy_file(path_in(dir, "state.before"), path_in(dir, "state.cut"));
+    CHECK(truncate(path_in(dir, "state.cut"), 1000) == 0);
+    copy_file(path_in(dir, "state.cut"), path_in(run, "optimizer.safetensors"));
+    int status = RUN(capture, NULL, "bin/train --resume --out %s", run);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "optimizer.safetensors: tensor 'adam.m'") &&
+                  count_lines(out) == 1,
+              "exited %d:\n%s", status, out);
+    free(out);
+    copy_file(path_in(dir, "state.before"), path_in(run, "optimizer.safetensors"));
+    CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(dir, "model.before")));
+    // nothing to resume: says how to start
+    status = RUN(capture, NULL, "bin/train --resume --out %s/empty", dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "no checkpoint to resume"), "exited %d:\n%s", status, out);
+    free(out);
+    // a first save cut after the optimizer state: resume says to use --force,
+    // and a fresh run agrees
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir %s/half && cp %s/optimizer.safetensors %s/half/", dir, run, dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    status = RUN(capture, NULL, "bin/train --resume --out %s/half", dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "with --force"), "exited %d:\n%s", status, out);
+    free(out);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s/half --iters 1", corpus, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "--force"), "exited %d:\n%s", status, out);
+    free(out);
+}
+
+// ---- bad configurations
+
+// Exit 2 with one line naming the problem (the cases test_train.c does not
+// already cover).
+static void test_more_usage_errors(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *cases[][2] = {
+        {"--lr nan", "--lr: 'nan' is not a number"},
+        {"--lr inf", "--lr: 'inf' is not a number"},
+        {"--lr 1e999", "not a number"},
+        {"--lr -0.5", "out of range"},
+        {"--iters -1", "--iters: -1 is out of range"},
+        {"--batch 0", "--batch: 0 is out of range"},
+        {"--context 0", "--context: 0 is out of range"},
+        {"--heads 0", "--heads: 0 is out of range"},
+        {"--dim -4", "--dim: -4 is out of range"},
+        {"--layers 2147483648", "out of range"},
+        {"--layers 99999999999999999999", "out of range"},
+        {"--layers 2.5", "--layers: '2.5' is not an integer"},
+        {"--layers 1e1", "not an integer"},
+        {"--seed -1", "--seed: '-1' is not a non-negative integer"},
+        {"--seed 99999999999999999999", "not a non-negative integer"},
+        {"--iters=", "--iters: '' is not a number"},
+        {"--data=", "--data: empty value"},
+        {"--resume=yes", "--resume takes no value"},
+        {"stray", "unexpected argument 'stray'"},
+        {"--out", "--out needs a value"},
+        {"--lr 0.01 --min-lr 0.1", "--min-lr must not exceed --lr"},
+        {"--dim 4 --heads 8", "--dim 4 is not divisible by --heads 8"},
+        {"--val-fraction 1", "out of range"},
+        {"--val-fraction 0", "out of range"},
+        {"--threads 0", "--threads: 0 is out of range"},
+        {"--eval-every 0", "out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = RUN(capture, NULL, "bin/train --data %s --out %s/run %s", corpus, dir, cases[i][0]);
+        char *out = output_of(capture);
+        CHECK_MSG(status == 2 && strstr(out, cases[i][1]) && count_lines(out) == 1,
+                  "'%s' exited %d:\n%s", cases[i][0], status, out);
+        free(out);
+    }
+    CHECK(!file_exists(path_in(dir, "run")));
+}
+
+// Refused from an estimate, before anything is allocated, including shapes
+// whose byte count overflows 64 bits (the estimate was once computed in
+// size_t and wrapped around to a few GB, and the run died in calloc).
+static void test_model_too_big_for_memory(void) {
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    // 65 distinct characters (the wrapped case below depends on V = 65)
+    const char *corpus = keep_path(path_in(dir, "corpus.txt"));
+    char *text = xmalloc(200000);
+    for (int i = 0; i < 200000; i++) text[i] = (char)(' ' + i % 65);
+    write_file_bytes(corpus, text, 200000);
+    free(text);
+    const char *shapes[] = {
+        "--dim 65536 --layers 1024",
+        "--dim 65536 --heads 4096 --layers 1024 --context 65536 --batch 65536",
+        // 2^64 + 4.2 GB: wrapped to 4.2 GB in 64-bit arithmetic
+        "--layers 884 --heads 1024 --dim 27648 --context 14077 --batch 49885",
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int status = RUN(capture, NULL, "bin/train %s --data %s --val-fraction 0.5 --out %s/run%zu",
+                         shapes[i], corpus, dir, i);
+        char *out = output_of(capture);
+        CHECK_MSG(status == 1 && strstr(out, "error: this model and batch need about ") &&
+                      strstr(out, " GB of memory, the machine has ") && count_lines(out) == 1,
+                  "'%s' exited %d:\n%s", shapes[i], status, out);
+        free(out);
+    }
+}
+
+void suite_robust_bad_options(void) {
+    run_test("robust: resume refuses another corpus, shape or a damaged state",
+             test_resume_refuses_incompatible);
+    run_test("robust: more usage errors exit 2 with one line", test_more_usage_errors);
+    run_test("robust: a model too big for memory is refused before allocating",
+             test_model_too_big_for_memory);
+}

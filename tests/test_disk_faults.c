@@ -1,0 +1,106 @@
+// test_disk_faults.c: saves that fail (a full disk, a write cut short by
+// the file size limit) and an --out that cannot be a folder. The run stops
+// with the reason, and the checkpoint it had stays whole and resumes.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "fixtures.h"
+
+// The run's first checkpoint is written at step 1, then a save fails: the
+// run stops with the reason, both files stay byte for byte, no temporary is
+// left, and once the cause is gone the run resumes.
+static void check_failed_save(const char *dir, const char *run, const char *corpus,
+                              const SpawnOptions *failing, const char *reason,
+                              const char *remount) {
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
+              corpus, run) == 0);
+    copy_file(path_in(run, "model.safetensors"), path_in(dir, "model.before"));
+    copy_file(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before"));
+    int status = RUN(capture, failing, "bin/train --resume --out %s --eval-every 1", run);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "error: saving optimizer state: ") && strstr(out, reason) &&
+                  strstr(out, "optimizer.safetensors"),
+              "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(dir, "model.before")));
+    CHECK(same_bytes(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before")));
+    CHECK(count_temp_files(run) == 0);
+    CHECK(checkpoint_step(run, NULL) == 1);
+    CHECK(RUN(NULL, NULL, "bin/sample --ckpt %s -n 1", path_in(run, "model.safetensors")) == 0);
+    if (remount && mount("tmpfs", remount, "tmpfs", MS_REMOUNT, "size=4m") != 0)
+        CHECK_MSG(0, "remount %s: %s", remount, strerror(errno));
+    status = RUN(capture, NULL, "bin/train --resume --out %s --stop-at 3", run);
+    out = output_of(capture);
+    CHECK_MSG(status == 0, "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(checkpoint_step(run, NULL) == 3);
+}
+
+static long round_to_pages(long bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+// A full disk: a tmpfs just big enough for one checkpoint. Skipped where
+// mounting is not permitted (the file size limit below still runs).
+static void test_disk_full_keeps_checkpoint(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    // the sizes of the files of one checkpoint, from a run on the real disk
+    const char *probe = keep_path(path_in(dir, "probe"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 100 --eval-every 100 --data %s --out %s --stop-at 1",
+              corpus, probe) == 0);
+    long model = file_size(path_in(probe, "model.safetensors"));
+    long state = file_size(path_in(probe, "optimizer.safetensors"));
+    long size = round_to_pages(model) + round_to_pages(state) + 3 * 4096; // + log.csv, margin
+    CHECK(model > 0 && state > 4 * 4096);
+    const char *disk = keep_path(path_in(dir, "disk"));
+    mkdir(disk, 0755);
+    char options[64];
+    snprintf(options, sizeof options, "size=%ld", size);
+    if (mount("tmpfs", disk, "tmpfs", 0, options) != 0) {
+        printf("    (skipped: cannot mount a tmpfs here: %s)\n", strerror(errno));
+        return;
+    }
+    check_failed_save(dir, path_in(disk, "run"), corpus, NULL, "No space left on device", disk);
+    if (umount2(disk, MNT_DETACH) != 0) CHECK_MSG(0, "umount %s: %s", disk, strerror(errno));
+}
+
+// A write that fails half way for another reason (the file size limit).
+static void test_failed_write_keeps_checkpoint(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    SpawnOptions limit = {NULL, 8192};
+    check_failed_save(dir, keep_path(path_in(dir, "run")), corpus, &limit, "File too large", NULL);
+}
+
+// --out under a regular file: refused before any work, naming the path.
+static void test_out_under_a_file(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *file = keep_path(path_in(dir, "file"));
+    write_file_bytes(file, "keep", 4);
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s/run", corpus, file);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "cannot create folder") && strstr(out, "Not a directory"),
+              "exited %d:\n%s", status, out);
+    free(out);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --data %s --out %s", corpus, file);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "is not a folder"), "exited %d:\n%s", status, out);
+    free(out);
+    char *kept = read_text_file(file);
+    CHECK(kept && !strcmp(kept, "keep"));
+    free(kept);
+}
+
+void suite_robust_disk_faults(void) {
+    run_test("robust: disk full (tmpfs) stops the run, checkpoint intact", test_disk_full_keeps_checkpoint);
+    run_test("robust: a write failing half way stops the run, checkpoint intact",
+             test_failed_write_keeps_checkpoint);
+    run_test("robust: --out under a regular file", test_out_under_a_file);
+}
