@@ -270,3 +270,6 @@ clean:
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)
+# Every output, bit for bit, against a baseline commit (scripts/check_identity.sh -h).
+identity:
+	scripts/check_identity.sh
