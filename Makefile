@@ -123,15 +123,21 @@ bin/bench_sample: scripts/bench_sample.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
 	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench_sample.c $(LIB_SRC) -o $@ $(LDLIBS)
 
+# Each figure is also appended to the history file, with the commit measured
+# (-dirty when the code has uncommitted changes; the history's own new rows
+# do not count).
+BENCH_HISTORY = docs/bench_history.csv
+BENCH_RECORD = --history $(BENCH_HISTORY) --commit $$(git rev-parse --short HEAD)$$(git diff \
+               --quiet HEAD -- . ':(exclude)$(BENCH_HISTORY)' || echo -dirty)
 ifdef MPI
 bench: bin/bench bin/bench_sample bin-mpi/train bin-mpi/bench_reduce
-	./bin/bench
-	./bin/bench_sample
+	./bin/bench $(BENCH_RECORD)
+	./bin/bench_sample $(BENCH_RECORD)
 	scripts/bench_mpi.sh
 else
 bench: bin/bench bin/bench_sample
-	./bin/bench
-	./bin/bench_sample
+	./bin/bench $(BENCH_RECORD)
+	./bin/bench_sample $(BENCH_RECORD)
 endif
 
 # Passive waiting: on a busy machine (CI), threads that spin at OpenMP

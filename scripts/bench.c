@@ -11,6 +11,9 @@
 //   4. the default recipe on a busy machine: a busy loop pinned to one core
 //      while the step runs with all threads, then with one thread;
 //   5. sampling speed with the KV cache on one thread.
+// With --history FILE, the peaks and each training step's median ms/iter
+// and tokens/s are also appended to FILE as CSV rows (`make bench`:
+// docs/bench_history.csv; its columns are described in docs/benchmarks.md).
 //
 // Model FLOPs per iteration (the count PyTorch/nanoGPT-style MFU uses):
 //   6 * P * B*T             P = weights in matrix products = 12 L C^2 + V C
@@ -20,6 +23,7 @@
 //                           full T x T, as is customary, though the causal
 //                           half is skipped)
 // For the default recipe that is 3.96 GFLOP, for the larger shape 145.3.
+#include <errno.h>
 #include <omp.h>
 #include <sched.h>
 #include <signal.h>
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -39,10 +44,46 @@
 #include "../infer/kv_cache.h"
 #include "../kernels/matmul.h"
 #include "../kernels/vector.h"
+#include "../base/options.h"
 #include "../base/util.h"
 #include "../infer/sampler.h"
 #include "../optim/adamw.h"
 #include "../base/thread_tuner.h"
+
+// ---- the history file (--history): one CSV row per headline figure
+
+static struct {
+    const char *path, *commit; // path NULL: no rows written
+    char date[32];             // of the run (its first row), UTC: 2026-11-25T23:40Z
+} history;
+
+// Appends date,commit,cpu,benchmark,shape,precision,threads,metric,value to
+// history.path (the header first if the file is new), the value with
+// `decimals` decimals. cpu is /proc/cpuinfo's model name, its commas made
+// spaces so that it stays one field, or "unknown".
+static void history_append(const char *benchmark, const char *shape, const char *precision,
+                           int threads, const char *metric, double value, int decimals) {
+    if (!history.path) return;
+    if (!history.date[0]) {
+        time_t now = time(NULL);
+        strftime(history.date, sizeof history.date, "%Y-%m-%dT%H:%MZ", gmtime(&now));
+    }
+    char cpu[256] = "unknown", line[512];
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    while (cpuinfo && fgets(line, sizeof line, cpuinfo))
+        if (sscanf(line, "model name : %255[^\n]", cpu) == 1) break;
+    if (cpuinfo) fclose(cpuinfo);
+    for (char *c = cpu; *c; c++)
+        if (*c == ',') *c = ' ';
+    FILE *csv = fopen(history.path, "a");
+    if (!csv) die("%s: cannot append a row: %s", history.path, strerror(errno));
+    fseek(csv, 0, SEEK_END);
+    if (ftell(csv) == 0)
+        fprintf(csv, "date,commit,cpu,benchmark,shape,precision,threads,metric,value\n");
+    fprintf(csv, "%s,%s,%s,%s,%s,%s,%d,%s,%.*f\n", history.date, history.commit, cpu, benchmark,
+            shape, precision, threads, metric, decimals, value);
+    if (fclose(csv) != 0) die("%s: cannot write: %s", history.path, strerror(errno));
+}
 
 // ---- the breakdown by op
 //
@@ -241,7 +282,7 @@ static double bf16_probe_gflops(int amx, int threads) {
 // ---- a training step
 
 typedef struct {
-    const char *name;
+    const char *name, *key; // key: the history file's shape, "default" or "larger"
     int layers, heads, dim, context, batch, iters;
 } Shape;
 
@@ -316,6 +357,11 @@ static double bench_training(const Shape *shape, double peak_gflops, int verbose
     printf("  %-28s %10.1f ms/iter (median of %d, after %d warm-up)\n", "training step", median, n,
            warmup);
     printf("  %-28s %10.0f tokens/s\n", "throughput", B * T / (median * 1e-3));
+    const char *precision = precision_name(matmul_precision());
+    int threads = omp_get_max_threads();
+    history_append("train_step", shape->key, precision, threads, "ms_per_iter", median, 1);
+    history_append("train_step", shape->key, precision, threads, "tokens_per_s",
+                   B * T / (median * 1e-3), 0);
     printf("  %-28s %10.2f GFLOP per iteration\n", "model arithmetic", flops / 1e9);
     printf("  %-28s %10.1f GFLOP/s = %.0f%% of the measured %s peak %.0f GFLOP/s\n", "model speed",
            gflops, 100.0 * gflops / peak_gflops, precision_name(matmul_precision()), peak_gflops);
@@ -418,8 +464,8 @@ static void bench_sampling(void) {
 // alternates with PyTorch's).
 static int bench_steps_only(int threads) {
     omp_set_num_threads(threads);
-    Shape shapes[] = {{"default recipe", 4, 4, 128, 64, 12, 30},
-                      {"larger shape", 6, 6, 384, 256, 8, 5}};
+    Shape shapes[] = {{"default recipe", "default", 4, 4, 128, 64, 12, 30},
+                      {"larger shape", "larger", 6, 6, 384, 256, 8, 5}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         double ms[2];
         for (int p = 0; p < 2; p++) {
@@ -428,32 +474,62 @@ static int bench_steps_only(int threads) {
         }
         printf("  %-16s fp32 %8.1f   bf16 %8.1f\n", shapes[i].name, ms[0], ms[1]);
         fflush(stdout);
+        history_append("train_step", shapes[i].key, "fp32", threads, "ms_per_iter", ms[0], 1);
+        history_append("train_step", shapes[i].key, "bf16", threads, "ms_per_iter", ms[1], 1);
     }
     return 0;
 }
 
 int main(int argc, char **argv) {
+    int quick = 0, steps = 0;
+    history.commit = "unknown";
+    Option table[] = {
+        {"--quick", NULL, OPT_FLAG, &quick, "fewer steps of each shape", 0, -1, 0},
+        {"--steps", NULL, OPT_FLAG, &steps,
+         "only the training steps, one summary line a shape (scripts/compare_pytorch.py)", 0, -1, 0},
+        {"--history", "FILE", OPT_STRING, &history.path,
+         "append each headline figure to FILE as a CSV row; unset: none", 0, -1, 0},
+        {"--commit", "HASH", OPT_STRING, &history.commit, "the code measured, for --history's rows",
+         0, -1, 0},
+    };
+    int num_options = sizeof table / sizeof table[0];
+    char err[1024];
+    int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
+    if (parsed == OPTIONS_HELP) {
+        options_usage(stdout,
+                      "usage: bin/bench [--quick | --steps] [--history FILE [--commit HASH]]",
+                      table, num_options);
+        return 0;
+    }
+    if (!parsed) usage_error("%s", err);
     int threads = omp_get_num_procs();
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
-    if (argc > 1 && !strcmp(argv[1], "--steps")) return bench_steps_only(threads);
+    if (steps) return bench_steps_only(threads);
     printf("bench: %d threads%s\n", threads, quick ? " (quick)" : "");
     double peak1 = fma_probe_gflops(1), peak = fma_probe_gflops(threads);
     printf("fp32 FMA peak (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n", peak1, peak,
            threads);
+    history_append("fma_peak", "", "fp32", 1, "gflops", peak1, 0);
+    history_append("fma_peak", "", "fp32", threads, "gflops", peak, 0);
     double dot1 = bf16_probe_gflops(0, 1), dot = bf16_probe_gflops(0, threads);
     double amx1 = bf16_probe_gflops(1, 1), amx = bf16_probe_gflops(1, threads);
-    if (dot > 0)
+    if (dot > 0) {
         printf("bf16 dot peak, AVX512_BF16 vdpbf16ps (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n",
                dot1, dot, threads);
-    if (amx > 0)
+        history_append("fma_peak", "vdpbf16ps", "bf16", 1, "gflops", dot1, 0);
+        history_append("fma_peak", "vdpbf16ps", "bf16", threads, "gflops", dot, 0);
+    }
+    if (amx > 0) {
         printf("bf16 tile peak, AMX tdpbf16ps (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n",
                amx1, amx, threads);
+        history_append("fma_peak", "tdpbf16ps", "bf16", 1, "gflops", amx1, 0);
+        history_append("fma_peak", "tdpbf16ps", "bf16", threads, "gflops", amx, 0);
+    }
     if (dot == 0 && amx == 0) printf("bf16: no bf16 instructions on this CPU (bf16 runs as fp32 arithmetic)\n");
     double bf16_peak = amx > 0 ? amx : dot > 0 ? dot : peak;
     printf("bf16 products run on: %s\n", matmul_bf16_kernel_name());
     omp_set_num_threads(threads);
-    Shape shapes[] = {{"default recipe", 4, 4, 128, 64, 12, quick ? 5 : 50},
-                      {"larger shape", 6, 6, 384, 256, 8, quick ? 2 : 7}};
+    Shape shapes[] = {{"default recipe", "default", 4, 4, 128, 64, 12, quick ? 5 : 50},
+                      {"larger shape", "larger", 6, 6, 384, 256, 8, quick ? 2 : 7}};
     double ms[2][2];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int p = 0; p < 2; p++) {

@@ -9,7 +9,9 @@
 // bin/sample does, fp32; the best of 3 runs of each:
 //   exact (--slide 1) on 1 thread and on 2; --slide 32 on 1 thread;
 //   --num-samples 16 --slide 32 on 1 thread, tokens/s in total; then the
-//   same with bf16 products.
+//   same with bf16 products. With --history FILE, each of these figures is
+//   also appended to FILE as a CSV row (`make bench`: docs/bench_history.csv;
+//   its columns are described in docs/benchmarks.md).
 //
 // Loss (--policies): the validation text is the last 10% of the corpus,
 // as bin/train splits it. Sliding by S, the model predicts position p from
@@ -21,11 +23,13 @@
 // is the exact mode: every prediction from T characters. The mean loss
 // over positions 0 .. P-1, P the same for every policy (T plus a multiple
 // of T: each S in the table divides T).
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../data/dataset.h"
 #include "../infer/checkpoint.h"
@@ -42,6 +46,40 @@ typedef struct {
     const char *ckpt, *data;
     int policies, tokens;
 } BenchOptions;
+
+// The history file (--history): one CSV row per figure.
+static struct {
+    const char *path, *commit; // path NULL: no rows written
+    char date[32];             // of the run (its first row), UTC: 2026-11-25T23:40Z
+} history;
+
+// Appends date,commit,cpu,benchmark,shape,precision,threads,metric,value to
+// history.path (the header first if the file is new), the value with
+// `decimals` decimals. cpu is /proc/cpuinfo's model name, its commas made
+// spaces so that it stays one field, or "unknown".
+static void history_append(const char *benchmark, const char *shape, const char *precision,
+                           int threads, const char *metric, double value, int decimals) {
+    if (!history.path) return;
+    if (!history.date[0]) {
+        time_t now = time(NULL);
+        strftime(history.date, sizeof history.date, "%Y-%m-%dT%H:%MZ", gmtime(&now));
+    }
+    char cpu[256] = "unknown", line[512];
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    while (cpuinfo && fgets(line, sizeof line, cpuinfo))
+        if (sscanf(line, "model name : %255[^\n]", cpu) == 1) break;
+    if (cpuinfo) fclose(cpuinfo);
+    for (char *c = cpu; *c; c++)
+        if (*c == ',') *c = ' ';
+    FILE *csv = fopen(history.path, "a");
+    if (!csv) die("%s: cannot append a row: %s", history.path, strerror(errno));
+    fseek(csv, 0, SEEK_END);
+    if (ftell(csv) == 0)
+        fprintf(csv, "date,commit,cpu,benchmark,shape,precision,threads,metric,value\n");
+    fprintf(csv, "%s,%s,%s,%s,%s,%s,%d,%s,%.*f\n", history.date, history.commit, cpu, benchmark,
+            shape, precision, threads, metric, decimals, value);
+    if (fclose(csv) != 0) die("%s: cannot write: %s", history.path, strerror(errno));
+}
 
 // tokens/s of generating n characters per sample for `samples` samples
 // sliding by `slide`, on `threads` threads: the best of RUNS runs.
@@ -80,14 +118,15 @@ static double tokens_per_second(const GPT *model, int samples, int slide, int th
 static void bench_modes(const GPT *model, int tokens) {
     int T = model->config.context, slide = T / 2 > 0 ? T / 2 : 1;
     struct {
-        const char *name;
+        const char *name, *key; // key: the history file's shape column
         int samples, slide, threads, tokens;
         double target;
     } modes[] = {
-        {"exact (--slide 1), 1 thread", 1, 1, 1, tokens, 2000},
-        {"exact (--slide 1), 2 threads", 1, 1, 2, tokens, 3500},
-        {"--slide %d, 1 thread", 1, slide, 1, 10 * tokens, 25000},
-        {"--num-samples 16 --slide %d, 1 thread (total)", 16, slide, 1, tokens, 50000},
+        {"exact (--slide 1), 1 thread", "exact", 1, 1, 1, tokens, 2000},
+        {"exact (--slide 1), 2 threads", "exact", 1, 1, 2, tokens, 3500},
+        {"--slide %d, 1 thread", "slide%d", 1, slide, 1, 10 * tokens, 25000},
+        {"--num-samples 16 --slide %d, 1 thread (total)", "samples16_slide%d", 16, slide, 1, tokens,
+         50000},
     };
     enum { MODES = sizeof modes / sizeof modes[0] };
     double fp32[MODES];
@@ -97,13 +136,16 @@ static void bench_modes(const GPT *model, int tokens) {
         for (int i = 0; i < MODES; i++) {
             double speed = tokens_per_second(model, modes[i].samples, modes[i].slide,
                                              modes[i].threads, modes[i].tokens);
-            char name[128];
+            char name[128], key[64];
             snprintf(name, sizeof name, modes[i].name, modes[i].slide);
+            snprintf(key, sizeof key, modes[i].key, modes[i].slide);
             if (!p)
                 printf("  %-48s %8.0f tokens/s   (target for the default model: >= %.0f)\n", name,
                        speed, modes[i].target);
             else
                 printf("  %-48s %8.0f tokens/s   (%.2fx fp32)\n", name, speed, speed / fp32[i]);
+            history_append("sample", key, p ? "bf16" : "fp32", modes[i].threads, "tokens_per_s",
+                           speed, 0);
             fp32[i] = p ? fp32[i] : speed;
             fflush(stdout);
         }
@@ -195,16 +237,25 @@ int main(int argc, char **argv) {
         {"--policies", NULL, OPT_FLAG, &o.policies,
          "the table of --slide policies: speed and validation loss", 0, -1, 0},
         {"--data", "FILE", OPT_STRING, &o.data, "corpus whose last 10% is the validation text", 0, -1, 0},
+        {"--history", "FILE", OPT_STRING, &history.path,
+         "append each mode's tokens/s to FILE as a CSV row; unset: none", 0, -1, 0},
+        {"--commit", "HASH", OPT_STRING, &history.commit, "the code measured, for --history's rows",
+         0, -1, 0},
     };
+    history.commit = "unknown";
     int num_options = sizeof table / sizeof table[0];
     char err[1024];
     int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
     if (parsed == OPTIONS_HELP) {
-        options_usage(stdout, "usage: bin/bench_sample [--ckpt FILE] [--policies [--data FILE]]",
+        options_usage(stdout,
+                      "usage: bin/bench_sample [--ckpt FILE] [--policies [--data FILE]] "
+                      "[--history FILE [--commit HASH]]",
                       table, num_options);
         return 0;
     }
     if (!parsed) usage_error("%s", err);
+    if (o.policies && history.path)
+        usage_error("--history records the modes' speeds, not --policies");
 
     GPT model;
     Vocab vocab = {0};
