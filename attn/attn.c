@@ -32,6 +32,7 @@ typedef struct {
     const char *ckpt, *text, *text_file, *out, *colormap, *font, *snapshots;
     int layer, head, cell, raw, html;
     const char *precision;
+    Precision products; // --precision, checked
 } AttnOptions;
 
 #define NUM_OPTIONS 13
@@ -250,7 +251,7 @@ static AttnOptions parse_options(int argc, char **argv) {
         exit(0);
     }
     if (!parsed) usage_error("%s", err);
-    precision_apply_option(o.precision);
+    o.products = precision_from_option(o.precision);
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;
@@ -382,6 +383,7 @@ int main(int argc, char **argv) {
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
+    gpt_set_precision(&model, o.products);
     AttnText text = read_text(&o, &model, &vocab);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))

@@ -274,7 +274,7 @@ void kv_cache_reset(KVCache *cache) {
     int C = cfg->dim;
     long cc = (long)C * C, s_cc = cache->stride_cc, s_fc = cache->stride_fc,
          s_proj = cache->stride_proj;
-    cache->bf16 = matmul_precision() == PRECISION_BF16;
+    cache->bf16 = cache->model->products.precision == PRECISION_BF16;
     for (int l = 0; l < cfg->layers; l++) {
         pack_weight(cache, cache->w_q_t + l * s_cc, p->w_q + l * cc, C, C);
         pack_weight(cache, cache->w_k_t + l * s_cc, p->w_k + l * cc, C, C);
@@ -406,7 +406,7 @@ static void attend(KVCache *cache, const RowGroup *g, int l, int b, int r0, int 
     if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
         attention_forward_one(out, probs, q, g->k_t + at, T, g->v + at, keys_seen, C, NH);
     else
-        attention_forward_fp32(out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH,
+        attention_forward(PRECISION_FP32, out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH,
                                1);
 }
 

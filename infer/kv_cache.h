@@ -3,11 +3,25 @@
 // layer and sample, so while the window has room a new token costs one
 // position's work: its Q, K, V and attention over the cached keys.
 //
-// kv_cache_append runs the forward over n new tokens of every sample at
-// once (the prompt, or a rebuilt window) at positions len..len+n-1,
-// attending to the cached positions and causally among themselves; a step
-// is the case n = 1. The B samples' rows go through each weight as one
-// (B*n, C) x (C, OC) product, so a step reads the weights once for all B.
+// kv_cache_append runs the model's one forward (transformer_forward,
+// model/gpt.h) over n new tokens of every sample at once (the prompt, or a
+// rebuilt window) at positions len..len+n-1, attending to the cached
+// positions and causally among themselves; a step is the case n = 1. The
+// block is gpt.c's; what the cache gives it (kv_cache.c, its Forward) are
+// these specialisations, each checked by a test (tests/test_sample.c):
+//   - the weights packed once per reset, and the B samples' rows through
+//     each weight as one (B*n, C) x (C, OC) product, so that a step reads
+//     the weights once for all B (samples together equal each alone, bit
+//     for bit); a product's sum is finished before its bias is added;
+//   - layer 0's queries, keys and values from tables of the embeddings
+//     (kv_cache.c says why that is exact in real numbers: 5% of a window's
+//     forward; within 1e-4 of the full forward, test);
+//   - in the last layer, the queries and everything after them only for
+//     each sample's newest position;
+//   - attention over the cached keys: one query at a time through the keys
+//     transposed, several samples' at once (bit for bit equal, test);
+//   - the next window kept as it goes, below (equal to the rebuild, bit for
+//     bit, test).
 //
 // The learned positions end at the context length T. When the window is
 // full, a step slides it by `slide` characters (S): the last T - S tokens
@@ -69,10 +83,10 @@ typedef struct {
     // The weights transposed to (in, out) in column panels (one buffer, see
     // kv_cache.c), read by every step; refreshed by kv_cache_reset (the
     // trainer samples between steps, after the weights changed). In bf16
-    // precision (matmul.h, as set when kv_cache_reset ran: bf16 = 1) they
+    // precision (the model's, as it was when kv_cache_reset ran: bf16 = 1) they
     // are bf16 panels in the same buffers, and the rows they multiply are
     // rounded to bf16 as the products read them; the attention stays fp32
-    // (attention_forward_fp32), so that its one-query and many-query forms
+    // (attention_forward with PRECISION_FP32), so that its one-query and many-query forms
     // agree and a sample's text does not depend on K. Layer l's panels start
     // l * stride floats in (stride_cc for the C x C weights, stride_fc for
     // fc, stride_proj for proj: enough for either layout).

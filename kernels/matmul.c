@@ -12,7 +12,7 @@
 // Attention and the KV cache call it through matmul_strided (B read in
 // place) and matmul_packed_columns.
 //
-// bf16 (matmul_set_precision): the same three products with A converted to
+// bf16 (Products.precision): the same three products with A converted to
 // bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
 // workspace, then summed in fp32 by matmul_bf16.c's tiles.
 //
@@ -56,45 +56,46 @@
 #endif
 #define ROWS 6
 
-// ---- the workspace and the precision, process-wide settings
+// ---- the products' context: precision and workspace (matmul.h: Products)
 //
-// The workspace holds a product's transposed or converted operands. It is
-// one buffer for the whole process, owned by this file: matmul_reserve
+// The workspace holds a product's transposed or converted operands. It
+// belongs to the Products that a model (or a test) owns: products_reserve
 // sizes it when the model is built, and a larger product grows it on its
 // first call (so the training step allocates nothing after its first
-// iteration). linear_forward and linear_backward (and their shared-input
-// forms) therefore must not run concurrently from two threads of the
-// program; each spreads its own work
-// over the OpenMP threads.
-static void *workspace;
-static size_t workspace_bytes;
+// iteration). Two calls with the same Products must therefore not run
+// concurrently; each spreads its own work over the OpenMP threads.
 
-static void *workspace_reserve(size_t bytes) {
-    if (bytes > workspace_bytes) {
-        free(workspace);
-        workspace = xmalloc(bytes);
-        workspace_bytes = bytes;
-    }
-    return workspace;
+void products_init(Products *pr, Precision precision) {
+    *pr = (Products){.precision = precision};
 }
 
-void matmul_reserve(long floats) { workspace_reserve((size_t)floats * sizeof(float)); }
+void products_free(Products *pr) {
+    free(pr->workspace);
+    *pr = (Products){.precision = pr->precision};
+}
 
-static Precision precision = PRECISION_FP32;
+static void *workspace_reserve(Products *pr, size_t bytes) {
+    if (bytes > pr->workspace_bytes) {
+        free(pr->workspace);
+        pr->workspace = xmalloc(bytes);
+        pr->workspace_bytes = bytes;
+    }
+    return pr->workspace;
+}
 
-void matmul_set_precision(Precision p) { precision = p; }
-Precision matmul_precision(void) { return precision; }
+void products_reserve(Products *pr, size_t bytes) { workspace_reserve(pr, bytes); }
+
 int matmul_bf16_native(void) { return bf16_kernel() >= BF16_AVX512; }
 const char *matmul_bf16_kernel_name(void) { return bf16_kernel_name(bf16_kernel()); }
-void precision_describe(char *out, size_t len) {
-    if (precision == PRECISION_BF16) snprintf(out, len, "bf16 with the %s kernel", matmul_bf16_kernel_name());
+void precision_describe(Precision p, char *out, size_t len) {
+    if (p == PRECISION_BF16) snprintf(out, len, "bf16 with the %s kernel", matmul_bf16_kernel_name());
     else snprintf(out, len, "fp32");
 }
 Precision precision_default(void) {
     return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
 }
 const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
-void precision_apply_option(const char *value) {
+Precision precision_from_option(const char *value) {
     Precision p;
     if (!precision_parse(value, &p)) usage_error("--precision %s: expected fp32 or bf16", value);
     // GPT_BF16_KERNEL=portable, avx2 or avx512 stands in for an older CPU (tests)
@@ -107,7 +108,7 @@ void precision_apply_option(const char *value) {
         fprintf(stderr, "note: no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic "
                         "on bf16-rounded inputs (the same results; training is slower than with "
                         "--precision fp32)\n");
-    matmul_set_precision(p);
+    return p;
 }
 
 int precision_parse(const char *name, Precision *p) {
@@ -524,11 +525,11 @@ size_t linear_workspace_bytes(long n, int ic, int oc) {
 // The layers that read one input: out[l] (N,OC) = inp (N,IC) . weight[l]^T
 // + bias[l], l < count. inp is converted once; each W^T packed into its
 // own slot after it.
-static void linear_forward_bf16(float *const out[], const float *inp, const float *const weight[],
+static void linear_forward_bf16(Products *pr, float *const out[], const float *inp, const float *const weight[],
                                 const float *const bias[], int count, int n, int ic, int oc) {
     int kpad = bf16_kpad(ic);
     Bf16Operands o = bf16_operands(n, ic, oc, 0);
-    bf16 *inp_h = workspace_reserve((o.inp + count * o.weight_t) * sizeof(bf16));
+    bf16 *inp_h = workspace_reserve(pr, (o.inp + count * o.weight_t) * sizeof(bf16));
     bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC) of layer l at l * o.weight_t, packed
 #pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
@@ -541,13 +542,13 @@ static void linear_forward_bf16(float *const out[], const float *inp, const floa
     }
 }
 
-void linear_forward_shared_input(float *const out[], const float *inp, const float *const weight[],
+void linear_forward_shared_input(Products *pr, float *const out[], const float *inp, const float *const weight[],
                                  const float *const bias[], int count, int n, int ic, int oc) {
-    if (precision == PRECISION_BF16) {
-        linear_forward_bf16(out, inp, weight, bias, count, n, ic, oc);
+    if (pr->precision == PRECISION_BF16) {
+        linear_forward_bf16(pr, out, inp, weight, bias, count, n, ic, oc);
         return;
     }
-    float *weight_t = workspace_reserve(packed_floats(ic, oc) * sizeof(float)); // W^T (IC,OC)
+    float *weight_t = workspace_reserve(pr, packed_floats(ic, oc) * sizeof(float)); // W^T (IC,OC)
     for (int l = 0; l < count; l++) {
 #pragma omp parallel if (worth_sharing((long)n * ic * oc))
         {
@@ -559,9 +560,9 @@ void linear_forward_shared_input(float *const out[], const float *inp, const flo
     }
 }
 
-void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
+void linear_forward(Products *pr, float *out, const float *inp, const float *weight, const float *bias,
                     int n, int ic, int oc) {
-    linear_forward_shared_input(&out, inp, &weight, &bias, 1, n, ic, oc);
+    linear_forward_shared_input(pr, &out, inp, &weight, &bias, 1, n, ic, oc);
 }
 
 // Layer l's operands in the backward's workspace: its d_out (N,OC) rows,
@@ -579,14 +580,14 @@ static LayerSlots layer_slots(bf16 *slots, const Bf16Operands *o, int l) {
 // converted and packed, and its W packed, into its own slots; inp packed
 // once. d_inp's products run one after another (each ends at a barrier),
 // so its sums come in the order l = 0, 1, ...
-static void linear_backward_bf16(float *d_inp, float *const d_weight[], float *const d_bias[],
+static void linear_backward_bf16(Products *pr, float *d_inp, float *const d_weight[], float *const d_bias[],
                                  const float *const d_out[], const float *inp,
                                  const float *const weight[], int count, int n, int ic, int oc) {
     // d_inp (N,IC) += d_out (N,OC) . W (OC,IC);  d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
     int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
     Bf16Operands o = bf16_operands(n, ic, oc, d_inp != NULL);
     int panel_a = o.panel_a; // d_out^T packed from d_out's rows, or (AMX) converted row-major
-    bf16 *slots = workspace_reserve(
+    bf16 *slots = workspace_reserve(pr, 
         (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16));
     bf16 *inp_p = layer_slots(slots, &o, count).d_out; // after the last layer's
 #pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
@@ -612,17 +613,17 @@ static void linear_backward_bf16(float *d_inp, float *const d_weight[], float *c
     }
 }
 
-void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *const d_bias[],
+void linear_backward_shared_input(Products *pr, float *d_inp, float *const d_weight[], float *const d_bias[],
                                   const float *const d_out[], const float *inp,
                                   const float *const weight[], int count, int n, int ic, int oc) {
-    if (precision == PRECISION_BF16) {
-        linear_backward_bf16(d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
+    if (pr->precision == PRECISION_BF16) {
+        linear_backward_bf16(pr, d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
         return;
     }
     // inp (N,IC) packed once for all the layers' d_W; each layer's d_out^T
     // (OC,N) in row tiles and (with d_inp) its W (OC,IC) packed, in its own slots
     Fp32Slots slot = fp32_backward_slots(n, ic, oc);
-    float *inp_packed = workspace_reserve(fp32_backward_floats(n, ic, oc, count, d_inp != NULL) *
+    float *inp_packed = workspace_reserve(pr, fp32_backward_floats(n, ic, oc, count, d_inp != NULL) *
                                           sizeof(float));
     float *d_out_tiles = inp_packed + slot.inp;
     float *weight_packed = d_out_tiles + count * slot.d_out_t;
@@ -654,7 +655,7 @@ void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *
     }
 }
 
-void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
+void linear_backward(Products *pr, float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc) {
-    linear_backward_shared_input(d_inp, &d_weight, &d_bias, &d_out, inp, &weight, 1, n, ic, oc);
+    linear_backward_shared_input(pr, d_inp, &d_weight, &d_bias, &d_out, inp, &weight, 1, n, ic, oc);
 }

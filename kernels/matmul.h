@@ -31,43 +31,7 @@ void matmul_pack_transposed(float *packed, const float *weight, int k, int n);
 void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const float *b_packed,
                            int m, int k, int j0, int width);
 
-// out (N,OC) = inp (N,IC) . weight(OC,IC)^T + bias (OC); bias may be NULL.
-void linear_forward(float *out, const float *inp, const float *weight, const float *bias,
-                    int n, int ic, int oc);
-
-// Given d_out (N,OC), accumulates:
-//   d_inp    (N,IC)  += d_out . weight
-//   d_weight (OC,IC) += d_out^T . inp
-//   d_bias   (OC)    += sum over rows of d_out
-// d_inp and d_bias may be NULL (skipped).
-void linear_backward(float *d_inp, float *d_weight, float *d_bias, const float *d_out,
-                     const float *inp, const float *weight, int n, int ic, int oc);
-
-// The same for `count` layers that read one input, as W_Q, W_K and W_V
-// read LN1's output: out[l] = inp . weight[l]^T + bias[l], and the
-// backward's d_inp += d_out[l] . weight[l] in the order l = 0, 1, ..., with
-// d_weight[l] and d_bias[l] as above: the same results, bit for bit, as one
-// call per layer. In bf16 the input is converted (forward) and packed
-// (backward) once for all of them, in one parallel region.
-void linear_forward_shared_input(float *const out[], const float *inp, const float *const weight[],
-                                 const float *const bias[], int count, int n, int ic, int oc);
-void linear_backward_shared_input(float *d_inp, float *const d_weight[], float *const d_bias[],
-                                  const float *const d_out[], const float *inp,
-                                  const float *const weight[], int count, int n, int ic, int oc);
-
-// Grow the workspace (one buffer for the process, owned by matmul.c, where
-// linear_forward/backward put transposed or converted operands) to at least
-// `floats` floats, so that later calls allocate nothing (the model calls it
-// once when it is built; a larger product grows it on its first call).
-void matmul_reserve(long floats);
-// Bytes of workspace linear_forward and linear_backward take for (N,IC) ->
-// (N,OC), the most over both precisions: what a model reserves up front, so
-// that no step allocates (in either precision).
-size_t linear_workspace_bytes(long n, int ic, int oc);
-// The same for a shared-input call of `count` layers (N,IC) -> (N,OC).
-size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
-
-// ---- precision of the linear layers' and attention's products
+// ---- the products' context
 //
 // fp32: fp32 inputs, fp32 sums. bf16: inputs rounded to bf16 (8-bit
 // mantissa), products summed in fp32 (matmul_bf16.h); everything else
@@ -76,10 +40,57 @@ size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
 // the same results, slower than fp32.
 typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;
 
-// The precision of every later product: a process-wide setting that a
-// program makes once, before its first product (default fp32).
-void matmul_set_precision(Precision p);
-Precision matmul_precision(void);
+// What a model's products run with: their precision and the workspace
+// where they put transposed or converted operands. Each model (and each
+// test) owns one, so models of different precisions live in one process;
+// two calls with the same Products must not run at once (each spreads its
+// own work over the OpenMP threads).
+typedef struct {
+    Precision precision;
+    void *workspace;
+    size_t workspace_bytes;
+} Products;
+
+void products_init(Products *pr, Precision precision);
+void products_free(Products *pr);
+// Grow the workspace to at least `bytes`, so that later calls allocate
+// nothing (a model reserves what its largest call takes when it is built;
+// a larger product grows it on its first call).
+void products_reserve(Products *pr, size_t bytes);
+
+// out (N,OC) = inp (N,IC) . weight(OC,IC)^T + bias (OC); bias may be NULL.
+void linear_forward(Products *pr, float *out, const float *inp, const float *weight, const float *bias,
+                    int n, int ic, int oc);
+
+// Given d_out (N,OC), accumulates:
+//   d_inp    (N,IC)  += d_out . weight
+//   d_weight (OC,IC) += d_out^T . inp
+//   d_bias   (OC)    += sum over rows of d_out
+// d_inp and d_bias may be NULL (skipped).
+void linear_backward(Products *pr, float *d_inp, float *d_weight, float *d_bias, const float *d_out,
+                     const float *inp, const float *weight, int n, int ic, int oc);
+
+// The same for `count` layers that read one input, as W_Q, W_K and W_V
+// read LN1's output: out[l] = inp . weight[l]^T + bias[l], and the
+// backward's d_inp += d_out[l] . weight[l] in the order l = 0, 1, ..., with
+// d_weight[l] and d_bias[l] as above: the same results, bit for bit, as one
+// call per layer. In bf16 the input is converted (forward) and packed
+// (backward) once for all of them, in one parallel region.
+void linear_forward_shared_input(Products *pr, float *const out[], const float *inp, const float *const weight[],
+                                 const float *const bias[], int count, int n, int ic, int oc);
+void linear_backward_shared_input(Products *pr, float *d_inp, float *const d_weight[], float *const d_bias[],
+                                  const float *const d_out[], const float *inp,
+                                  const float *const weight[], int count, int n, int ic, int oc);
+
+// Bytes of workspace linear_forward and linear_backward take for (N,IC) ->
+// (N,OC), the most over both precisions: what a model reserves up front, so
+// that no step allocates (in either precision).
+size_t linear_workspace_bytes(long n, int ic, int oc);
+// The same for a shared-input call of `count` layers (N,IC) -> (N,OC).
+size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
+
+// ---- precisions by name, and the programs' --precision option
+
 // bf16 where the CPU has native bf16 dot products (checked at run time),
 // fp32 elsewhere: bin/train's default. (bin/sample and bin/attn default to
 // fp32, so that their output is the reference's: with bf16, bin/sample
@@ -89,20 +100,20 @@ Precision precision_default(void);
 // "fp32" / "bf16"; precision_parse returns 0 for any other name.
 const char *precision_name(Precision p);
 int precision_parse(const char *name, Precision *p);
-// The programs' --precision option: its help, and applying its value
-// (a usage error for anything but fp32 or bf16; a one-line note on stderr
-// when bf16 has no AVX512_BF16 to run on). The environment variable
+// The programs' --precision option: its help, and the precision its value
+// names (a usage error for anything but fp32 or bf16; a one-line note on
+// stderr when bf16 has no AVX512_BF16 to run on). The environment variable
 // GPT_BF16_KERNEL=portable, avx2 (or avx512) makes it use no bf16
 // instructions, with or without AVX2 (or no AMX), as on an older CPU.
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
-void precision_apply_option(const char *value);
+Precision precision_from_option(const char *value);
 // Whether bf16 products run on bf16 instructions (AMX-BF16 or
 // AVX512_BF16), and the name of the kernel that runs them (one of those,
 // or AVX2's or the portable fp32 one).
 int matmul_bf16_native(void);
 const char *matmul_bf16_kernel_name(void);
-// The precision in use, as the programs print it: "fp32", or "bf16 with
-// the AVX512_BF16 kernel" (or AMX-BF16, AVX2 or the portable one).
-void precision_describe(char *out, size_t len);
+// A precision as the programs print it: "fp32", or "bf16 with the
+// AVX512_BF16 kernel" (or AMX-BF16, AVX2 or the portable one).
+void precision_describe(Precision p, char *out, size_t len);
 
 #endif

@@ -248,22 +248,18 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
     });
 }
 
-static int bf16_products(void) { return matmul_precision() == PRECISION_BF16; }
-
-void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL, bf16_products());
+void attention_forward(Precision precision, float *out, float *probs, const float *q,
+                       const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
+                       int causal) {
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL,
+                             precision == PRECISION_BF16);
 }
 
-void attention_forward_fp32(float *out, float *probs, const float *q, const float *k,
-                            const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL, 0);
-}
-
-void attention_forward_dropout(float *out, float *probs, const float *q, const float *k,
-                               const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
-                               const DropoutMask *drop) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop, bf16_products());
+void attention_forward_dropout(Precision precision, float *out, float *probs, const float *q,
+                               const float *k, const float *v, int B, int Tq, int Tk, int C,
+                               int NH, int causal, const DropoutMask *drop) {
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop,
+                             precision == PRECISION_BF16);
 }
 
 void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,
@@ -529,8 +525,8 @@ static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_
 static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const float *d_out,
                                       const float *probs, const float *q, const float *k,
                                       const float *v, int B, int Tq, int Tk, int C, int NH,
-                                      int causal, const DropoutMask *drop) {
-    int hs = C / NH, bf16 = matmul_precision() == PRECISION_BF16;
+                                      int causal, const DropoutMask *drop, int bf16) {
+    int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -580,19 +576,19 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
     });
 }
 
-void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
-                        const float *probs, const float *q, const float *k, const float *v,
-                        int B, int Tq, int Tk, int C, int NH, int causal) {
+void attention_backward(Precision precision, float *d_q, float *d_k, float *d_v,
+                        const float *d_out, const float *probs, const float *q, const float *k,
+                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
     attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              NULL);
+                              NULL, precision == PRECISION_BF16);
 }
 
-void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float *d_out,
-                                const float *probs, const float *q, const float *k,
-                                const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
-                                const DropoutMask *drop) {
+void attention_backward_dropout(Precision precision, float *d_q, float *d_k, float *d_v,
+                                const float *d_out, const float *probs, const float *q,
+                                const float *k, const float *v, int B, int Tq, int Tk, int C,
+                                int NH, int causal, const DropoutMask *drop) {
     attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              drop);
+                              drop, precision == PRECISION_BF16);
 }
 
 size_t attention_scratch_bytes(int Tq, int Tk, int C, int NH, int backward, int dropout) {

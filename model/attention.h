@@ -14,14 +14,15 @@
 #ifndef ATTENTION_H
 #define ATTENTION_H
 
-void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
+#include "../kernels/matmul.h" // Precision
+
 // In bf16 precision (matmul.h) the forward and backward take bf16 inputs to
-// their products (fp32 sums; softmax fp32). The same forward in fp32 whatever
-// the precision: what the KV cache's attention runs, so that its many-query
-// and one-query forms (the two below, fp32) give the same numbers.
-void attention_forward_fp32(float *out, float *probs, const float *q, const float *k,
-                            const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
+// their products (fp32 sums; softmax fp32). The KV cache's attention runs in
+// fp32 whatever its model's precision, so that its many-query and one-query
+// forms (the latter below, fp32) give the same numbers.
+void attention_forward(Precision precision, float *out, float *probs, const float *q,
+                       const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
+                       int causal);
 
 // One query (the newest position, while sampling) against Tk <= ldk keys,
 // all visible: q (C) and out (C), v (Tk,C) as above, the keys transposed per
@@ -44,22 +45,22 @@ void attention_forward_one_batch(float *out, float *probs, const float *q, const
 
 // Accumulates (+=) into d_q (B,Tq,C), d_k (B,Tk,C), d_v (B,Tk,C), given
 // d_out (B,Tq,C) and the probs saved by the forward.
-void attention_backward(float *d_q, float *d_k, float *d_v, const float *d_out,
-                        const float *probs, const float *q, const float *k, const float *v,
-                        int B, int Tq, int Tk, int C, int NH, int causal);
+void attention_backward(Precision precision, float *d_q, float *d_k, float *d_v,
+                        const float *d_out, const float *probs, const float *q, const float *k,
+                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
 
 // The same with dropout on the probabilities (nanoGPT's attn_dropout): out =
 // dropout(probs) . v, while probs keeps the undropped softmax (what the
 // backward and the heatmaps need). drop NULL: exactly the functions above.
 // Element (b, h, i, j) of probs is dropout index ((b*NH + h)*Tq + i)*Tk + j.
 typedef struct DropoutMask DropoutMask;
-void attention_forward_dropout(float *out, float *probs, const float *q, const float *k,
-                               const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
-                               const DropoutMask *drop);
-void attention_backward_dropout(float *d_q, float *d_k, float *d_v, const float *d_out,
-                                const float *probs, const float *q, const float *k,
-                                const float *v, int B, int Tq, int Tk, int C, int NH, int causal,
-                                const DropoutMask *drop);
+void attention_forward_dropout(Precision precision, float *out, float *probs, const float *q,
+                               const float *k, const float *v, int B, int Tq, int Tk, int C,
+                               int NH, int causal, const DropoutMask *drop);
+void attention_backward_dropout(Precision precision, float *d_q, float *d_k, float *d_v,
+                                const float *d_out, const float *probs, const float *q,
+                                const float *k, const float *v, int B, int Tq, int Tk, int C,
+                                int NH, int causal, const DropoutMask *drop);
 
 // Bytes of scratch each thread that runs the functions above keeps
 // (allocated on its first call, then reused): the most over both

@@ -118,7 +118,10 @@ void gpt_build(GPT *model, const GPTConfig *cfg) {
     model->params_memory = xcalloc(model->num_params, sizeof(float));
     param_views(&model->params, model->params_memory, cfg);
     model->mean_loss = -1.0f;
+    products_init(&model->products, PRECISION_FP32);
 }
+
+void gpt_set_precision(GPT *model, Precision precision) { model->products.precision = precision; }
 
 void gpt_init_params(GPT *model, unsigned long long seed) {
     Rng rng;
@@ -258,7 +261,7 @@ void gpt_alloc_inference(GPT *model, int B, int T) {
         xcalloc((size_t)forward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
     forward_scratch_layout(cfg, &model->scratch, B, T, model->scratch_memory);
     model->targets = xcalloc((size_t)B * T, sizeof(int));
-    matmul_reserve((long)matmul_workspace_floats(cfg, B, T));
+    products_reserve(&model->products, (size_t)matmul_workspace_floats(cfg, B, T) * sizeof(float));
     model->cur_B = B;
     model->cur_T = T;
 }
@@ -275,6 +278,7 @@ void gpt_alloc_training(GPT *model, int B, int T) {
 
 void gpt_free(GPT *model) {
     free_batch_buffers(model);
+    products_free(&model->products);
     free(model->params_memory);
     memset(model, 0, sizeof *model);
 }
@@ -354,10 +358,21 @@ int transformer_forward(const Forward *f) {
 // ---- gpt_forward: the Forward over a batch of B x T positions, its
 // activations saved for the backward
 
+// The Forward's state: the model, whose products' workspace the batch's
+// products use, and the tokens (B,T).
+typedef struct {
+    GPT *model;
+    const int *tokens;
+} BatchForward;
+
+static Products *batch_products(const Forward *f) {
+    return &((const BatchForward *)f->state)->model->products;
+}
+
 static void batch_embed(const Forward *f, float *x) {
     const GPT *model = f->model;
-    embedding_forward(x, f->state, model->params.wte, model->params.wpe, model->cur_B, model->cur_T,
-                      model->config.dim);
+    embedding_forward(x, ((const BatchForward *)f->state)->tokens, model->params.wte,
+                      model->params.wpe, model->cur_B, model->cur_T, model->config.dim);
 }
 
 static BlockBuffers batch_buffers(const Forward *f, int l) {
@@ -390,7 +405,7 @@ static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     float *qkv[3] = {b->q, b->k, b->v};
     const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
     const float *b_qkv[3] = {p->b_q + l * C, p->b_k + l * C, p->b_v + l * C};
-    linear_forward_shared_input(qkv, b->ln, w_qkv, b_qkv, 3, f->rows, C, C);
+    linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, C, C);
 }
 
 static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
@@ -398,8 +413,8 @@ static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
     float *att_probs = model->acts.att_probs + (long)l * B * NH * T * T;
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
-    attention_forward_dropout(b->att_out, att_probs, b->q, b->k, b->v, B, T, T, C, NH, 1,
-                              f->dropout ? &masks.att_probs : NULL);
+    attention_forward_dropout(model->products.precision, b->att_out, att_probs, b->q, b->k, b->v, B,
+                              T, T, C, NH, 1, f->dropout ? &masks.att_probs : NULL);
     return f->rows;
 }
 
@@ -410,16 +425,19 @@ static void batch_linear(const Forward *f, int l, LinearWeight w, float *out, co
     long cc = (long)C * C;
     switch (w) {
     case WEIGHT_O:
-        linear_forward(out, inp, p->w_o + l * cc, p->b_o + l * C, rows, C, C);
+        linear_forward(batch_products(f), out, inp, p->w_o + l * cc, p->b_o + l * C, rows, C, C);
         break;
     case WEIGHT_FC:
-        linear_forward(out, inp, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, rows, C, 4 * C);
+        linear_forward(batch_products(f), out, inp, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, rows,
+                       C, 4 * C);
         break;
     case WEIGHT_PROJ:
-        linear_forward(out, inp, p->proj_w + 4 * l * cc, p->proj_b + l * C, rows, 4 * C, C);
+        linear_forward(batch_products(f), out, inp, p->proj_w + 4 * l * cc, p->proj_b + l * C, rows,
+                       4 * C, C);
         break;
     case WEIGHT_UNEMBED:
-        linear_forward(out, inp, p->wte, NULL, rows, C, f->model->config.vocab_size);
+        linear_forward(batch_products(f), out, inp, p->wte, NULL, rows, C,
+                       f->model->config.vocab_size);
         break;
     }
 }
@@ -436,6 +454,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
     model->cur_T = T;
     Activations *a = &model->acts;
     int BT = B * T;
+    BatchForward batch = {model, tokens};
     Forward f = {.model = model,
                  .rows = BT,
                  .dropout = model->dropout.p > 0 ? &model->dropout : NULL,
@@ -448,7 +467,7 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
                  .project_qkv = batch_project_qkv,
                  .attend = batch_attend,
                  .linear = batch_linear,
-                 .state = (void *)tokens};
+                 .state = &batch};
     transformer_forward(&f);
     if (targets) {
         memcpy(model->targets, targets, (size_t)BT * sizeof(int));
@@ -498,13 +517,13 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         d_proj = s->d_ln;
     }
     zero_floats(s->d_fc_gelu, 4 * btc);
-    linear_backward(s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C, d_proj, s->fc_gelu,
-                    p->proj_w + 4 * l * cc, BT, 4 * C, C);
+    linear_backward(&model->products, s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
+                    d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C);
     zero_floats(s->d_fc, 4 * btc);
     gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc);
     zero_floats(s->d_ln, btc);
-    linear_backward(s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C, s->d_fc, ln2,
-                    p->fc_w + 4 * l * cc, BT, C, 4 * C);
+    linear_backward(&model->products, s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C, s->d_fc,
+                    ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C);
     // the residual path passes d_residual through; LN2's path adds to it
     layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C, s->d_ln, residual2,
                        p->ln2_w + l * C, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C);
@@ -515,13 +534,14 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.att_proj);
     }
     zero_floats(s->d_att_out, btc);
-    linear_backward(s->d_att_out, g->w_o + l * cc, g->b_o + l * C, d_proj, att_out, p->w_o + l * cc,
-                    BT, C, C);
+    linear_backward(&model->products, s->d_att_out, g->w_o + l * cc, g->b_o + l * C, d_proj,
+                    att_out, p->w_o + l * cc, BT, C, C);
     zero_floats(s->d_q, btc);
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
-    attention_backward_dropout(s->d_q, s->d_k, s->d_v, s->d_att_out, att_probs, q, k, v, B, T, T, C,
-                               NH, 1, drop ? &masks.att_probs : NULL);
+    attention_backward_dropout(model->products.precision, s->d_q, s->d_k, s->d_v, s->d_att_out,
+                               att_probs, q, k, v, B, T, T, C, NH, 1,
+                               drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (s->ln held LN2's until here)
     layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x_in, p->ln1_w + l * C,
@@ -532,7 +552,8 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     float *d_b_qkv[3] = {g->b_q + l * C, g->b_k + l * C, g->b_v + l * C};
     const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
     const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
-    linear_backward_shared_input(s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1, w_qkv, 3, BT, C, C);
+    linear_backward_shared_input(&model->products, s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1, w_qkv, 3,
+                                 BT, C, C);
     layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C, s->d_ln, x_in,
                        p->ln1_w + l * C, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
     // d_residual now holds dL/d(x_in)
@@ -557,7 +578,7 @@ void gpt_backward(GPT *model, const int *tokens) {
     zero_floats(s->d_logits, (long)BT * V);
     crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT);
     zero_floats(s->d_ln, btc);
-    linear_backward(s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V);
+    linear_backward(&model->products, s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V);
     const float *x_last = L > 0 ? a->residual3 + (L - 1) * btc : a->encoded;
     zero_floats(s->d_residual, btc);
     layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last, p->lnf_w, a->lnf_mean,

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "dropout.h"
+#include "../kernels/matmul.h"
 
 typedef struct {
     int vocab_size; // V
@@ -156,10 +157,16 @@ typedef struct {
     // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
     // off: evaluation, sampling and heatmaps never drop anything.
     Dropout dropout;
+    // The products' precision and workspace: fp32 as gpt_build leaves it;
+    // gpt_set_precision changes it.
+    Products products;
 } GPT;
 
 // Allocate parameters for cfg (zeroed); the caller then inits or loads them.
 void gpt_build(GPT *model, const GPTConfig *cfg);
+// The precision of the model's products from now on (the KV caches made
+// from it take it at kv_cache_reset).
+void gpt_set_precision(GPT *model, Precision precision);
 // Initialise every tensor as its row of GPT_PARAMETER_TENSORS says, from
 // one seeded stream.
 void gpt_init_params(GPT *model, unsigned long long seed);

@@ -218,10 +218,11 @@ static void describe_mode(char *out, size_t len, int slide, int T) {
 int main(int argc, char **argv) {
     SampleOptions o = parse_options(argc, argv);
     omp_set_num_threads(o.threads);
-    precision_apply_option(o.precision);
+    Precision precision = precision_from_option(o.precision);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
+    gpt_set_precision(&model, precision);
     Prompt prompt = read_prompt(&o, &vocab);
     int K = o.num_samples, n = o.num_tokens;
 
@@ -241,15 +242,15 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     if (!o.quiet) {
-        char mode[128], count[64] = "", precision[128];
+        char mode[128], count[64] = "", described[128];
         describe_mode(mode, sizeof mode, o.slide, model.config.context);
-        precision_describe(precision, sizeof precision);
+        precision_describe(precision, described, sizeof described);
         if (K > 1) snprintf(count, sizeof count, " (%d samples x %d)", K, n);
         double total = (double)K * n;
         fprintf(stderr,
                 "%.0f tokens%s in %.3f s: %.0f tokens/s (%s; %d sample%s, %d thread%s, %s)\n",
                 total, count, seconds, seconds > 0 ? total / seconds : 0.0, mode, K,
-                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "", precision);
+                K > 1 ? "s" : "", o.threads, o.threads > 1 ? "s" : "", described);
     }
 
     for (int k = 0; k < K; k++) sampler_free(&samplers[k]);

@@ -296,17 +296,18 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// Median ms per training step of `shape` in the current precision, with
+// Median ms per training step of `shape` in `precision`, with
 // the breakdown printed when `verbose`. With a tuner, each step runs on the
 // thread count it chooses, as bin/train's do; *mean_ms (if not NULL) gets
 // the mean, which counts the tuner's trials.
-static double bench_training(const Shape *shape, double peak_gflops, int verbose,
+static double bench_training(const Shape *shape, Precision precision, double peak_gflops, int verbose,
                              ThreadTuner *tuner, double *mean_ms) {
     GPTConfig cfg = {65, shape->context, shape->layers, shape->heads, shape->dim};
     int B = shape->batch, T = shape->context;
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 1);
+    gpt_set_precision(&model, precision);
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
@@ -352,19 +353,19 @@ static double bench_training(const Shape *shape, double peak_gflops, int verbose
         return median;
     }
     printf("\n%s [%s]: %d layers, %d heads, dim %d, context %d, batch %d (%zu parameters)\n",
-           shape->name, precision_name(matmul_precision()), cfg.layers, cfg.heads, cfg.dim,
+           shape->name, precision_name(precision), cfg.layers, cfg.heads, cfg.dim,
            cfg.context, B, model.num_params);
     printf("  %-28s %10.1f ms/iter (median of %d, after %d warm-up)\n", "training step", median, n,
            warmup);
     printf("  %-28s %10.0f tokens/s\n", "throughput", B * T / (median * 1e-3));
-    const char *precision = precision_name(matmul_precision());
     int threads = omp_get_max_threads();
-    history_append("train_step", shape->key, precision, threads, "ms_per_iter", median, 1);
-    history_append("train_step", shape->key, precision, threads, "tokens_per_s",
+    history_append("train_step", shape->key, precision_name(precision), threads, "ms_per_iter",
+                   median, 1);
+    history_append("train_step", shape->key, precision_name(precision), threads, "tokens_per_s",
                    B * T / (median * 1e-3), 0);
     printf("  %-28s %10.2f GFLOP per iteration\n", "model arithmetic", flops / 1e9);
     printf("  %-28s %10.1f GFLOP/s = %.0f%% of the measured %s peak %.0f GFLOP/s\n", "model speed",
-           gflops, 100.0 * gflops / peak_gflops, precision_name(matmul_precision()), peak_gflops);
+           gflops, 100.0 * gflops / peak_gflops, precision_name(precision), peak_gflops);
     printf("  breakdown (mean per iteration):\n");
     double accounted = 0.0;
     for (int op = 0; op < NUM_PROFILED_OPS; op++) {
@@ -406,7 +407,7 @@ static pid_t start_busy_loop(int core) {
 // default (every core, the thread tuner choosing), all threads fixed, one
 // thread fixed. Mean ms per step over `iters` steps (the tuner's trials and
 // its first steps on the slow count included).
-static void bench_busy(const Shape *shape, double peak, int threads) {
+static void bench_busy(const Shape *shape, Precision precision, double peak, int threads) {
     if (threads < 2) return;
     pid_t busy = start_busy_loop(threads - 1);
     if (busy < 0) return;
@@ -415,18 +416,18 @@ static void bench_busy(const Shape *shape, double peak, int threads) {
     double tuned, shared, alone;
     ThreadTuner tuner;
     thread_tuner_init(&tuner, threads, 1);
-    bench_training(&busy_shape, peak, 0, &tuner, &tuned);
+    bench_training(&busy_shape, precision, peak, 0, &tuner, &tuned);
     omp_set_num_threads(threads);
-    bench_training(&busy_shape, peak, 0, NULL, &shared);
+    bench_training(&busy_shape, precision, peak, 0, NULL, &shared);
     omp_set_num_threads(1);
-    bench_training(&busy_shape, peak, 0, NULL, &alone);
+    bench_training(&busy_shape, precision, peak, 0, NULL, &alone);
     omp_set_num_threads(threads);
     kill(busy, SIGKILL);
     waitpid(busy, NULL, 0);
     printf("\nbusy machine [%s], %s, a busy loop pinned to core %d, mean of %d steps:\n"
            "  default (thread tuner, up to %d threads) %.1f ms/iter, %d threads fixed %.1f, "
            "1 thread %.1f: default / 1 thread = %.2f\n",
-           precision_name(matmul_precision()), shape->name, threads - 1, busy_shape.iters,
+           precision_name(precision), shape->name, threads - 1, busy_shape.iters,
            threads, tuned, threads, shared, alone, tuned / alone);
 }
 
@@ -469,8 +470,8 @@ static int bench_steps_only(int threads) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         double ms[2];
         for (int p = 0; p < 2; p++) {
-            matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
-            ms[p] = bench_training(&shapes[i], 1.0, 0, NULL, NULL);
+            ms[p] = bench_training(&shapes[i], p ? PRECISION_BF16 : PRECISION_FP32, 1.0, 0, NULL,
+                                   NULL);
         }
         printf("  %-16s fp32 %8.1f   bf16 %8.1f\n", shapes[i].name, ms[0], ms[1]);
         fflush(stdout);
@@ -533,16 +534,14 @@ int main(int argc, char **argv) {
     double ms[2][2];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int p = 0; p < 2; p++) {
-            matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
-            ms[i][p] = bench_training(&shapes[i], p ? bf16_peak : peak, 1, NULL, NULL);
+            ms[i][p] = bench_training(&shapes[i], p ? PRECISION_BF16 : PRECISION_FP32,
+                                      p ? bf16_peak : peak, 1, NULL, NULL);
         }
     printf("\nsummary, %d threads, ms/iter (median):\n", threads);
     for (size_t i = 0; i < 2; i++)
         printf("  %-16s fp32 %8.1f   bf16 %8.1f   (bf16 %.2fx faster)\n", shapes[i].name,
                ms[i][0], ms[i][1], ms[i][0] / ms[i][1]);
-    matmul_set_precision(precision_default());
-    bench_busy(&shapes[0], peak, threads);
-    matmul_set_precision(PRECISION_FP32);
+    bench_busy(&shapes[0], precision_default(), peak, threads);
     bench_sampling();
     return 0;
 }

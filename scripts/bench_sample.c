@@ -115,7 +115,7 @@ static double tokens_per_second(const GPT *model, int samples, int slide, int th
 // Issue 14's four figures (its targets are for the default trained model,
 // in fp32), then the same modes with bf16 products (--precision bf16: bf16
 // weights, half the bytes a step streams), each with its ratio to fp32.
-static void bench_modes(const GPT *model, int tokens) {
+static void bench_modes(GPT *model, int tokens) {
     int T = model->config.context, slide = T / 2 > 0 ? T / 2 : 1;
     struct {
         const char *name, *key; // key: the history file's shape column
@@ -131,7 +131,7 @@ static void bench_modes(const GPT *model, int tokens) {
     enum { MODES = sizeof modes / sizeof modes[0] };
     double fp32[MODES];
     for (int p = 0; p < 2; p++) {
-        matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(model, p ? PRECISION_BF16 : PRECISION_FP32);
         if (p) printf("bf16 products (--precision bf16, on %s):\n", matmul_bf16_kernel_name());
         for (int i = 0; i < MODES; i++) {
             double speed = tokens_per_second(model, modes[i].samples, modes[i].slide,
@@ -150,7 +150,7 @@ static void bench_modes(const GPT *model, int tokens) {
             fflush(stdout);
         }
     }
-    matmul_set_precision(PRECISION_FP32);
+    gpt_set_precision(model, PRECISION_FP32);
 }
 
 // The mean loss over validation positions 0..P-1 of predictions made with

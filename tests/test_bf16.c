@@ -18,6 +18,10 @@
 #include "../kernels/matmul_bf16.h"
 #include "../optim/adamw.h"
 
+// The products the tests below call directly: fp32 (zero-initialised)
+// unless a test sets their precision.
+static Products products;
+
 // ---- rounding
 
 // bf16_from_float against the definition, in double: the nearest of the
@@ -269,12 +273,12 @@ static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
     layer_reference(&l, 1, rounded[0], rounded[1], rounded[2], rounded[3], rounded[4], rounded[5]);
 
     bf16_limit_kernel(kernel);
-    matmul_set_precision(PRECISION_BF16);
+    products.precision = PRECISION_BF16;
     float *out = xmalloc(sizeof(float) * n * oc), *d_inp = xcalloc((size_t)n * ic, sizeof(float));
     float *d_w = xcalloc((size_t)oc * ic, sizeof(float)), *d_b = xcalloc(oc, sizeof(float));
-    linear_forward(out, l.inp, l.weight, l.bias, n, ic, oc);
-    linear_backward(d_inp, d_w, d_b, l.d_out, l.inp, l.weight, n, ic, oc);
-    matmul_set_precision(PRECISION_FP32);
+    linear_forward(&products, out, l.inp, l.weight, l.bias, n, ic, oc);
+    linear_backward(&products, d_inp, d_w, d_b, l.d_out, l.inp, l.weight, n, ic, oc);
+    products.precision = PRECISION_FP32;
     bf16_limit_kernel(BF16_AMX);
 
     char what[128];
@@ -326,7 +330,7 @@ static void test_kernels_match_bit_for_bit(void) {
         return;
     }
     int last = bf16_kernel() < BF16_AVX512 ? (int)bf16_kernel() : BF16_AVX512;
-    matmul_set_precision(PRECISION_BF16);
+    products.precision = PRECISION_BF16;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         Rng rng;
         rng_seed(&rng, 5 + s);
@@ -339,8 +343,8 @@ static void test_kernels_match_bit_for_bit(void) {
             bf16_limit_kernel((Bf16Kernel)kernel);
             out[pass] = xmalloc(sizeof(float) * outs);
             d_inp[pass] = xcalloc(inps, sizeof(float)), d_w[pass] = xcalloc(ws, sizeof(float));
-            linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
-            linear_backward(d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            linear_forward(&products, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(&products, d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
             if (!pass) continue;
             int out_differs = memcmp(out[0], out[1], sizeof(float) * outs) != 0;
             int d_inp_differs = memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) != 0;
@@ -356,7 +360,7 @@ static void test_kernels_match_bit_for_bit(void) {
         layer_free(&l);
     }
     bf16_limit_kernel(BF16_AMX);
-    matmul_set_precision(PRECISION_FP32);
+    products.precision = PRECISION_FP32;
 }
 
 // Work moves between threads, sums keep their order: 1 and 2 threads give
@@ -367,7 +371,7 @@ static void test_thread_count_does_not_change_bits(void) {
     Layer l;
     layer_init(&l, &rng, 200, 96, 160);
     int saved = omp_get_max_threads();
-    matmul_set_precision(PRECISION_BF16);
+    products.precision = PRECISION_BF16;
     Bf16Kernel best = bf16_kernel(); // read once: the loop limits it
     for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
         bf16_limit_kernel((Bf16Kernel)kernel);
@@ -377,8 +381,8 @@ static void test_thread_count_does_not_change_bits(void) {
             out[pass] = xmalloc(sizeof(float) * l.n * l.oc);
             d_inp[pass] = xcalloc((size_t)l.n * l.ic, sizeof(float));
             float *d_w = xcalloc((size_t)l.oc * l.ic, sizeof(float));
-            linear_forward(out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
-            linear_backward(d_inp[pass], d_w, NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            linear_forward(&products, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(&products, d_inp[pass], d_w, NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
             free(d_w);
         }
         CHECK(memcmp(out[0], out[1], sizeof(float) * l.n * l.oc) == 0);
@@ -386,7 +390,7 @@ static void test_thread_count_does_not_change_bits(void) {
         for (int pass = 0; pass < 2; pass++) free(out[pass]), free(d_inp[pass]);
     }
     bf16_limit_kernel(BF16_AMX);
-    matmul_set_precision(PRECISION_FP32);
+    products.precision = PRECISION_FP32;
     omp_set_num_threads(saved);
     layer_free(&l);
 }
@@ -415,7 +419,7 @@ static void train_losses(Precision precision, float losses[15]) {
     Rng rng;
     rng_seed(&rng, 9);
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 20), targets[i] = (tokens[i] * 7 + 3) % 20;
-    matmul_set_precision(precision);
+    gpt_set_precision(&model, precision);
     for (int step = 0; step < 15; step++) {
         losses[step] = gpt_forward(&model, tokens, targets, B, T);
         gpt_zero_grad(&model);
@@ -423,7 +427,6 @@ static void train_losses(Precision precision, float losses[15]) {
         float norm = grad_global_norm(model.grads_memory, model.num_params);
         adamw_update(&opt, &model, &acfg, 1e-3f, norm > 1.0f ? 1.0f / norm : 1.0f);
     }
-    matmul_set_precision(PRECISION_FP32);
     adamw_free(&opt);
     gpt_free(&model);
 }

@@ -22,6 +22,10 @@
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 
+// The products the tests below call directly: fp32 (zero-initialised)
+// unless a test sets their precision.
+static Products products;
+
 // ---- cases
 
 typedef struct {
@@ -93,22 +97,22 @@ static DropoutMask probs_mask(const Case *c) {
 static void case_run(Case *c, Bf16Kernel kernel, Precision precision, const DropoutMask *drop) {
     Shape s = c->s;
     bf16_limit_kernel(kernel);
-    matmul_set_precision(precision);
+    products.precision = precision;
     if (drop)
-        attention_forward_dropout(c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH,
+        attention_forward_dropout(products.precision, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH,
                                   s.causal, drop);
     else
-        attention_forward(c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH, s.causal);
+        attention_forward(products.precision, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH, s.causal);
     memcpy(c->d_q, c->d_q0, sizeof(float) * q_size(c));
     memcpy(c->d_k, c->d_k0, sizeof(float) * k_size(c));
     memcpy(c->d_v, c->d_v0, sizeof(float) * k_size(c));
     if (drop)
-        attention_backward_dropout(c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v,
+        attention_backward_dropout(products.precision, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v,
                                    s.B, s.Tq, s.Tk, s.C, s.NH, s.causal, drop);
     else
-        attention_backward(c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v, s.B,
+        attention_backward(products.precision, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v, s.B,
                            s.Tq, s.Tk, s.C, s.NH, s.causal);
-    matmul_set_precision(PRECISION_FP32);
+    products.precision = PRECISION_FP32;
     bf16_limit_kernel(BF16_AMX);
 }
 

@@ -38,14 +38,13 @@ __attribute__((constructor)) static void measure_if_asked(void) {
     if (!tokens) _exit(3);
     size_t allocated = xalloc_total_bytes() - before;
     for (int p = 0; p < 2; p++) {
-        matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32);
         gpt_forward(&model, tokens, training ? tokens : NULL, B, T);
         if (training) {
             gpt_zero_grad(&model);
             gpt_backward(&model, tokens);
         }
     }
-    matmul_set_precision(PRECISION_FP32);
     free(tokens);
     size_t after_steps = xalloc_total_bytes() - before;
     printf("%zu\n", after_steps > allocated ? after_steps : allocated);

@@ -14,6 +14,10 @@
 #include "check.h"
 #include "fixtures.h"
 
+// The products the tests below call directly: fp32 (zero-initialised)
+// unless a test sets their precision.
+static Products products;
+
 // ---- gradient check
 //
 // For each parameter tensor: a few random elements and the elements with
@@ -188,7 +192,7 @@ static void check_attention_probs(GPT *model, int B, int T) {
     float *probs = xmalloc((size_t)B * NH * T * T * sizeof(float));
     for (int l = 0; l < L; l++) {
         long layer = (long)l * B * T * C;
-        attention_forward(out, probs, model->acts.q + layer, model->acts.k + layer,
+        attention_forward(products.precision, out, probs, model->acts.q + layer, model->acts.k + layer,
                           model->acts.v + layer, B, T, T, C, NH, 1);
         for (int h = 0; h < NH; h++)
             for (int b = 0; b < B; b++) {
@@ -301,6 +305,65 @@ static void test_rows_and_future_are_invisible(void) {
     gpt_free(&model);
 }
 
+// Precision belongs to the model: an fp32 and a bf16 model with the same
+// weights, their forwards and backwards interleaved in one process, give
+// each the loss, logits and gradients, bit for bit, that it gives run on
+// its own, and the two precisions' differ.
+static void test_two_precisions_in_one_process(void) {
+    GPTConfig cfg = {20, 16, 2, 2, 32};
+    enum { B = 2, T = 16 };
+    GPT models[2];
+    int tokens[B * T], targets[B * T];
+    Rng rng;
+    rng_seed(&rng, 4);
+    for (int i = 0; i < B * T; i++)
+        tokens[i] = (int)rng_below(&rng, 20), targets[i] = (int)rng_below(&rng, 20);
+    long logits_n = (long)B * T * cfg.vocab_size;
+    float *alone[2][2], loss_alone[2]; // [precision][logits, gradients]
+    for (int p = 0; p < 2; p++) {
+        gpt_build(&models[p], &cfg);
+        gpt_init_params(&models[p], 3);
+        gpt_set_precision(&models[p], p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_alloc_training(&models[p], B, T);
+    }
+    size_t grads_n = models[0].num_params;
+    for (int p = 0; p < 2; p++) { // each on its own
+        loss_alone[p] = gpt_forward(&models[p], tokens, targets, B, T);
+        alone[p][0] = xmalloc(logits_n * sizeof(float));
+        memcpy(alone[p][0], models[p].scratch.logits, logits_n * sizeof(float));
+        gpt_zero_grad(&models[p]);
+        gpt_backward(&models[p], tokens);
+        alone[p][1] = xmalloc(grads_n * sizeof(float));
+        memcpy(alone[p][1], models[p].grads_memory, grads_n * sizeof(float));
+    }
+    float loss[2];
+    for (int p = 0; p < 2; p++) loss[p] = gpt_forward(&models[p], tokens, targets, B, T);
+    for (int p = 0; p < 2; p++) { // interleaved: forward, forward, backward, backward
+        CHECK_MSG(loss[p] == loss_alone[p], "%s: loss %.9g interleaved, %.9g alone",
+                  p ? "bf16" : "fp32", loss[p], loss_alone[p]);
+        CHECK_MSG(!memcmp(models[p].scratch.logits, alone[p][0], logits_n * sizeof(float)),
+                  "%s: the logits differ when the other model runs in between",
+                  p ? "bf16" : "fp32");
+    }
+    for (int p = 0; p < 2; p++) {
+        gpt_forward(&models[p], tokens, targets, B, T);
+        gpt_zero_grad(&models[p]);
+    }
+    for (int p = 0; p < 2; p++) {
+        // the last forward was the other model's: each backward reads only its own model
+        gpt_backward(&models[p], tokens);
+        CHECK_MSG(!memcmp(models[p].grads_memory, alone[p][1], grads_n * sizeof(float)),
+                  "%s: the gradients differ when the other model runs in between",
+                  p ? "bf16" : "fp32");
+    }
+    CHECK_MSG(memcmp(alone[0][0], alone[1][0], logits_n * sizeof(float)),
+              "the fp32 and bf16 models gave the same logits: bf16 not used?");
+    for (int p = 0; p < 2; p++) {
+        free(alone[p][0]), free(alone[p][1]);
+        gpt_free(&models[p]);
+    }
+}
+
 void suite_model(void) {
     run_test("gradients of every parameter tensor", test_gradients_every_tensor);
     run_test("loss at initialisation is ln(V)", test_initial_loss_is_ln_vocab);
@@ -308,4 +371,6 @@ void suite_model(void) {
     run_test("attention probs per layer and head", test_attention_probs);
     run_test("forward without targets leaves the probs", test_forward_without_targets);
     run_test("no position sees another row or a later token", test_rows_and_future_are_invisible);
+    run_test("an fp32 and a bf16 model in one process, each its own bits",
+             test_two_precisions_in_one_process);
 }

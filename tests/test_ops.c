@@ -33,6 +33,10 @@
 #include "check.h"
 #include "fixtures.h"
 
+// The products the tests below call directly: fp32 (zero-initialised)
+// unless a test sets their precision.
+static Products products;
+
 
 // ---- embedding
 
@@ -190,7 +194,7 @@ static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias)
     float *weight = random_normal(rng, (long)OC * IC, 1, 0);
     float *bias = with_bias ? random_normal(rng, OC, 1, 0) : NULL;
     float *out = random_normal(rng, (long)N * OC, 1, 0); // garbage to be overwritten
-    linear_forward(out, inp, weight, bias, N, IC, OC);
+    linear_forward(&products, out, inp, weight, bias, N, IC, OC);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             // out[n,o] = sum_i inp[n,i] weight[o,i] + bias[o]
@@ -259,7 +263,7 @@ static void test_linear_backward_matches_double(void) {
     naive_matmul(ref[0], bound[0], d_out, weight, N, OC, IC);
     naive_matmul(ref[1], bound[1], d_out_t, inp, OC, N, IC);
     naive_matmul(ref[2], bound[2], d_out_t, ones, OC, N, 1);
-    linear_backward(grads[0], grads[1], grads[2], d_out, inp, weight, N, IC, OC);
+    linear_backward(&products, grads[0], grads[1], grads[2], d_out, inp, weight, N, IC, OC);
     const char *names[3] = {"d_inp", "d_weight", "d_bias"};
     const int depth[3] = {OC, N, N};
     for (int g = 0; g < 3; g++) {
@@ -279,7 +283,7 @@ typedef struct {
 
 static double linear_loss(void *ctx) {
     LinearCase *l = ctx;
-    linear_forward(l->out, l->inp, l->weight, l->bias, l->N, l->IC, l->OC);
+    linear_forward(&products, l->out, l->inp, l->weight, l->bias, l->N, l->IC, l->OC);
     return weighted_sum(l->out, l->r, (long)l->N * l->OC);
 }
 
@@ -305,7 +309,7 @@ static void check_linear_gradients(int N, int IC, int OC, long samples) {
     LinearCase l = linear_case(&rng, N, IC, OC);
     float *d_inp = gradient_buffer((long)N * IC), *d_weight = gradient_buffer((long)OC * IC);
     float *d_bias = gradient_buffer(OC);
-    linear_backward(d_inp, d_weight, d_bias, l.r, l.inp, l.weight, N, IC, OC);
+    linear_backward(&products, d_inp, d_weight, d_bias, l.r, l.inp, l.weight, N, IC, OC);
     check_gradient("d_inp", l.inp, d_inp, (long)N * IC, samples, linear_loss, &l, &rng);
     check_gradient("d_weight", l.weight, d_weight, (long)OC * IC, samples, linear_loss, &l, &rng);
     check_gradient("d_bias", l.bias, d_bias, OC, samples, linear_loss, &l, &rng);
@@ -328,7 +332,7 @@ static void test_linear_shared_input_matches_separate_calls(void) {
     const int sizes[][3] = {{37, 64, 72}, {70, 131, 100}};
     for (int precision = 0; precision < 2; precision++)
         for (int s = 0; s < 2; s++) {
-            matmul_set_precision(precision ? PRECISION_BF16 : PRECISION_FP32);
+            products.precision = precision ? PRECISION_BF16 : PRECISION_FP32;
             int N = sizes[s][0], IC = sizes[s][1], OC = sizes[s][2];
             long n_inp = (long)N * IC, n_out = (long)N * OC, n_weight = (long)OC * IC;
             float *inp = random_normal(&rng, n_inp, 1, 0), *d_inp_start = random_normal(&rng, n_inp, 1, 0);
@@ -349,13 +353,13 @@ static void test_linear_shared_input_matches_separate_calls(void) {
                 }
             }
             for (int l = 0; l < 3; l++) {
-                linear_forward(out[0][l], inp, weight[l], bias[l], N, IC, OC);
-                linear_backward(d_inp[0], d_weight[0][l], d_bias[0][l], d_out[l], inp, weight[l], N,
+                linear_forward(&products, out[0][l], inp, weight[l], bias[l], N, IC, OC);
+                linear_backward(&products, d_inp[0], d_weight[0][l], d_bias[0][l], d_out[l], inp, weight[l], N,
                                 IC, OC);
             }
-            linear_forward_shared_input(out[1], inp, (const float *const *)weight,
+            linear_forward_shared_input(&products, out[1], inp, (const float *const *)weight,
                                         (const float *const *)bias, 3, N, IC, OC);
-            linear_backward_shared_input(d_inp[1], d_weight[1], d_bias[1],
+            linear_backward_shared_input(&products, d_inp[1], d_weight[1], d_bias[1],
                                          (const float *const *)d_out, inp,
                                          (const float *const *)weight, 3, N, IC, OC);
             CHECK_MSG(memcmp(d_inp[0], d_inp[1], n_inp * sizeof(float)) == 0,
@@ -375,7 +379,7 @@ static void test_linear_shared_input_matches_separate_calls(void) {
             for (int pass = 0; pass < 2; pass++) free(d_inp[pass]);
             free(inp), free(d_inp_start);
         }
-    matmul_set_precision(PRECISION_FP32);
+    products.precision = PRECISION_FP32;
 }
 
 static void test_linear_backward_accumulates(void) {
@@ -395,13 +399,13 @@ static void test_linear_backward_accumulates(void) {
                           xmalloc(OC * sizeof(float))};
         long lengths[3] = {n_inp, n_weight, OC};
         for (int t = 0; t < 3; t++) memcpy(onto[t], start[t], lengths[t] * sizeof(float));
-        linear_backward(once[0], once[1], once[2], l.r, l.inp, l.weight, N, IC, OC);
+        linear_backward(&products, once[0], once[1], once[2], l.r, l.inp, l.weight, N, IC, OC);
         for (int rep = 0; rep < 2; rep++)
-            linear_backward(twice[0], twice[1], twice[2], l.r, l.inp, l.weight, N, IC, OC);
-        linear_backward(onto[0], onto[1], onto[2], l.r, l.inp, l.weight, N, IC, OC);
+            linear_backward(&products, twice[0], twice[1], twice[2], l.r, l.inp, l.weight, N, IC, OC);
+        linear_backward(&products, onto[0], onto[1], onto[2], l.r, l.inp, l.weight, N, IC, OC);
         // Skipping d_inp and d_bias leaves d_weight the same.
         float *weight_only = zeros(n_weight);
-        linear_backward(NULL, weight_only, NULL, l.r, l.inp, l.weight, N, IC, OC);
+        linear_backward(&products, NULL, weight_only, NULL, l.r, l.inp, l.weight, N, IC, OC);
         // The sums may round differently when started from G0 instead of 0:
         // a few float ulps of the magnitudes involved.
         for (int t = 0; t < 3; t++)

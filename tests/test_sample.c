@@ -465,7 +465,7 @@ static void test_bf16_weights(void) {
     long n = (long)steps * V;
     float *cached[2], *full[2];
     for (int p = 0; p < 2; p++) {
-        matmul_set_precision(p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32);
         cached[p] = xcalloc(n, sizeof(float)), full[p] = xcalloc(n, sizeof(float));
         cache_and_full_logits(&model, steps, cached[p], full[p]);
     }
@@ -492,10 +492,10 @@ static void test_bf16_weights(void) {
     }
     GPT together;
     build_default_shape_model(&together, 0.2f, 9);
+    gpt_set_precision(&together, PRECISION_BF16);
     check_together_equals_alone(&together, 1, 40, 3);
     check_together_equals_alone(&together, T / 2, 100, 5); // keep_next up to 4, not at 5
     gpt_free(&together);
-    matmul_set_precision(PRECISION_FP32);
     for (int p = 0; p < 2; p++) free(cached[p]), free(full[p]);
     gpt_free(&model);
 }

@@ -317,7 +317,7 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
     char precision[128];
-    precision_describe(precision, sizeof precision);
+    precision_describe(run->model.products.precision, precision, sizeof precision);
     printf("precision: %s\n", precision);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
@@ -386,13 +386,14 @@ void run_start(Run *run, int argc, char **argv) {
     check_flags_and_split_batch(run);
     omp_set_num_threads(o->threads);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
-    precision_apply_option(o->precision);
+    Precision precision = precision_from_option(o->precision);
 
     CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
     vocab_free(&ckpt_vocab);
     GPTConfig cfg = checked_model_shape(run);
     if (!o->resume) build_fresh_model(run, &cfg, &init);
     gpt_free(&init);
+    gpt_set_precision(&run->model, precision);
     vocab_free(&init_vocab);
     alloc_run_buffers(run);
     run->options_json = train_options_to_json(run->table);
