@@ -1,26 +1,17 @@
-// matmul_bf16.c: bf16 conversion, pair-interleaved packing and the bf16
-// register tiles (vdpbf16ps, or its fp32 equivalent on other CPUs: AVX2
-// FMAs, or portable C). The layouts and the contract are in matmul_bf16.h.
+// matmul_bf16.c: bf16 conversion, pair-interleaved packing, and the product
+// that runs the register tiles of the kernel in use (one file each:
+// bf16_tile_avx512.c (vdpbf16ps), bf16_tile_amx.c, bf16_tile_avx2.c and
+// bf16_tile_portable.c, their fp32 equivalents; bf16_tiles.h). The layouts
+// and the contract are in matmul_bf16.h.
 #include "matmul_bf16.h"
 
 #include <string.h>
 
 #include "cpu_features.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_BF16_KERNELS 1
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
-#define AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
-#define AVX2_TARGET __attribute__((target("avx2,fma")))
-#else
-#define HAVE_BF16_KERNELS 0
-#endif
+#include "bf16_tiles.h"
 
-#define NOINLINE __attribute__((noinline))
-#define ROWS 6          // rows of C per register tile, as in matmul.c
 #define CHUNK_ROWS 24   // rows of C per work item (4 tiles share a block of B)
-#define KCP 256         // pairs of K per pass: a 256 x 64 block of B, 64 KB, read from L2
 
 static Bf16Kernel kernel_limit = BF16_AMX;
 
@@ -45,8 +36,6 @@ const char *bf16_kernel_name(Bf16Kernel kernel) {
 // the layouts are padded to those (with zeros) when AMX runs them.
 long bf16_kpad(long k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31L : (k + 1) & ~1L; }
 long bf16_rows_pad(long m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31L : m; }
-
-static inline int padded_width(int width) { return (width + 15) & ~15; }
 
 size_t bf16_packed_size(long k, long n) {
     if (n <= 0) return 0;
@@ -87,10 +76,6 @@ AVX2_TARGET static inline __m256i bf16_bits8(__m256 x) {
     return _mm256_blendv_epi8(_mm256_blendv_epi8(rounded, signed_zero, no_exponent), quiet, nan);
 }
 
-// Lanes [0, n) of eight (all for n >= 8, none for n <= 0).
-AVX2_TARGET static inline __m256i first_lanes(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 // Eight floats from src, the first n of them (the rest read as zero;
 // masked loads only where n < 8: they were the conversions' slowest step).
@@ -359,327 +344,21 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
     }
 }
 
-// The height of the next register tile, `left` rows of a block remaining:
-// 6, then what is left below 6 in fours, twos and ones.
-static inline int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
-
-// ---- register tiles: R rows x `cols` (<= 16 NV) columns of C, over `pairs`
-// pairs of K; b is the block of a panel of padded width wp at the first pair.
-// Pair q of A's row r is the 32-bit word at a + r * a_row + q * a_pair:
-// a_row = lda, a_pair = 2 for row-major A; a_row = 2, a_pair = 2 * wp for A
-// in B's panel layout (bf16_gemm_panel_a).
-
-#if HAVE_BF16_KERNELS
-#define DEFINE_NATIVE_TILE(name, R, NV)                                                          \
-    BF16_TARGET static NOINLINE void name(float *c, int ldc, const bf16 *a, long a_row,          \
-                                          long a_pair, const bf16 *b, int pairs, int wp,         \
-                                          int cols, int accumulate) {                            \
-        int tail = cols - ((NV)-1) * 16;                                                         \
-        __mmask16 last = tail >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << tail) - 1);        \
-        __m512 acc[R][NV];                                                                       \
-        for (int r = 0; r < R; r++)                                                              \
-            for (int v = 0; v < NV; v++)                                                         \
-                acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(v == (NV)-1 ? last : 0xffff,     \
-                                                               c + (long)r * ldc + 16 * v)        \
-                                       : _mm512_setzero_ps();                                    \
-        for (int q = 0; q < pairs; q++) {                                                        \
-            const bf16 *b_q = b + (long)q * 2 * wp;                                              \
-            __m512bh b_v[NV];                                                                    \
-            for (int v = 0; v < NV; v++) b_v[v] = (__m512bh)_mm512_loadu_si512(b_q + 32 * v);   \
-            for (int r = 0; r < R; r++) {                                                        \
-                int pair;                                                                        \
-                memcpy(&pair, a + (long)r * a_row + (long)q * a_pair, sizeof pair);              \
-                __m512bh a_rq = (__m512bh)_mm512_set1_epi32(pair);                               \
-                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a_rq, b_v[v]); \
-            }                                                                                    \
-        }                                                                                        \
-        for (int r = 0; r < R; r++)                                                              \
-            for (int v = 0; v < NV; v++)                                                         \
-                _mm512_mask_storeu_ps(c + (long)r * ldc + 16 * v, v == (NV)-1 ? last : 0xffff,   \
-                                      acc[r][v]);                                                \
-    }
-#define DEFINE_NATIVE_TILES(R)                    \
-    DEFINE_NATIVE_TILE(native_##R##x1, R, 1)      \
-    DEFINE_NATIVE_TILE(native_##R##x2, R, 2)      \
-    DEFINE_NATIVE_TILE(native_##R##x3, R, 3)      \
-    DEFINE_NATIVE_TILE(native_##R##x4, R, 4)
-DEFINE_NATIVE_TILES(6)
-DEFINE_NATIVE_TILES(4)
-DEFINE_NATIVE_TILES(2)
-DEFINE_NATIVE_TILES(1)
-
-typedef void (*NativeTile)(float *, int, const bf16 *, long, long, const bf16 *, int, int, int, int);
-static const NativeTile native_tiles[4][4] = {
-    {native_1x1, native_1x2, native_1x3, native_1x4},
-    {native_2x1, native_2x2, native_2x3, native_2x4},
-    {native_4x1, native_4x2, native_4x3, native_4x4},
-    {native_6x1, native_6x2, native_6x3, native_6x4},
-};
-
-static void tile_native(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                        int pairs, int wp, int rows, int cols, int accumulate) {
-    int nv = wp / 16 - 1;
-    for (int r = 0; r < rows;) {
-        int step = tile_rows(rows - r);
-        int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
-        native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * a_row, a_row, a_pair, b, pairs,
-                                wp, cols, accumulate);
-        r += step;
-    }
-}
-#endif
-
-// ---- AMX: C blocks of 32 x 32 in four 16 x 16 fp32 tiles (tmm0-3),
-// two 16 x 32 tiles of A (tmm4-5) and two 16-pair x 16 tiles of B (tmm6-7)
-// per step of 32 along K; every tile is 16 rows of 64 bytes.
-
-#if HAVE_BF16_KERNELS
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} TileConfig;
-
-// Palette 1, tiles 0-7 all 16 rows of 64 bytes. In static storage: GCC 12
-// dropped the stores that filled a local copy before ldtilecfg, as if the
-// instruction did not read them (the garbage left there faulted).
-static const TileConfig tile_config __attribute__((aligned(64))) = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
-
-AMX_TARGET static void amx_configure(void) { _tile_loadconfig(&tile_config); }
-
-AMX_TARGET static void amx_release(void) { _tile_release(); }
-
-// C (rows, cols) (+)= A (32 padded rows, kpad) . the 16 or 32 columns of a
-// panel of padded width wp that b points at; rows, cols <= 32. A block
-// that does not fill the 32 x 32 goes through a local buffer, so that no
-// tile store writes past C's rows or columns.
-AMX_TARGET static void amx_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b,
-                                 int wp, int kpad, int rows, int cols, int accumulate) {
-    float local[32 * 32];
-    int direct = rows == 32 && cols == 32, two = cols > 16;
-    float *cp = direct ? c : local;
-    long ldcp = direct ? ldc : 32;
-    if (!direct && accumulate) {
-        memset(local, 0, sizeof local);
-        for (int r = 0; r < rows; r++) memcpy(local + r * 32, c + (long)r * ldc, (size_t)cols * sizeof(float));
-    }
-    if (accumulate) {
-        _tile_loadd(0, cp, ldcp * 4);
-        _tile_loadd(2, cp + 16 * ldcp, ldcp * 4);
-        if (two) {
-            _tile_loadd(1, cp + 16, ldcp * 4);
-            _tile_loadd(3, cp + 16 * ldcp + 16, ldcp * 4);
-        }
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (int k = 0; k < kpad; k += 32) {
-        const bf16 *b_k = b + (long)(k / 2) * 2 * wp;
-        _tile_loadd(4, a + k, lda * 2);
-        _tile_loadd(5, a + 16 * lda + k, lda * 2);
-        _tile_loadd(6, b_k, wp * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(2, 5, 6);
-        if (two) {
-            _tile_loadd(7, b_k + 32, wp * 4);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-    }
-    _tile_stored(0, cp, ldcp * 4);
-    _tile_stored(2, cp + 16 * ldcp, ldcp * 4);
-    if (two) {
-        _tile_stored(1, cp + 16, ldcp * 4);
-        _tile_stored(3, cp + 16 * ldcp + 16, ldcp * 4);
-    }
-    if (!direct)
-        for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc, local + r * 32, (size_t)cols * sizeof(float));
-}
-#endif
-
-#if !HAVE_BF16_KERNELS
-static void amx_configure(void) {} // never called: bf16_kernel() is never BF16_AMX here
-#endif
-
-// The same tile in fp32 arithmetic: per pair, the odd product then the even
-// one, each exact, each added with one rounding, as vdpbf16ps does.
-static void tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                          int pairs, int wp, int rows, int cols, int accumulate) {
-    float acc[ROWS][BF16_PANEL], b_even[BF16_PANEL], b_odd[BF16_PANEL];
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[(long)r * ldc + j] : 0.0f;
-    for (int q = 0; q < pairs; q++) {
-        const bf16 *b_q = b + (long)q * 2 * wp;
-        for (int j = 0; j < cols; j++) {
-            b_even[j] = bf16_to_float(b_q[2 * j]);
-            b_odd[j] = bf16_to_float(b_q[2 * j + 1]);
-        }
-        for (int r = 0; r < rows; r++) {
-            const bf16 *a_rq = a + (long)r * a_row + (long)q * a_pair;
-            float a_even = bf16_to_float(a_rq[0]), a_odd = bf16_to_float(a_rq[1]);
-            for (int j = 0; j < cols; j++) {
-                acc[r][j] += a_odd * b_odd[j];
-                acc[r][j] += a_even * b_even[j];
-            }
-        }
-    }
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) c[(long)r * ldc + j] = acc[r][j];
-}
-
-// ---- AVX2: the same sums in fp32 FMAs. A bf16 is the top half of an
-// fp32, so a 32-bit word holding a pair (the odd element in its top half)
-// is the odd element as an fp32 with its low half cleared, and the even
-// one shifted left by 16. Each pair's odd product is added first, then the
-// even one; a product of two bf16 is exact in fp32, so each FMA rounds
-// once, as vdpbf16ps's two additions do.
-//
-// A row tile's pairs are first spread into fp32 (expand_a), once per pass,
-// K running odd, even, odd, even (the order of the sums), and read by
-// broadcasts as the fp32 kernel's A is (matmul.c). B's words are split in
-// registers, the odd halves by two shifts, the even ones by one, and are
-// loaded again for the even half through a pointer the compiler cannot see
-// through: holding them, or a mask, took the registers the 12 accumulators
-// need (R rows x 16 columns), and GCC kept those in memory. So did arrays
-// of vectors filled in loops, hence the named loads. (Spreading B into
-// fp32 too, strip by strip, ran at the fp32 kernel's speed at best: the
-// spreading cost what the splitting does.)
-
-#if HAVE_BF16_KERNELS
-// Eight words as fp32: their odd halves, their even halves.
-AVX2_TARGET static inline __m256 odd_halves(__m256i words) {
-    return _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32((int)0xffff0000u)));
-}
-AVX2_TARGET static inline __m256 even_halves(__m256i words) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
-}
-
-// The expanded A: element (r, s) (s = 2q for pair q's odd element, 2q + 1
-// for its even one) at x[r * row + s * step].
-typedef struct {
-    const float *x;
-    long row, step;
-} ExpandedA;
-
-#define AVX2_EXPANDED_FLOATS (2 * KCP * 8)
-
-// rows (<= ROWS) x `pairs` (<= KCP) of A into x. Row-major A (a_pair == 2):
-// row by row, eight pairs at a time, odd and even halves interleaved (row =
-// 2 * KCP, step = 1). A in the panel layout: a pair's rows are adjacent
-// words, eight loaded at a time (masked to the tile's rows, which may end
-// the panel), odd halves then even ones (row = 1, step = 8).
-AVX2_TARGET static ExpandedA expand_a(float *x, const bf16 *a, long a_row, long a_pair, int rows,
-                                      int pairs) {
-    if (a_pair == 2) {
-        for (int r = 0; r < rows; r++) {
-            const bf16 *a_r = a + r * a_row;
-            float *x_r = x + (long)r * 2 * KCP;
-            int q = 0;
-            for (; q + 8 <= pairs; q += 8) {
-                __m256i words = _mm256_loadu_si256((const __m256i *)(a_r + 2 * q));
-                __m256 odd = odd_halves(words), even = even_halves(words);
-                __m256 low = _mm256_unpacklo_ps(odd, even), high = _mm256_unpackhi_ps(odd, even);
-                _mm256_storeu_ps(x_r + 2 * q, _mm256_permute2f128_ps(low, high, 0x20));
-                _mm256_storeu_ps(x_r + 2 * q + 8, _mm256_permute2f128_ps(low, high, 0x31));
-            }
-            for (; q < pairs; q++) {
-                x_r[2 * q] = bf16_to_float(a_r[2 * q + 1]);
-                x_r[2 * q + 1] = bf16_to_float(a_r[2 * q]);
-            }
-        }
-        return (ExpandedA){x, 2 * KCP, 1};
-    }
-    const __m256i mask = first_lanes(rows);
-    for (int q = 0; q < pairs; q++) {
-        __m256i words = _mm256_maskload_epi32((const int *)(a + q * a_pair), mask);
-        _mm256_storeu_ps(x + 16 * q, odd_halves(words));
-        _mm256_storeu_ps(x + 16 * q + 8, even_halves(words));
-    }
-    return (ExpandedA){x, 1, 8};
-}
-
-typedef float float8 __attribute__((vector_size(32)));
-typedef unsigned uint8v __attribute__((vector_size(32)));
-
-#define DEFINE_AVX2_TILE(name, R)                                                                \
-    AVX2_TARGET static NOINLINE void name(float *c, int ldc, const ExpandedA *e, const bf16 *b,   \
-                                          int pairs, int wp, int accumulate) {                    \
-        const float *x = e->x;                                                                    \
-        long row = e->row, step = e->step;                                                        \
-        float8 acc[R][2];                                                                         \
-        for (int r = 0; r < R; r++)                                                               \
-            for (int v = 0; v < 2; v++) {                                                         \
-                acc[r][v] = (float8){0};                                                          \
-                if (accumulate) memcpy(&acc[r][v], c + (long)r * ldc + 8 * v, sizeof(float8));   \
-            }                                                                                     \
-        for (int q = 0; q < pairs; q++) {                                                         \
-            const bf16 *b_q = b + (long)q * 2 * wp;                                               \
-            uint8v w0, w1;                                                                        \
-            memcpy(&w0, b_q, sizeof w0);                                                          \
-            memcpy(&w1, b_q + 16, sizeof w1);                                                     \
-            float8 b0 = (float8)((w0 >> 16) << 16), b1 = (float8)((w1 >> 16) << 16);              \
-            for (int r = 0; r < R; r++) {                                                         \
-                float a_rs = x[r * row + 2 * q * step];                                           \
-                acc[r][0] += a_rs * b0;                                                           \
-                acc[r][1] += a_rs * b1;                                                           \
-            }                                                                                     \
-            const bf16 *b_again = b_q;                                                            \
-            __asm__("" : "+r"(b_again));                                                          \
-            memcpy(&w0, b_again, sizeof w0);                                                      \
-            memcpy(&w1, b_again + 16, sizeof w1);                                                 \
-            b0 = (float8)(w0 << 16), b1 = (float8)(w1 << 16);                                     \
-            for (int r = 0; r < R; r++) {                                                         \
-                float a_rs = x[r * row + (2 * q + 1) * step];                                     \
-                acc[r][0] += a_rs * b0;                                                           \
-                acc[r][1] += a_rs * b1;                                                           \
-            }                                                                                     \
-        }                                                                                         \
-        for (int r = 0; r < R; r++)                                                               \
-            for (int v = 0; v < 2; v++) memcpy(c + (long)r * ldc + 8 * v, &acc[r][v], sizeof(float8)); \
-    }
-DEFINE_AVX2_TILE(avx2_6, 6)
-DEFINE_AVX2_TILE(avx2_4, 4)
-DEFINE_AVX2_TILE(avx2_2, 2)
-DEFINE_AVX2_TILE(avx2_1, 1)
-
-// rows (<= ROWS) x cols of C, strip by strip, in tiles of 6, 4, 2 and 1 rows.
-// The tiles load and store all 16 columns: a strip narrower than 16 is
-// summed in a local block, whose columns past cols are B's zero pads.
-static void tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                      int pairs, int wp, int rows, int cols, int accumulate) {
-    float x[AVX2_EXPANDED_FLOATS] __attribute__((aligned(32)));
-    ExpandedA e = expand_a(x, a, a_row, a_pair, rows, pairs);
-    for (int j = 0; j < cols; j += 16) {
-        int strip = cols - j < 16 ? cols - j : 16;
-        float local[ROWS * 16];
-        float *c_strip = strip == 16 ? c + j : local;
-        int ld = strip == 16 ? ldc : 16;
-        if (strip < 16 && accumulate)
-            for (int r = 0; r < rows; r++) memcpy(local + r * 16, c + (long)r * ldc + j, strip * sizeof(float));
-        else if (strip < 16) // not read as sums, but kept from garbage (denormals are slow)
-            memset(local, 0, sizeof local);
-        for (int r = 0; r < rows;) {
-            int step = tile_rows(rows - r);
-            void (*kernel)(float *, int, const ExpandedA *, const bf16 *, int, int, int) =
-                step == 6 ? avx2_6 : step == 4 ? avx2_4 : step == 2 ? avx2_2 : avx2_1;
-            ExpandedA rows_from_r = {e.x + r * e.row, e.row, e.step};
-            kernel(c_strip + (long)r * ld, ld, &rows_from_r, b + 2 * j, pairs, wp, accumulate);
-            r += step;
-        }
-        if (strip < 16)
-            for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc + j, local + r * 16, strip * sizeof(float));
-    }
-}
-#endif
 
 // ---- the product
+
+#if !HAVE_BF16_KERNELS
+static void bf16_amx_configure(void) {} // never called: bf16_kernel() is never BF16_AMX here
+#endif
+
+// The register tiles of each kernel (bf16_tiles.h), AMX's blocks aside.
+static const Bf16Tile register_tiles[] = {
+    [BF16_PORTABLE] = bf16_tile_portable,
+#if HAVE_BF16_KERNELS
+    [BF16_AVX2] = bf16_tile_avx2,
+    [BF16_AVX512] = bf16_tile_avx512,
+#endif
+};
 
 // A as the tiles read it: row-major (lda), or in B's panel layout (a_panels:
 // A's rows are the panels' columns, A (M,K) = bf16_pack of A^T).
@@ -707,7 +386,6 @@ static const bf16 *a_row_start(const OperandA *A, int kpad, int i, long *a_row, 
 // it is in L1) and the product accumulates onto it.
 static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed, int i0, int i1,
                       int j0, int k, int n, int accumulate, const float *bias, Bf16Kernel kernel) {
-    (void)kernel; // without the x86 kernels, only the portable tile
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
     if (bias) {
         for (int i = i0; i < i1; i++)
@@ -725,12 +403,13 @@ static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed
     if (kernel == BF16_AMX) { // row-major A only (bf16_gemm_panel_a does not take AMX)
         for (int i = i0; i < i1; i += 32)
             for (int j = 0; j < width; j += 32)
-                amx_block(c + (long)i * ldc + j0 + j, ldc, A->a + (long)i * A->lda, A->lda,
-                          panel + 2 * j, wp, kpad, i1 - i < 32 ? i1 - i : 32,
-                          width - j < 32 ? width - j : 32, accumulate);
+                bf16_amx_block(c + (long)i * ldc + j0 + j, ldc, A->a + (long)i * A->lda, A->lda,
+                               panel + 2 * j, wp, kpad, i1 - i < 32 ? i1 - i : 32,
+                               width - j < 32 ? width - j : 32, accumulate);
         return;
     }
 #endif
+    Bf16Tile tile = register_tiles[kernel];
     int pairs = kpad / 2;
     for (int q0 = 0; q0 < pairs; q0 += KCP) {
         int qn = pairs - q0 < KCP ? pairs - q0 : KCP;
@@ -739,19 +418,8 @@ static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed
             int rows = i1 - i < ROWS ? i1 - i : ROWS;
             long a_row, a_pair;
             const bf16 *a_tile = a_row_start(A, kpad, i, &a_row, &a_pair) + (long)q0 * a_pair;
-            float *c_tile = c + (long)i * ldc + j0;
-            const bf16 *b_block = panel + (long)q0 * 2 * wp;
-#if HAVE_BF16_KERNELS
-            if (kernel == BF16_AVX512) {
-                tile_native(c_tile, ldc, a_tile, a_row, a_pair, b_block, qn, wp, rows, width, acc);
-                continue;
-            }
-            if (kernel == BF16_AVX2) {
-                tile_avx2(c_tile, ldc, a_tile, a_row, a_pair, b_block, qn, wp, rows, width, acc);
-                continue;
-            }
-#endif
-            tile_portable(c_tile, ldc, a_tile, a_row, a_pair, b_block, qn, wp, rows, width, acc);
+            tile(c + (long)i * ldc + j0, ldc, a_tile, a_row, a_pair, panel + (long)q0 * 2 * wp, qn,
+                 wp, rows, width, acc);
         }
     }
 }
@@ -767,7 +435,7 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
     do {                                                                                          \
         int i0_ = (item) / panels * chunk, i1_ = i0_ + chunk < m ? i0_ + chunk : m;              \
         if (kernel == BF16_AMX && !tiles_configured) {                                            \
-            amx_configure();                                                                      \
+            bf16_amx_configure();                                                                 \
             tiles_configured = 1;                                                                 \
         }                                                                                         \
         gemm_item(c, ldc, A, b_packed, i0_, i1_, (item) % panels * BF16_PANEL, k, n, accumulate,  \
@@ -781,7 +449,7 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
     }
 #undef GEMM_ITEM
 #if HAVE_BF16_KERNELS
-    if (tiles_configured) amx_release();
+    if (tiles_configured) bf16_amx_release();
 #endif
 }
 

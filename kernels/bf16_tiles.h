@@ -1,0 +1,67 @@
+// bf16_tiles.h: the bf16 products' register tiles, one file for each
+// instruction set (kernels/bf16_tile_*.c), behind matmul_bf16.c's dispatch.
+// Private to kernels/: the layouts and the contract callers see are in
+// matmul_bf16.h.
+//
+// A tile: C (rows, cols) (+)= A (rows, 2 pairs) . B, rows <= ROWS and
+// cols <= BF16_PANEL columns of one panel of padded width wp, over `pairs`
+// pairs of K; b is the panel's block at the first pair. Pair q of A's row r
+// is the 32-bit word at a + r * a_row + q * a_pair: a_row = lda, a_pair = 2
+// for row-major A; a_row = 2, a_pair = 2 * wp for A in B's panel layout
+// (bf16_gemm_panel_a). Every variant adds each pair's odd product, then
+// its even one, each exact, with one rounding each, as vdpbf16ps does: the
+// same sums (bar denormals, matmul_bf16.h).
+#ifndef BF16_TILES_H
+#define BF16_TILES_H
+
+#include "matmul_bf16.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_BF16_KERNELS 1
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+#else
+#define HAVE_BF16_KERNELS 0
+#endif
+
+#define NOINLINE __attribute__((noinline))
+#define ROWS 6  // rows of C per register tile, as in matmul.c
+#define KCP 256 // pairs of K per pass: a 256 x 64 block of B, 64 KB, read from L2
+
+typedef void (*Bf16Tile)(float *c, int ldc, const bf16 *a, long a_row, long a_pair,
+                         const bf16 *b, int pairs, int wp, int rows, int cols, int accumulate);
+
+void bf16_tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                        int pairs, int wp, int rows, int cols, int accumulate);
+#if HAVE_BF16_KERNELS
+void bf16_tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                    int pairs, int wp, int rows, int cols, int accumulate);
+void bf16_tile_avx512(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                      int pairs, int wp, int rows, int cols, int accumulate);
+// AMX: C (rows, cols) (+)= A (32 padded rows, kpad) . the 16 or 32 columns
+// of a panel of padded width wp that b points at; rows, cols <= 32. Each
+// thread configures its tile registers before its first block and
+// releases them after its last.
+void bf16_amx_configure(void);
+void bf16_amx_release(void);
+void bf16_amx_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b, int wp, int kpad,
+                    int rows, int cols, int accumulate);
+#endif
+
+// A panel's width padded to whole 16-column vectors.
+static inline int padded_width(int width) { return (width + 15) & ~15; }
+
+// The height of the next register tile, `left` rows of a block remaining:
+// 6, then what is left below 6 in fours, twos and ones.
+static inline int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+
+#if HAVE_BF16_KERNELS
+// Lanes [0, n) of eight (all for n >= 8, none for n <= 0).
+AVX2_TARGET static inline __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
+
+#endif
