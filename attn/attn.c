@@ -17,6 +17,7 @@
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
 #include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
@@ -251,7 +252,9 @@ static AttnOptions parse_options(int argc, char **argv) {
         exit(0);
     }
     if (!parsed) usage_error("%s", err);
-    o.products = precision_from_option(o.precision);
+    o.products = option_choice("--precision", o.precision, precision_names, 2);
+    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    if (precision_note(o.products)) fprintf(stderr, "note: %s\n", precision_note(o.products));
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;

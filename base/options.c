@@ -67,6 +67,43 @@ void usage_error(const char *fmt, ...) {
     fatal_exit(2, message);
 }
 
+// "a, b or c" of names[0 .. count), into out.
+static void list_choices(char *out, size_t len, const char *const names[], int count) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < count && used < len; i++)
+        used += snprintf(out + used, len - used, "%s%s", i == 0 ? "" : i == count - 1 ? " or " : ", ",
+                         names[i]);
+}
+
+static int choice_index(const char *value, const char *const names[], int count) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(value, names[i])) return i;
+    return -1;
+}
+
+int option_choice(const char *flag, const char *value, const char *const names[], int count) {
+    int i = choice_index(value, names, count);
+    if (i < 0) {
+        char choices[256];
+        list_choices(choices, sizeof choices, names, count);
+        usage_error("%s %s: expected %s", flag, value, choices);
+    }
+    return i;
+}
+
+int env_choice(const char *variable, const char *const names[], int count, int fallback) {
+    const char *value = getenv(variable);
+    if (!value || !*value) return fallback;
+    int i = choice_index(value, names, count);
+    if (i < 0) {
+        char choices[256];
+        list_choices(choices, sizeof choices, names, count);
+        die("%s=%s: expected %s", variable, value, choices);
+    }
+    return i;
+}
+
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
                   size_t err_len) {
     if (argc < 1) return 1;

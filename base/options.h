@@ -45,6 +45,14 @@ void options_usage(FILE *out, const char *usage_line, const Option *options, int
 // where <program> is argv[0] of the last options_parse, and exit(2).
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+// The index of `value` among names[0 .. count), or a usage error naming
+// the flag and the choices ("--precision x: expected fp32 or bf16").
+int option_choice(const char *flag, const char *value, const char *const names[], int count);
+// The same for the environment variable `variable`: `fallback` where it is
+// unset or empty, an error (exit 1) naming it and the choices where it
+// names none of them.
+int env_choice(const char *variable, const char *const names[], int count, int fallback);
+
 // Format an option's current value ("4", "0.001", "data/x.txt", "on").
 void options_format_value(const Option *option, char *buf, size_t buf_len);
 

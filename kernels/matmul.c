@@ -38,7 +38,6 @@
 #include "matmul_bf16.h"
 #include "transpose.h"
 #include "vector.h"
-#include "../base/options.h"
 #include "../base/util.h"
 
 // Register tile: ROWS rows of C by COLS columns, kept in vector registers
@@ -95,20 +94,13 @@ Precision precision_default(void) {
     return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
 }
 const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
-Precision precision_from_option(const char *value) {
-    Precision p;
-    if (!precision_parse(value, &p)) usage_error("--precision %s: expected fp32 or bf16", value);
-    // GPT_BF16_KERNEL=portable, avx2 or avx512 stands in for an older CPU (tests)
-    const char *limit = getenv("GPT_BF16_KERNEL");
-    if (limit && !strcmp(limit, "portable")) bf16_limit_kernel(BF16_PORTABLE);
-    else if (limit && !strcmp(limit, "avx2")) bf16_limit_kernel(BF16_AVX2);
-    else if (limit && !strcmp(limit, "avx512")) bf16_limit_kernel(BF16_AVX512);
-    else if (limit && *limit) die("GPT_BF16_KERNEL=%s: expected portable, avx2 or avx512", limit);
+const char *const precision_names[2] = {"fp32", "bf16"};
+
+const char *precision_note(Precision p) {
     if (p == PRECISION_BF16 && !matmul_bf16_native())
-        fprintf(stderr, "note: no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic "
-                        "on bf16-rounded inputs (the same results; training is slower than with "
-                        "--precision fp32)\n");
-    return p;
+        return "no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic on bf16-rounded "
+               "inputs (the same results; training is slower than with --precision fp32)";
+    return NULL;
 }
 
 int precision_parse(const char *name, Precision *p) {

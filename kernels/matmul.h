@@ -100,13 +100,13 @@ Precision precision_default(void);
 // "fp32" / "bf16"; precision_parse returns 0 for any other name.
 const char *precision_name(Precision p);
 int precision_parse(const char *name, Precision *p);
-// The programs' --precision option: its help, and the precision its value
-// names (a usage error for anything but fp32 or bf16; a one-line note on
-// stderr when bf16 has no AVX512_BF16 to run on). The environment variable
-// GPT_BF16_KERNEL=portable, avx2 (or avx512) makes it use no bf16
-// instructions, with or without AVX2 (or no AMX), as on an older CPU.
+// The programs' --precision option: its help, the names in Precision's
+// order, and what a program says on stderr before it runs in precision p
+// (NULL: nothing; for bf16 without AVX512_BF16, that it runs as fp32
+// arithmetic).
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
-Precision precision_from_option(const char *value);
+extern const char *const precision_names[2];
+const char *precision_note(Precision p);
 // Whether bf16 products run on bf16 instructions (AMX-BF16 or
 // AVX512_BF16), and the name of the kernel that runs them (one of those,
 // or AVX2's or the portable fp32 one).

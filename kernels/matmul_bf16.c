@@ -17,6 +17,8 @@ static Bf16Kernel kernel_limit = BF16_AMX;
 
 void bf16_limit_kernel(Bf16Kernel limit) { kernel_limit = limit; }
 
+const char *const bf16_limit_names[3] = {"portable", "avx2", "avx512"};
+
 Bf16Kernel bf16_kernel(void) {
     if (!HAVE_BF16_KERNELS) return BF16_PORTABLE;
     if (kernel_limit >= BF16_AMX && cpu_has_amx_bf16()) return BF16_AMX;

@@ -64,6 +64,10 @@ size_t bf16_packed_size(long k, long n);
 typedef enum { BF16_PORTABLE, BF16_AVX2, BF16_AVX512, BF16_AMX } Bf16Kernel;
 Bf16Kernel bf16_kernel(void);
 void bf16_limit_kernel(Bf16Kernel limit);
+// The limits by name, in Bf16Kernel's order: what the programs' environment
+// variable GPT_BF16_KERNEL takes to stand in for an older CPU (no bf16
+// instructions, with or without AVX2; or no AMX).
+extern const char *const bf16_limit_names[3];
 const char *bf16_kernel_name(Bf16Kernel kernel);
 // K and M as the layouts pad them for the kernel in use: AMX takes K in
 // steps of 32 and rows of A in blocks of 32; the others take K in pairs.

@@ -12,6 +12,7 @@
 #include "../infer/checkpoint.h"
 #include "../infer/kv_cache.h"
 #include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
@@ -218,7 +219,9 @@ static void describe_mode(char *out, size_t len, int slide, int T) {
 int main(int argc, char **argv) {
     SampleOptions o = parse_options(argc, argv);
     omp_set_num_threads(o.threads);
-    Precision precision = precision_from_option(o.precision);
+    Precision precision = option_choice("--precision", o.precision, precision_names, 2);
+    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    if (precision_note(precision)) fprintf(stderr, "note: %s\n", precision_note(precision));
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);

@@ -11,6 +11,7 @@
 #include "../infer/checkpoint.h"
 #include "../model/attention.h"
 #include "../kernels/matmul.h"
+#include "../kernels/matmul_bf16.h"
 #include "../viz/heatmap.h"
 #include "../viz/plot.h"
 #include "../viz/unifont.h"
@@ -386,7 +387,9 @@ void run_start(Run *run, int argc, char **argv) {
     check_flags_and_split_batch(run);
     omp_set_num_threads(o->threads);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
-    Precision precision = precision_from_option(o->precision);
+    Precision precision = option_choice("--precision", o->precision, precision_names, 2);
+    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    if (precision_note(precision)) fprintf(stderr, "note: %s\n", precision_note(precision));
 
     CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
     vocab_free(&ckpt_vocab);
