@@ -191,8 +191,8 @@ static void block_product(const KVCache *cache, float *out, int oc, const float 
         matmul_packed_columns(out, oc, inp, inp_row, w_panels, rows, ic, j0, width);
         return;
     }
-    long kpad = bf16_kpad(ic);
-    bf16_gemm(out, oc, rows_h, kpad, (const bf16 *)w_panels + j0 * kpad, rows, ic, width, 0, 0);
+    bf16_gemm_block(out, oc, rows_h, bf16_kpad(ic), (const bf16 *)w_panels, ic, 0, j0, rows, ic,
+                    width, 0);
 }
 
 // out (R,OC) = inp (R,IC) . W^T + bias (OC), W packed; inp's rows are

@@ -476,6 +476,43 @@ void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_pa
 
 int bf16_panel_a_supported(void) { return bf16_kernel() != BF16_AMX; }
 
+// Row `first` of the panel at column j0 of a packed B (packed_k, N), and
+// the panel's width from j0 on (at most n columns).
+static const bf16 *panel_rows(const bf16 *b_packed, int packed_k, int first, int j0, int n,
+                              int *width) {
+    *width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL;
+    return b_packed + (long)j0 * bf16_kpad(packed_k) + (long)first * padded_width(*width);
+}
+
+void bf16_gemm_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                     int packed_k, int first, int j0, int m, int k, int n, int accumulate) {
+    for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
+        int width;
+        const bf16 *panel = panel_rows(b_packed, packed_k, first, j0 + p0, j0 + n, &width);
+        bf16_gemm(c + p0, ldc, a, lda, panel, m, k, width, accumulate, 0);
+    }
+}
+
+// Under AMX, which does not take A in the panel layout, A converted
+// transposed into rows; else packed from a_t's rows (bf16_gemm_panel_a).
+size_t bf16_transposed_scratch(int m, int k) {
+    return bf16_panel_a_supported() ? bf16_packed_size(k, m) : (size_t)bf16_rows_pad(m) * bf16_kpad(k);
+}
+
+void bf16_gemm_block_transposed(float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
+                                int m, int k, const bf16 *b_packed, int packed_k, int first,
+                                int n) {
+    int panel_a = bf16_panel_a_supported();
+    if (panel_a) bf16_pack(scratch, a_t, ld, 1, k, m, 0);
+    else bf16_convert(scratch, bf16_kpad(k), a_t, 1, ld, m, k, 0);
+    for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
+        int width;
+        const bf16 *panel = panel_rows(b_packed, packed_k, first, p0, n, &width);
+        if (panel_a) bf16_gemm_panel_a(c + p0, ldc, scratch, panel, m, k, width, 1, 0);
+        else bf16_gemm(c + p0, ldc, scratch, bf16_kpad(k), panel, m, k, width, 1, 0);
+    }
+}
+
 void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
                        int k, int n, int accumulate, int shared) {
     OperandA A = {a_packed, 0, 1, m};

@@ -108,6 +108,22 @@ void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_pa
 // bf16_gemm's, so the two give the same bits. Not for AMX
 // (bf16_panel_a_supported() says whether the kernel in use takes it).
 int bf16_panel_a_supported(void);
+
+// Blocks of a packed B (packed_k, N): its rows first .. first+k-1 (first
+// even; a multiple of 32 under AMX) and its columns j0 .. j0+n-1 (j0 a
+// multiple of BF16_PANEL), as a causal block of queries reads the keys or
+// values packed once for all of them, or a product one panel of a weight.
+// C (m, n) (+)= A (m, k) . that block, A row-major (lda); on the calling
+// thread.
+void bf16_gemm_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+                     int packed_k, int first, int j0, int m, int k, int n, int accumulate);
+// C (m, n) += A (m, k) . rows first .. first+k-1 of B (all its columns),
+// A given transposed in fp32: element (i, p) at a_t[p * ld + i]. A is
+// rounded into `scratch`, of bf16_transposed_scratch(m, k) elements.
+size_t bf16_transposed_scratch(int m, int k);
+void bf16_gemm_block_transposed(float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
+                                int m, int k, const bf16 *b_packed, int packed_k, int first,
+                                int n);
 void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
                        int k, int n, int accumulate, int shared);
 

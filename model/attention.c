@@ -119,18 +119,6 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
 // bf16 elements rounded up to whole cache lines, for carving one scratch.
 static size_t line_up(size_t elements) { return whole_cache_lines(elements, sizeof(bf16)); }
 
-// c (m, n) (+)= a (m, k) . rows first..first+k-1 of b_packed, which was
-// packed as (packed_k, n); a holds those k columns from its pointer on,
-// first is even (a multiple of 32 under AMX).
-static void gemm_rows_of_packed(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
-                                int packed_k, int first, int m, int k, int n, int accumulate) {
-    for (int j0 = 0; j0 < n; j0 += BF16_PANEL) {
-        int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = (width + 15) & ~15;
-        const bf16 *panel = b_packed + (long)j0 * bf16_kpad(packed_k) + (long)first * wp;
-        bf16_gemm(c + j0, ldc, a, lda, panel, m, k, width, accumulate, 0);
-    }
-}
-
 // Columns of a score block: its visible keys rounded up to whole panels
 // (at most Tk), so that the packed keys' panels are read with the widths
 // they were packed with. The extra scores are the masked ones: the softmax
@@ -194,8 +182,8 @@ static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const fl
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
         bf16_convert(op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
-        gemm_rows_of_packed(out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk,
-                            0, rows, keys, hs, 0);
+        bf16_gemm_block(out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk, 0,
+                        0, rows, keys, hs, 0);
     }
 }
 
@@ -402,9 +390,8 @@ static const float *scores_gradient(float *d_scores, const float *probs_bh, int 
 // fp32 dS (Tq, Tk) (and with dropout 2 more (Tq, Tk)). A key block's
 // products read the block's columns of dS and of W (what multiplied v_h)
 // transposed, from its first query on, as their left operand: packed from
-// their rows in the panel layout (bf16_gemm_panel_a), or under AMX, which
-// does not take it, converted transposed into rows; one block at a time,
-// into block_t.
+// their rows by bf16_gemm_block_transposed, one block at a time, into
+// block_t.
 typedef struct {
     float *d_scores;
     bf16 *d_out, *v_t_packed, *d_scores_rows, *k_packed, *q_packed, *d_out_packed, *block_t;
@@ -423,8 +410,7 @@ static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACK
         line_up(bf16_packed_size(Tk, hs)),
         tq_hs,
         tq_hs,
-        line_up(bf16_panel_a_supported() ? bf16_packed_size(Tq, QB)
-                                         : (size_t)bf16_rows_pad(QB) * bf16_kpad(Tq)),
+        line_up(bf16_transposed_scratch(QB, Tq)),
     };
     size_t bf16s = 0;
     for (int i = 0; i < BACKWARD_OPERANDS; i++) bf16s += sizes[i] = all[i];
@@ -445,24 +431,6 @@ static BackwardOperands backward_operands(int Tq, int Tk, int hs, int drop) {
         next += sizes[i];
     }
     return op;
-}
-
-// c (rows, n) += src^T . b: src (k, rows) with row stride ld (a key block's
-// columns of dS or W from its first query on), b_packed the rows from that
-// query on of a packed (., n) whose panels hold panel_k rows (b_packed
-// points at its first panel's row `first`).
-static void gemm_transposed_block(float *c, int ldc, bf16 *block_t, const float *src, long ld,
-                                  int rows, int k, const bf16 *b_packed, int panel_k, int first,
-                                  int n) {
-    int panel_a = bf16_panel_a_supported();
-    if (panel_a) bf16_pack(block_t, src, ld, 1, k, rows, 0);
-    else bf16_convert(block_t, bf16_kpad(k), src, 1, ld, rows, k, 0);
-    for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
-        int width = n - p0 < BF16_PANEL ? n - p0 : BF16_PANEL, wp = (width + 15) & ~15;
-        const bf16 *b_panel = b_packed + (long)p0 * bf16_kpad(panel_k) + (long)first * wp;
-        if (panel_a) bf16_gemm_panel_a(c + p0, ldc, block_t, b_panel, rows, k, width, 1, 0);
-        else bf16_gemm(c + p0, ldc, block_t, bf16_kpad(k), b_panel, rows, k, width, 1, 0);
-    }
 }
 
 // One (batch row, head) of the backward in bf16, the products of the fp32
@@ -491,8 +459,8 @@ static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
         bf16_convert(op.d_scores_rows + i0 * s_ld, s_ld, op.d_scores + (long)i0 * Tk, Tk, 1, rows,
                      keys, 0);
-        gemm_rows_of_packed(d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
-                            op.k_packed, Tk, 0, rows, keys, hs, 1);
+        bf16_gemm_block(d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
+                        op.k_packed, Tk, 0, 0, rows, keys, hs, 1);
     }
     bf16_pack(op.q_packed, q_bh, C, 1, Tq, hs, 0);    // q_h (Tq, hs)
     bf16_pack(op.d_out_packed, d_o, C, 1, Tq, hs, 0); // dO (Tq, hs)
@@ -505,10 +473,10 @@ static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_
         if (first_query >= Tq) continue;
         first_query &= ~31;
         long at = (long)first_query * Tk + j0;
-        gemm_transposed_block(d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
+        bf16_gemm_block_transposed(d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
                               Tq - first_query, op.q_packed, Tq, first_query,
                               hs); // d_k_h += dS^T . q_h
-        gemm_transposed_block(d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
+        bf16_gemm_block_transposed(d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
                               Tq - first_query, op.d_out_packed, Tq, first_query,
                               hs); // d_v_h += W^T . dO
     }
