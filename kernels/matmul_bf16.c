@@ -39,6 +39,8 @@ const char *bf16_kernel_name(Bf16Kernel kernel) {
 long bf16_kpad(long k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31L : (k + 1) & ~1L; }
 long bf16_rows_pad(long m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31L : m; }
 
+size_t bf16_rows_size(long m, long k) { return (size_t)bf16_rows_pad(m) * (size_t)bf16_kpad(k); }
+
 size_t bf16_packed_size(long k, long n) {
     if (n <= 0) return 0;
     long last0 = (n - 1) / BF16_PANEL * BF16_PANEL;
@@ -496,7 +498,7 @@ void bf16_gemm_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_p
 // Under AMX, which does not take A in the panel layout, A converted
 // transposed into rows; else packed from a_t's rows (bf16_gemm_panel_a).
 size_t bf16_transposed_scratch(int m, int k) {
-    return bf16_panel_a_supported() ? bf16_packed_size(k, m) : (size_t)bf16_rows_pad(m) * bf16_kpad(k);
+    return bf16_panel_a_supported() ? bf16_packed_size(k, m) : bf16_rows_size(m, k);
 }
 
 void bf16_gemm_block_transposed(float *c, int ldc, bf16 *scratch, const float *a_t, long ld,

@@ -58,6 +58,9 @@ static inline int bf16_even(int k) { return (k + 1) & ~1; }
 
 // Elements a packed B (K,N) takes.
 size_t bf16_packed_size(long k, long n);
+// Elements a row-major A (M,K) takes with row stride KPAD: bf16_rows_pad(M)
+// rows of bf16_kpad(K).
+size_t bf16_rows_size(long m, long k);
 
 // The kernels, fastest last; the best the CPU has (checked at run time)
 // runs, unless a limit is set (tests compare them).

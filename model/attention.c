@@ -136,9 +136,9 @@ typedef struct {
 // Their sizes in bf16 elements, in that order; returns the scratch in
 // floats (with dropout, the dropped probs (Tq, Tk) fp32 after them).
 static size_t forward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[4]) {
-    sizes[0] = line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(hs));
+    sizes[0] = line_up(bf16_rows_size(Tq, hs));
     sizes[1] = line_up(bf16_packed_size(hs, Tk));
-    sizes[2] = line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(Tk));
+    sizes[2] = line_up(bf16_rows_size(Tq, Tk));
     sizes[3] = line_up(bf16_packed_size(Tk, hs));
     return (sizes[0] + sizes[1] + sizes[2] + sizes[3]) / 2 + (drop ? (size_t)Tq * Tk : 0);
 }
@@ -404,9 +404,9 @@ static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACK
                              size_t *d_scores) {
     size_t tq_hs = line_up(bf16_packed_size(Tq, hs));
     size_t all[BACKWARD_OPERANDS] = {
-        line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(hs)),
+        line_up(bf16_rows_size(Tq, hs)),
         line_up(bf16_packed_size(hs, Tk)),
-        line_up((size_t)bf16_rows_pad(Tq) * bf16_kpad(Tk)),
+        line_up(bf16_rows_size(Tq, Tk)),
         line_up(bf16_packed_size(Tk, hs)),
         tq_hs,
         tq_hs,
