@@ -22,6 +22,7 @@
 //     transposed, several samples' at once (bit for bit equal, test);
 //   - the next window kept as it goes, below (equal to the rebuild, bit for
 //     bit, test).
+// What each buys, measured: docs/benchmarks.md.
 //
 // The learned positions end at the context length T. When the window is
 // full, a step slides it by `slide` characters (S): the last T - S tokens
