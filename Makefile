@@ -114,19 +114,19 @@ INSTRUMENT_OPS := $(shell $(CC) -Werror -finstrument-functions-after-inlining -x
                       -o /dev/null 2>/dev/null && echo -finstrument-functions-after-inlining || \
                       echo -finstrument-functions -finstrument-functions-exclude-function-list=tile \
                            -finstrument-functions-exclude-file-list=.h,/usr/)
-bin/bench: scripts/bench.c $(LIB_SRC) $(wildcard */*.h)
+bin/bench: scripts/bench.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
 	for f in $(PROFILED_SRC); do \
 	    mkdir -p $(BUILD)/profiled/$$(dirname $$f) && $(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(INSTRUMENT_OPS) \
 	        -c $$f -o $(BUILD)/profiled/$${f%.c}.o || exit 1; \
 	done
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench.c $(filter-out $(PROFILED_SRC),$(LIB_SRC)) \
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench.c scripts/bench_history.c $(filter-out $(PROFILED_SRC),$(LIB_SRC)) \
 	    $(PROFILED_SRC:%.c=$(BUILD)/profiled/%.o) -o $@ $(LDLIBS)
 
 # Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
-bin/bench_sample: scripts/bench_sample.c $(LIB_SRC) $(wildcard */*.h)
+bin/bench_sample: scripts/bench_sample.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench_sample.c $(LIB_SRC) -o $@ $(LDLIBS)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench_sample.c scripts/bench_history.c $(LIB_SRC) -o $@ $(LDLIBS)
 
 # Each figure is also appended to the history file, with the commit measured
 # (-dirty when the code has uncommitted changes; the history's own new rows

@@ -23,7 +23,6 @@
 //                           full T x T, as is customary, though the causal
 //                           half is skipped)
 // For the default recipe that is 3.96 GFLOP, for the larger shape 145.3.
-#include <errno.h>
 #include <omp.h>
 #include <sched.h>
 #include <signal.h>
@@ -31,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -49,41 +47,7 @@
 #include "../infer/sampler.h"
 #include "../optim/adamw.h"
 #include "../base/thread_tuner.h"
-
-// ---- the history file (--history): one CSV row per headline figure
-
-static struct {
-    const char *path, *commit; // path NULL: no rows written
-    char date[32];             // of the run (its first row), UTC: 2026-11-25T23:40Z
-} history;
-
-// Appends date,commit,cpu,benchmark,shape,precision,threads,metric,value to
-// history.path (the header first if the file is new), the value with
-// `decimals` decimals. cpu is /proc/cpuinfo's model name, its commas made
-// spaces so that it stays one field, or "unknown".
-static void history_append(const char *benchmark, const char *shape, const char *precision,
-                           int threads, const char *metric, double value, int decimals) {
-    if (!history.path) return;
-    if (!history.date[0]) {
-        time_t now = time(NULL);
-        strftime(history.date, sizeof history.date, "%Y-%m-%dT%H:%MZ", gmtime(&now));
-    }
-    char cpu[256] = "unknown", line[512];
-    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-    while (cpuinfo && fgets(line, sizeof line, cpuinfo))
-        if (sscanf(line, "model name : %255[^\n]", cpu) == 1) break;
-    if (cpuinfo) fclose(cpuinfo);
-    for (char *c = cpu; *c; c++)
-        if (*c == ',') *c = ' ';
-    FILE *csv = fopen(history.path, "a");
-    if (!csv) die("%s: cannot append a row: %s", history.path, strerror(errno));
-    fseek(csv, 0, SEEK_END);
-    if (ftell(csv) == 0)
-        fprintf(csv, "date,commit,cpu,benchmark,shape,precision,threads,metric,value\n");
-    fprintf(csv, "%s,%s,%s,%s,%s,%s,%d,%s,%.*f\n", history.date, history.commit, cpu, benchmark,
-            shape, precision, threads, metric, decimals, value);
-    if (fclose(csv) != 0) die("%s: cannot write: %s", history.path, strerror(errno));
-}
+#include "bench_history.h"
 
 // ---- the breakdown by op
 //
@@ -483,14 +447,14 @@ static int bench_steps_only(int threads) {
 
 int main(int argc, char **argv) {
     int quick = 0, steps = 0;
-    history.commit = "unknown";
+    
     Option table[] = {
         {"--quick", NULL, OPT_FLAG, &quick, "fewer steps of each shape", 0, -1, 0},
         {"--steps", NULL, OPT_FLAG, &steps,
          "only the training steps, one summary line a shape (scripts/compare_pytorch.py)", 0, -1, 0},
-        {"--history", "FILE", OPT_STRING, &history.path,
+        {"--history", "FILE", OPT_STRING, &bench_history.path,
          "append each headline figure to FILE as a CSV row; unset: none", 0, -1, 0},
-        {"--commit", "HASH", OPT_STRING, &history.commit, "the code measured, for --history's rows",
+        {"--commit", "HASH", OPT_STRING, &bench_history.commit, "the code measured, for --history's rows",
          0, -1, 0},
     };
     int num_options = sizeof table / sizeof table[0];

@@ -23,13 +23,11 @@
 // is the exact mode: every prediction from T characters. The mean loss
 // over positions 0 .. P-1, P the same for every policy (T plus a multiple
 // of T: each S in the table divides T).
-#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../data/dataset.h"
 #include "../infer/checkpoint.h"
@@ -39,6 +37,7 @@
 #include "../base/files.h"
 #include "../base/options.h"
 #include "../base/util.h"
+#include "bench_history.h"
 
 #define RUNS 3
 
@@ -46,40 +45,6 @@ typedef struct {
     const char *ckpt, *data;
     int policies, tokens;
 } BenchOptions;
-
-// The history file (--history): one CSV row per figure.
-static struct {
-    const char *path, *commit; // path NULL: no rows written
-    char date[32];             // of the run (its first row), UTC: 2026-11-25T23:40Z
-} history;
-
-// Appends date,commit,cpu,benchmark,shape,precision,threads,metric,value to
-// history.path (the header first if the file is new), the value with
-// `decimals` decimals. cpu is /proc/cpuinfo's model name, its commas made
-// spaces so that it stays one field, or "unknown".
-static void history_append(const char *benchmark, const char *shape, const char *precision,
-                           int threads, const char *metric, double value, int decimals) {
-    if (!history.path) return;
-    if (!history.date[0]) {
-        time_t now = time(NULL);
-        strftime(history.date, sizeof history.date, "%Y-%m-%dT%H:%MZ", gmtime(&now));
-    }
-    char cpu[256] = "unknown", line[512];
-    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
-    while (cpuinfo && fgets(line, sizeof line, cpuinfo))
-        if (sscanf(line, "model name : %255[^\n]", cpu) == 1) break;
-    if (cpuinfo) fclose(cpuinfo);
-    for (char *c = cpu; *c; c++)
-        if (*c == ',') *c = ' ';
-    FILE *csv = fopen(history.path, "a");
-    if (!csv) die("%s: cannot append a row: %s", history.path, strerror(errno));
-    fseek(csv, 0, SEEK_END);
-    if (ftell(csv) == 0)
-        fprintf(csv, "date,commit,cpu,benchmark,shape,precision,threads,metric,value\n");
-    fprintf(csv, "%s,%s,%s,%s,%s,%s,%d,%s,%.*f\n", history.date, history.commit, cpu, benchmark,
-            shape, precision, threads, metric, decimals, value);
-    if (fclose(csv) != 0) die("%s: cannot write: %s", history.path, strerror(errno));
-}
 
 // tokens/s of generating n characters per sample for `samples` samples
 // sliding by `slide`, on `threads` threads: the best of RUNS runs.
@@ -237,12 +202,12 @@ int main(int argc, char **argv) {
         {"--policies", NULL, OPT_FLAG, &o.policies,
          "the table of --slide policies: speed and validation loss", 0, -1, 0},
         {"--data", "FILE", OPT_STRING, &o.data, "corpus whose last 10% is the validation text", 0, -1, 0},
-        {"--history", "FILE", OPT_STRING, &history.path,
+        {"--history", "FILE", OPT_STRING, &bench_history.path,
          "append each mode's tokens/s to FILE as a CSV row; unset: none", 0, -1, 0},
-        {"--commit", "HASH", OPT_STRING, &history.commit, "the code measured, for --history's rows",
+        {"--commit", "HASH", OPT_STRING, &bench_history.commit, "the code measured, for --history's rows",
          0, -1, 0},
     };
-    history.commit = "unknown";
+    
     int num_options = sizeof table / sizeof table[0];
     char err[1024];
     int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
@@ -254,7 +219,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!parsed) usage_error("%s", err);
-    if (o.policies && history.path)
+    if (o.policies && bench_history.path)
         usage_error("--history records the modes' speeds, not --policies");
 
     GPT model;
