@@ -298,8 +298,11 @@ static BlockMasks block_masks(const Dropout *drop, int l, int NH, int T, int C) 
                         dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc)};
 }
 
-// Block l: x_out = x_in + Attn(LN1(x_in)), then + MLP(LN2(.)), over the
-// forward's rows; returns the rows that went on past the attention.
+// Block l over the forward's R rows: x_in (R,C) -> LN1 -> q, k, v (R,C)
+// -> attention -> att_out (rows,C) -> W_O -> residual2 = x_in + that; ->
+// LN2 -> fc (rows,4C) -> GELU -> W_proj -> x_out (rows,C) = residual2 +
+// that. rows = R, but in the KV cache's last layer (gpt.h: attend); it is
+// returned.
 static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     const GPTConfig *cfg = &f->model->config;
     const ParameterTensors *p = &f->model->params;
