@@ -254,7 +254,8 @@ static AttnOptions parse_options(int argc, char **argv) {
     if (!parsed) usage_error("%s", err);
     o.products = option_choice("--precision", o.precision, precision_names, 2);
     bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    if (precision_note(o.products)) fprintf(stderr, "note: %s\n", precision_note(o.products));
+    const char *note = precision_note(o.products);
+    if (note) fprintf(stderr, "note: %s\n", note);
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;

@@ -324,7 +324,7 @@ static int row_groups(KVCache *cache, int pos, int n, RowGroup groups[MAX_GROUPS
 }
 
 // x (rows,C): each row wte[token] + wpe[position]; no barrier.
-static void embed_rows(KVCache *cache, const RowGroup *groups, int count) {
+static void embed_rows(KVCache *cache, float *x, const RowGroup *groups, int count) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
     int B = cache->samples, T = cfg->context, C = cfg->dim;
@@ -332,7 +332,7 @@ static void embed_rows(KVCache *cache, const RowGroup *groups, int count) {
     for (int item = 0; item < count * B; item++) {
         const RowGroup *g = &groups[item / B];
         int b = item % B;
-        embedding_forward(cache->x + ((long)g->first_row + (long)b * g->n) * C,
+        embedding_forward(x + ((long)g->first_row + (long)b * g->n) * C,
                           cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte,
                           p->wpe + (long)g->pos * C, 1, g->n, C);
     }
@@ -406,8 +406,8 @@ static void attend(KVCache *cache, const RowGroup *g, int l, int b, int r0, int 
     if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
         attention_forward_one(out, probs, q, g->k_t + at, T, g->v + at, keys_seen, C, NH);
     else
-        attention_forward(PRECISION_FP32, out, probs, q, g->k + at, g->v + at, 1, r1 - r0, keys_seen, C, NH,
-                               1);
+        attention_forward(PRECISION_FP32, out, probs, q, g->k + at, g->v + at, 1, r1 - r0,
+                          keys_seen, C, NH, 1);
 }
 
 // att_out rows first_row + b0 .. first_row + b1-1: each sample's one query
@@ -474,27 +474,27 @@ typedef struct {
 // Runs step(f, args) on every thread of a new team where `work` is worth
 // one, else on the calling thread alone without entering a parallel region
 // (which costs about 0.5 us even on one thread: the single steps of
-// --slide and --num-samples run dozens of these).
+// --slide and --num-samples run dozens of these). Called from inside a
+// parallel region, a nested team of one thread, so that the steps' loops
+// are shared by the caller's thread alone, not by the enclosing team.
 typedef void (*TeamStep)(const Forward *f, const void *args);
 
 static void on_team(TeamStep step, const Forward *f, const void *args, long work) {
-    if (worth_threads(work)) {
-#pragma omp parallel
+    if (worth_threads(work) || omp_in_parallel()) {
+#pragma omp parallel num_threads(omp_in_parallel() ? 1 : omp_get_max_threads())
         step(f, args);
     } else {
         step(f, args);
     }
 }
 
-static void embed_step(const Forward *f, const void *args) {
+static void embed_step(const Forward *f, const void *x) {
     const CacheForward *cf = f->state;
-    (void)args;
-    embed_rows(cf->cache, cf->groups, cf->count);
+    embed_rows(cf->cache, (float *)x, cf->groups, cf->count);
 }
 
 static void cache_embed(const Forward *f, float *x) {
-    (void)x; // the cache's x, where embed_rows writes
-    on_team(embed_step, f, NULL, (long)f->rows * f->model->config.dim);
+    on_team(embed_step, f, x, (long)f->rows * f->model->config.dim);
 }
 
 static BlockBuffers cache_buffers(const Forward *f, int l) {

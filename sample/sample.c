@@ -221,7 +221,8 @@ int main(int argc, char **argv) {
     omp_set_num_threads(o.threads);
     Precision precision = option_choice("--precision", o.precision, precision_names, 2);
     bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    if (precision_note(precision)) fprintf(stderr, "note: %s\n", precision_note(precision));
+    const char *note = precision_note(precision);
+    if (note) fprintf(stderr, "note: %s\n", note);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);

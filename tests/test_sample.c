@@ -691,7 +691,48 @@ static void test_sample_bad_input(void) {
     free(msg);
 }
 
+// Logits of `steps` single steps (4 samples, sliding by half the context)
+// into logits (steps, 4, V): called on its own, or by one thread inside a
+// parallel region of two, where the cache's loops must be the caller's
+// alone (the other thread waits at the region's end).
+static void steps_of_four_samples(GPT *model, int steps, float *logits, int inside_region) {
+    int K = 4, V = model->config.vocab_size;
+    KVCache cache;
+    kv_cache_init_samples(&cache, model, K, model->config.context / 2);
+    int tokens[4] = {1, 2, 3, 4};
+    if (inside_region) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        for (int s = 0; s < steps; s++)
+            memcpy(logits + (long)s * K * V, kv_cache_step_samples(&cache, tokens),
+                   (size_t)K * V * sizeof(float));
+    } else {
+        for (int s = 0; s < steps; s++)
+            memcpy(logits + (long)s * K * V, kv_cache_step_samples(&cache, tokens),
+                   (size_t)K * V * sizeof(float));
+    }
+    kv_cache_free(&cache);
+}
+
+// The cache called from inside a parallel region gives the logits, bit for
+// bit, that it gives outside one (through slides and the next window).
+static void test_cache_inside_a_parallel_region(void) {
+    GPT model;
+    build_default_shape_model(&model, 0.2f, 9);
+    int steps = 100;
+    long n = (long)steps * 4 * model.config.vocab_size;
+    float *alone = xcalloc(n, sizeof(float)), *inside = xcalloc(n, sizeof(float));
+    steps_of_four_samples(&model, steps, alone, 0);
+    steps_of_four_samples(&model, steps, inside, 1);
+    CHECK_MSG(!memcmp(alone, inside, n * sizeof(float)),
+              "the logits differ when the cache runs inside a parallel region");
+    free(alone), free(inside);
+    gpt_free(&model);
+}
+
 void suite_sample(void) {
+    run_test("sample: the cache inside a parallel region gives its bits outside one",
+             test_cache_inside_a_parallel_region);
     run_test("sample: KV-cache logits equal the full forward, every slide",
              test_cache_matches_full_forward);
     run_test("sample: KV cache at the default shape, multi-token appends and slides",

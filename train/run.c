@@ -389,7 +389,8 @@ void run_start(Run *run, int argc, char **argv) {
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
     Precision precision = option_choice("--precision", o->precision, precision_names, 2);
     bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    if (precision_note(precision)) fprintf(stderr, "note: %s\n", precision_note(precision));
+    const char *note = precision_note(precision);
+    if (note) fprintf(stderr, "note: %s\n", note);
 
     CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
     vocab_free(&ckpt_vocab);
