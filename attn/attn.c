@@ -34,6 +34,7 @@ typedef struct {
     int layer, head, cell, raw, html;
     const char *precision;
     Precision products; // --precision, checked
+    Bf16Kernel bf16;    // what bf16 products run on (GPT_BF16_KERNEL may limit it)
 } AttnOptions;
 
 #define NUM_OPTIONS 13
@@ -253,8 +254,8 @@ static AttnOptions parse_options(int argc, char **argv) {
     }
     if (!parsed) usage_error("%s", err);
     o.products = option_choice("--precision", o.precision, precision_names, 2);
-    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    const char *note = precision_note(o.products);
+    o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    const char *note = precision_note(o.products, o.bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
@@ -387,7 +388,7 @@ int main(int argc, char **argv) {
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
-    gpt_set_precision(&model, o.products);
+    gpt_set_precision(&model, o.products, o.bf16);
     AttnText text = read_text(&o, &model, &vocab);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))

@@ -27,7 +27,9 @@ typedef struct {
 // bytes, except for tiny shapes that their padding dominates), in whole
 // cache lines.
 static long weight_floats(long ic, long oc) {
-    long bf16_floats = ((long)bf16_packed_size(ic, oc) + 1) / 2;
+    // the most any bf16 kernel's layout takes (AMX's, padded to 32 rows), so that
+    // the model's kernel may change before a reset
+    long bf16_floats = ((long)bf16_packed_size(BF16_AMX, ic, oc) + 1) / 2;
     long floats = (long)matmul_packed_floats(ic, oc);
     long most = floats > bf16_floats ? floats : bf16_floats;
     return (long)whole_cache_lines((size_t)most, sizeof(float));
@@ -132,6 +134,9 @@ void kv_cache_free(KVCache *cache) {
 // then see 32 or 64 keys, whole vector tiles of the scores' product.
 #define QUERY_ROWS 32
 
+// The attention's products: fp32 in either precision (kv_cache.h).
+static const Products fp32_attention = {.precision = PRECISION_FP32};
+
 // In bf16 precision (matmul.h) the weights are packed as bf16 panels, in
 // matmul_bf16.h's pair-interleaved layout (panel j0 at j0 * KPAD): half
 // the bytes a step streams from L3, which bounds a single sample's step.
@@ -139,7 +144,7 @@ void kv_cache_free(KVCache *cache) {
 // product reads them; the sums are fp32, as in training's bf16 products.
 static void pack_weight(const KVCache *cache, float *panels, const float *weight, int oc, int ic) {
     if (cache->bf16) {
-        bf16_pack((bf16 *)panels, weight, 1, ic, ic, oc, 0);
+        bf16_pack(cache->bf16_kernel, (bf16 *)panels, weight, 1, ic, ic, oc, 0);
         return;
     }
     matmul_pack_transposed(panels, weight, ic, oc);
@@ -169,14 +174,14 @@ static int thread_takes_row_block(int rb, int row_blocks, int panels) {
 static const bf16 *thread_rows_converted(const KVCache *cache, const float *inp, long inp_row,
                                          int rows, int ic, int row_blocks, int panels) {
     if (!cache->bf16 || rows < 1) return NULL;
-    long kpad = bf16_kpad(ic);
+    long kpad = bf16_kpad(cache->bf16_kernel, ic);
     // the last block's conversion writes bf16_rows_pad(its rows) rows
     bf16 *rows_h = thread_rows((size_t)((row_blocks - 1) * BLOCK_ROWS +
-                                        bf16_rows_pad(BLOCK_ROWS)) * kpad);
+                                        bf16_rows_pad(cache->bf16_kernel, BLOCK_ROWS)) * kpad);
     for (int rb = 0; rb < row_blocks; rb++) { // in order: a block's pad rows are the next's
         if (!thread_takes_row_block(rb, row_blocks, panels)) continue;
         int r0 = rb * BLOCK_ROWS, n = rows - r0 < BLOCK_ROWS ? rows - r0 : BLOCK_ROWS;
-        bf16_convert(rows_h + r0 * kpad, kpad, inp + r0 * inp_row, inp_row, 1, n, ic, 0);
+        bf16_convert(cache->bf16_kernel, rows_h + r0 * kpad, kpad, inp + r0 * inp_row, inp_row, 1, n, ic, 0);
     }
     return rows_h;
 }
@@ -191,7 +196,8 @@ static void block_product(const KVCache *cache, float *out, int oc, const float 
         matmul_packed_columns(out, oc, inp, inp_row, w_panels, rows, ic, j0, width);
         return;
     }
-    bf16_gemm_block(out, oc, rows_h, bf16_kpad(ic), (const bf16 *)w_panels, ic, 0, j0, rows, ic,
+    bf16_gemm_block(cache->bf16_kernel, out, oc, rows_h, bf16_kpad(cache->bf16_kernel, ic),
+                    (const bf16 *)w_panels, ic, 0, j0, rows, ic,
                     width, 0);
 }
 
@@ -212,7 +218,7 @@ static void linear_blocks(const KVCache *cache, float *out, const float *inp, lo
     int row_blocks = (rows + BLOCK_ROWS - 1) / BLOCK_ROWS, panels = (oc + PANEL - 1) / PANEL;
     const bf16 *rows_h =
         thread_rows_converted(cache, inp, inp_row, rows, ic, row_blocks, panels);
-    long kpad = bf16_kpad(ic);
+    long kpad = bf16_kpad(cache->bf16_kernel, ic);
     // panel by panel, so that consecutive blocks share the panel in cache
 #pragma omp for schedule(static, 1) nowait
     for (int block = 0; block < row_blocks * panels; block++) {
@@ -275,6 +281,7 @@ void kv_cache_reset(KVCache *cache) {
     long cc = (long)C * C, s_cc = cache->stride_cc, s_fc = cache->stride_fc,
          s_proj = cache->stride_proj;
     cache->bf16 = cache->model->products.precision == PRECISION_BF16;
+    cache->bf16_kernel = cache->model->products.bf16;
     for (int l = 0; l < cfg->layers; l++) {
         pack_weight(cache, cache->w_q_t + l * s_cc, p->w_q + l * cc, C, C);
         pack_weight(cache, cache->w_k_t + l * s_cc, p->w_k + l * cc, C, C);
@@ -406,7 +413,7 @@ static void attend(KVCache *cache, const RowGroup *g, int l, int b, int r0, int 
     if (r1 - r0 == 1) // one query sees every key: the transposed keys' product
         attention_forward_one(out, probs, q, g->k_t + at, T, g->v + at, keys_seen, C, NH);
     else
-        attention_forward(PRECISION_FP32, out, probs, q, g->k + at, g->v + at, 1, r1 - r0,
+        attention_forward(&fp32_attention, out, probs, q, g->k + at, g->v + at, 1, r1 - r0,
                           keys_seen, C, NH, 1);
 }
 

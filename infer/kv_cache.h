@@ -85,13 +85,15 @@ typedef struct {
     // kv_cache.c), read by every step; refreshed by kv_cache_reset (the
     // trainer samples between steps, after the weights changed). In bf16
     // precision (the model's, as it was when kv_cache_reset ran: bf16 = 1) they
-    // are bf16 panels in the same buffers, and the rows they multiply are
-    // rounded to bf16 as the products read them; the attention stays fp32
-    // (attention_forward with PRECISION_FP32), so that its one-query and many-query forms
+    // are bf16 panels in the same buffers, in the layout of the model's bf16
+    // kernel (bf16_kernel), and the rows they multiply are rounded to bf16 as
+    // the products read them; the attention stays fp32 (attention_forward
+    // with fp32 products), so that its one-query and many-query forms
     // agree and a sample's text does not depend on K. Layer l's panels start
     // l * stride floats in (stride_cc for the C x C weights, stride_fc for
     // fc, stride_proj for proj: enough for either layout).
     int bf16;
+    Bf16Kernel bf16_kernel;
     long stride_cc, stride_fc, stride_proj;
     float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
     float *fc_w_t;                         // (L,C,4C)

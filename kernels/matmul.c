@@ -64,13 +64,13 @@
 // iteration). Two calls with the same Products must therefore not run
 // concurrently; each spreads its own work over the OpenMP threads.
 
-void products_init(Products *pr, Precision precision) {
-    *pr = (Products){.precision = precision};
+void products_init(Products *pr, Precision precision, Bf16Kernel bf16) {
+    *pr = (Products){.precision = precision, .bf16 = bf16};
 }
 
 void products_free(Products *pr) {
     free(pr->workspace);
-    *pr = (Products){.precision = pr->precision};
+    *pr = (Products){.precision = pr->precision, .bf16 = pr->bf16};
 }
 
 static void *workspace_reserve(Products *pr, size_t bytes) {
@@ -84,10 +84,8 @@ static void *workspace_reserve(Products *pr, size_t bytes) {
 
 void products_reserve(Products *pr, size_t bytes) { workspace_reserve(pr, bytes); }
 
-int matmul_bf16_native(void) { return bf16_kernel() >= BF16_AVX512; }
-const char *matmul_bf16_kernel_name(void) { return bf16_kernel_name(bf16_kernel()); }
-void precision_describe(Precision p, char *out, size_t len) {
-    if (p == PRECISION_BF16) snprintf(out, len, "bf16 with the %s kernel", matmul_bf16_kernel_name());
+void precision_describe(Precision p, Bf16Kernel bf16, char *out, size_t len) {
+    if (p == PRECISION_BF16) snprintf(out, len, "bf16 with the %s kernel", bf16_kernel_name(bf16));
     else snprintf(out, len, "fp32");
 }
 Precision precision_default(void) {
@@ -96,8 +94,8 @@ Precision precision_default(void) {
 const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
 const char *const precision_names[2] = {"fp32", "bf16"};
 
-const char *precision_note(Precision p) {
-    if (p == PRECISION_BF16 && !matmul_bf16_native())
+const char *precision_note(Precision p, Bf16Kernel bf16) {
+    if (p == PRECISION_BF16 && !bf16_kernel_native(bf16))
         return "no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic on bf16-rounded "
                "inputs (the same results; training is slower than with --precision fp32)";
     return NULL;
@@ -463,17 +461,17 @@ typedef struct {
     int panel_a;                          // d_out^T packed from d_out's rows (not AMX)
 } Bf16Operands;
 
-static Bf16Operands bf16_operands(long n, int ic, int oc, int with_d_inp) {
+static Bf16Operands bf16_operands(Bf16Kernel kernel, long n, int ic, int oc, int with_d_inp) {
     const size_t h = sizeof(bf16);
     Bf16Operands o = {0};
-    o.inp = whole_cache_lines((size_t)bf16_rows_pad(n) * bf16_kpad(ic), h);
-    o.weight_t = whole_cache_lines(bf16_packed_size(ic, oc), h);
-    o.d_out = with_d_inp ? whole_cache_lines((size_t)bf16_rows_pad(n) * bf16_kpad(oc), h) : 0;
-    o.weight = with_d_inp ? whole_cache_lines(bf16_packed_size(oc, ic), h) : 0;
-    o.panel_a = bf16_panel_a_supported();
-    o.d_out_t = whole_cache_lines(o.panel_a ? bf16_packed_size(n, oc)
-                                            : (size_t)bf16_rows_pad(oc) * bf16_kpad(n), h);
-    o.inp_p = whole_cache_lines(bf16_packed_size(n, ic), h);
+    o.inp = whole_cache_lines(bf16_rows_size(kernel, n, ic), h);
+    o.weight_t = whole_cache_lines(bf16_packed_size(kernel, ic, oc), h);
+    o.d_out = with_d_inp ? whole_cache_lines(bf16_rows_size(kernel, n, oc), h) : 0;
+    o.weight = with_d_inp ? whole_cache_lines(bf16_packed_size(kernel, oc, ic), h) : 0;
+    o.panel_a = bf16_panel_a_supported(kernel);
+    o.d_out_t = whole_cache_lines(o.panel_a ? bf16_packed_size(kernel, n, oc)
+                                            : bf16_rows_size(kernel, oc, n), h);
+    o.inp_p = whole_cache_lines(bf16_packed_size(kernel, n, ic), h);
     return o;
 }
 
@@ -498,8 +496,8 @@ static size_t fp32_backward_floats(long n, int ic, int oc, int count, int with_d
     return slot.inp + count * slot.d_out_t + (with_d_inp ? count * slot.weight : 0);
 }
 
-size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count) {
-    Bf16Operands o = bf16_operands(n, ic, oc, 1);
+size_t linear_shared_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc, int count) {
+    Bf16Operands o = bf16_operands(bf16, n, ic, oc, 1);
     size_t fp32_forward = packed_floats(ic, oc) * sizeof(float); // W^T packed
     size_t fp32_backward = fp32_backward_floats(n, ic, oc, count, 1) * sizeof(float);
     size_t bf16_forward = (o.inp + count * o.weight_t) * sizeof(bf16);
@@ -510,8 +508,8 @@ size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count) {
     return most;
 }
 
-size_t linear_workspace_bytes(long n, int ic, int oc) {
-    return linear_shared_workspace_bytes(n, ic, oc, 1);
+size_t linear_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc) {
+    return linear_shared_workspace_bytes(bf16, n, ic, oc, 1);
 }
 
 // The layers that read one input: out[l] (N,OC) = inp (N,IC) . weight[l]^T
@@ -519,18 +517,19 @@ size_t linear_workspace_bytes(long n, int ic, int oc) {
 // own slot after it.
 static void linear_forward_bf16(Products *pr, float *const out[], const float *inp, const float *const weight[],
                                 const float *const bias[], int count, int n, int ic, int oc) {
-    int kpad = bf16_kpad(ic);
-    Bf16Operands o = bf16_operands(n, ic, oc, 0);
+    Bf16Kernel kernel = pr->bf16;
+    int kpad = bf16_kpad(kernel, ic);
+    Bf16Operands o = bf16_operands(kernel, n, ic, oc, 0);
     bf16 *inp_h = workspace_reserve(pr, (o.inp + count * o.weight_t) * sizeof(bf16));
     bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC) of layer l at l * o.weight_t, packed
 #pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
     {
-        bf16_convert(inp_h, kpad, inp, ic, 1, n, ic, 1);
+        bf16_convert(kernel, inp_h, kpad, inp, ic, 1, n, ic, 1);
         for (int l = 0; l < count; l++)
-            bf16_pack(weight_t + l * o.weight_t, weight[l], 1, ic, ic, oc, 1);
+            bf16_pack(kernel, weight_t + l * o.weight_t, weight[l], 1, ic, ic, oc, 1);
 #pragma omp barrier
         for (int l = 0; l < count; l++)
-            bf16_gemm_bias(out[l], oc, inp_h, kpad, weight_t + l * o.weight_t, bias[l], n, ic, oc, 1);
+            bf16_gemm_bias(kernel, out[l], oc, inp_h, kpad, weight_t + l * o.weight_t, bias[l], n, ic, oc, 1);
     }
 }
 
@@ -576,8 +575,9 @@ static void linear_backward_bf16(Products *pr, float *d_inp, float *const d_weig
                                  const float *const d_out[], const float *inp,
                                  const float *const weight[], int count, int n, int ic, int oc) {
     // d_inp (N,IC) += d_out (N,OC) . W (OC,IC);  d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
-    int oc_pad = bf16_kpad(oc), n_pad = bf16_kpad(n);
-    Bf16Operands o = bf16_operands(n, ic, oc, d_inp != NULL);
+    Bf16Kernel kernel = pr->bf16;
+    int oc_pad = bf16_kpad(kernel, oc), n_pad = bf16_kpad(kernel, n);
+    Bf16Operands o = bf16_operands(kernel, n, ic, oc, d_inp != NULL);
     int panel_a = o.panel_a; // d_out^T packed from d_out's rows, or (AMX) converted row-major
     bf16 *slots = workspace_reserve(pr, 
         (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16));
@@ -587,20 +587,20 @@ static void linear_backward_bf16(Products *pr, float *d_inp, float *const d_weig
         for (int l = 0; l < count; l++) {
             LayerSlots at = layer_slots(slots, &o, l);
             if (d_inp) {
-                bf16_convert(at.d_out, oc_pad, d_out[l], oc, 1, n, oc, 1);
-                bf16_pack(at.weight, weight[l], ic, 1, oc, ic, 1);
+                bf16_convert(kernel, at.d_out, oc_pad, d_out[l], oc, 1, n, oc, 1);
+                bf16_pack(kernel, at.weight, weight[l], ic, 1, oc, ic, 1);
             }
-            if (panel_a) bf16_pack(at.d_out_t, d_out[l], oc, 1, n, oc, 1);
-            else bf16_convert(at.d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
+            if (panel_a) bf16_pack(kernel, at.d_out_t, d_out[l], oc, 1, n, oc, 1);
+            else bf16_convert(kernel, at.d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
             if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
         }
-        bf16_pack(inp_p, inp, ic, 1, n, ic, 1);
+        bf16_pack(kernel, inp_p, inp, ic, 1, n, ic, 1);
 #pragma omp barrier
         for (int l = 0; l < count; l++) {
             LayerSlots at = layer_slots(slots, &o, l);
-            if (d_inp) bf16_gemm(d_inp, ic, at.d_out, oc_pad, at.weight, n, oc, ic, 1, 1);
-            if (panel_a) bf16_gemm_panel_a(d_weight[l], ic, at.d_out_t, inp_p, oc, n, ic, 1, 1);
-            else bf16_gemm(d_weight[l], ic, at.d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
+            if (d_inp) bf16_gemm(kernel, d_inp, ic, at.d_out, oc_pad, at.weight, n, oc, ic, 1, 1);
+            if (panel_a) bf16_gemm_panel_a(kernel, d_weight[l], ic, at.d_out_t, inp_p, oc, n, ic, 1, 1);
+            else bf16_gemm(kernel, d_weight[l], ic, at.d_out_t, n_pad, inp_p, oc, n, ic, 1, 1);
         }
     }
 }

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "matmul_bf16.h" // Bf16Kernel
+
 // C (M,N) = A (M,K) . B (K,N), all row-major; with accumulate, C += A . B.
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate);
 
@@ -40,18 +42,20 @@ void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const fl
 // the same results, slower than fp32.
 typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;
 
-// What a model's products run with: their precision and the workspace
-// where they put transposed or converted operands. Each model (and each
+// What a model's products run with: their precision, the bf16 kernel
+// (chosen once, when they are made: the layouts of its operands depend on
+// it) and the workspace where they put transposed or converted operands. Each model (and each
 // test) owns one, so models of different precisions live in one process;
 // two calls with the same Products must not run at once (each spreads its
 // own work over the OpenMP threads).
 typedef struct {
     Precision precision;
+    Bf16Kernel bf16;
     void *workspace;
     size_t workspace_bytes;
 } Products;
 
-void products_init(Products *pr, Precision precision);
+void products_init(Products *pr, Precision precision, Bf16Kernel bf16);
 void products_free(Products *pr);
 // Grow the workspace to at least `bytes`, so that later calls allocate
 // nothing (a model reserves what its largest call takes when it is built;
@@ -83,11 +87,11 @@ void linear_backward_shared_input(Products *pr, float *d_inp, float *const d_wei
                                   const float *const weight[], int count, int n, int ic, int oc);
 
 // Bytes of workspace linear_forward and linear_backward take for (N,IC) ->
-// (N,OC), the most over both precisions: what a model reserves up front, so
-// that no step allocates (in either precision).
-size_t linear_workspace_bytes(long n, int ic, int oc);
+// (N,OC), the most over both precisions (bf16 on the given kernel): what a
+// model reserves up front, so that no step allocates (in either precision).
+size_t linear_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc);
 // The same for a shared-input call of `count` layers (N,IC) -> (N,OC).
-size_t linear_shared_workspace_bytes(long n, int ic, int oc, int count);
+size_t linear_shared_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc, int count);
 
 // ---- precisions by name, and the programs' --precision option
 
@@ -102,18 +106,13 @@ const char *precision_name(Precision p);
 int precision_parse(const char *name, Precision *p);
 // The programs' --precision option: its help, the names in Precision's
 // order, and what a program says on stderr before it runs in precision p
-// (NULL: nothing; for bf16 without AVX512_BF16, that it runs as fp32
-// arithmetic).
+// on a bf16 kernel (NULL: nothing; for bf16 without bf16 instructions,
+// that it runs as fp32 arithmetic).
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
 extern const char *const precision_names[2];
-const char *precision_note(Precision p);
-// Whether bf16 products run on bf16 instructions (AMX-BF16 or
-// AVX512_BF16), and the name of the kernel that runs them (one of those,
-// or AVX2's or the portable fp32 one).
-int matmul_bf16_native(void);
-const char *matmul_bf16_kernel_name(void);
+const char *precision_note(Precision p, Bf16Kernel bf16);
 // A precision as the programs print it: "fp32", or "bf16 with the
 // AVX512_BF16 kernel" (or AMX-BF16, AVX2 or the portable one).
-void precision_describe(Precision p, char *out, size_t len);
+void precision_describe(Precision p, Bf16Kernel bf16, char *out, size_t len);
 
 #endif

@@ -13,17 +13,13 @@
 
 #define CHUNK_ROWS 24   // rows of C per work item (4 tiles share a block of B)
 
-static Bf16Kernel kernel_limit = BF16_AMX;
-
-void bf16_limit_kernel(Bf16Kernel limit) { kernel_limit = limit; }
-
 const char *const bf16_limit_names[3] = {"portable", "avx2", "avx512"};
 
-Bf16Kernel bf16_kernel(void) {
+Bf16Kernel bf16_best_kernel(Bf16Kernel limit) {
     if (!HAVE_BF16_KERNELS) return BF16_PORTABLE;
-    if (kernel_limit >= BF16_AMX && cpu_has_amx_bf16()) return BF16_AMX;
-    if (kernel_limit >= BF16_AVX512 && cpu_has_avx512_bf16()) return BF16_AVX512;
-    if (kernel_limit >= BF16_AVX2 && cpu_has_avx2_fma()) return BF16_AVX2;
+    if (limit >= BF16_AMX && cpu_has_amx_bf16()) return BF16_AMX;
+    if (limit >= BF16_AVX512 && cpu_has_avx512_bf16()) return BF16_AVX512;
+    if (limit >= BF16_AVX2 && cpu_has_avx2_fma()) return BF16_AVX2;
     return BF16_PORTABLE;
 }
 
@@ -36,15 +32,17 @@ const char *bf16_kernel_name(Bf16Kernel kernel) {
 
 // AMX tiles take K in steps of 32 and rows of A in pairs of 16-row tiles:
 // the layouts are padded to those (with zeros) when AMX runs them.
-long bf16_kpad(long k) { return bf16_kernel() == BF16_AMX ? (k + 31) & ~31L : (k + 1) & ~1L; }
-long bf16_rows_pad(long m) { return bf16_kernel() == BF16_AMX ? (m + 31) & ~31L : m; }
+long bf16_kpad(Bf16Kernel kernel, long k) { return kernel == BF16_AMX ? (k + 31) & ~31L : (k + 1) & ~1L; }
+long bf16_rows_pad(Bf16Kernel kernel, long m) { return kernel == BF16_AMX ? (m + 31) & ~31L : m; }
 
-size_t bf16_rows_size(long m, long k) { return (size_t)bf16_rows_pad(m) * (size_t)bf16_kpad(k); }
+size_t bf16_rows_size(Bf16Kernel kernel, long m, long k) {
+    return (size_t)bf16_rows_pad(kernel, m) * (size_t)bf16_kpad(kernel, k);
+}
 
-size_t bf16_packed_size(long k, long n) {
+size_t bf16_packed_size(Bf16Kernel kernel, long k, long n) {
     if (n <= 0) return 0;
     long last0 = (n - 1) / BF16_PANEL * BF16_PANEL;
-    return (size_t)bf16_kpad(k) * (size_t)(last0 + padded_width((int)(n - last0)));
+    return (size_t)bf16_kpad(kernel, k) * (size_t)(last0 + padded_width((int)(n - last0)));
 }
 
 // ---- conversion and packing
@@ -104,13 +102,13 @@ AVX2_TARGET static void convert_row_avx2(bf16 *dst, const float *src, int n) {
 #endif
 
 // One row of dst from src's row r (any strides).
-static void convert_row(bf16 *dst, const float *src, long s_col, int cols) {
+static void convert_row(Bf16Kernel kernel, bf16 *dst, const float *src, long s_col, int cols) {
 #if HAVE_BF16_KERNELS
-    if (s_col == 1 && bf16_kernel() >= BF16_AVX512) {
+    if (s_col == 1 && kernel >= BF16_AVX512) {
         convert_row_native(dst, src, cols);
         return;
     }
-    if (s_col == 1 && bf16_kernel() == BF16_AVX2) {
+    if (s_col == 1 && kernel == BF16_AVX2) {
         convert_row_avx2(dst, src, cols);
         return;
     }
@@ -120,10 +118,10 @@ static void convert_row(bf16 *dst, const float *src, long s_col, int cols) {
 
 // dst rows [r0, r1) from src's rows, read along src's rows (s_col == 1) or
 // with any strides.
-static void convert_rows(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col,
+static void convert_rows(Bf16Kernel kernel, bf16 *dst, long ld_dst, const float *src, long s_row, long s_col,
                          int r0, int r1, int cols, int kpad) {
     for (int r = r0; r < r1; r++) {
-        convert_row(dst + (long)r * ld_dst, src + (long)r * s_row, s_col, cols);
+        convert_row(kernel, dst + (long)r * ld_dst, src + (long)r * s_row, s_col, cols);
         memset(dst + (long)r * ld_dst + cols, 0, (size_t)(kpad - cols) * sizeof(bf16));
     }
 }
@@ -140,17 +138,17 @@ static void convert_rows_transposed(bf16 *dst, long ld_dst, const float *src, lo
         memset(dst + (long)r * ld_dst + cols, 0, (size_t)(kpad - cols) * sizeof(bf16));
 }
 
-void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
+void bf16_convert(Bf16Kernel kernel, bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
                   int cols, int shared) {
     enum { BLOCK = 16 };
     int blocks = (rows + BLOCK - 1) / BLOCK, transposed = s_row == 1 && s_col != 1;
-    int kpad = bf16_kpad(cols), rows_pad = bf16_rows_pad(rows);
+    int kpad = bf16_kpad(kernel, cols), rows_pad = bf16_rows_pad(kernel, rows);
     if (shared) {
 #pragma omp for schedule(dynamic, 1) nowait
         for (int bl = 0; bl < blocks; bl++) {
             int r0 = bl * BLOCK, r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
             if (transposed) convert_rows_transposed(dst, ld_dst, src, s_col, r0, r1, cols, kpad);
-            else convert_rows(dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
+            else convert_rows(kernel, dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
         }
 #pragma omp single
         for (int r = rows; r < rows_pad; r++) memset(dst + (long)r * ld_dst, 0, (size_t)kpad * sizeof(bf16));
@@ -158,7 +156,7 @@ void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_c
         for (int r0 = 0; r0 < rows; r0 += BLOCK) {
             int r1 = r0 + BLOCK < rows ? r0 + BLOCK : rows;
             if (transposed) convert_rows_transposed(dst, ld_dst, src, s_col, r0, r1, cols, kpad);
-            else convert_rows(dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
+            else convert_rows(kernel, dst, ld_dst, src, s_row, s_col, r0, r1, cols, kpad);
         }
         for (int r = rows; r < rows_pad; r++) memset(dst + (long)r * ld_dst, 0, (size_t)kpad * sizeof(bf16));
     }
@@ -293,13 +291,13 @@ AVX2_TARGET static void pack_panel_columns_avx2(bf16 *panel, const float *src, l
 #endif
 
 // Panel pn of the packed B (the layout in matmul_bf16.h).
-static void pack_panel(bf16 *packed, const float *src, long s_row, long s_col, int k, int n,
+static void pack_panel(Bf16Kernel kernel, bf16 *packed, const float *src, long s_row, long s_col, int k, int n,
                        int pn) {
-    int kpad = bf16_kpad(k), j0 = pn * BF16_PANEL;
+    int kpad = bf16_kpad(kernel, k), j0 = pn * BF16_PANEL;
     int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = padded_width(width);
     bf16 *panel = packed + (long)j0 * kpad;
 #if HAVE_BF16_KERNELS
-    if (bf16_kernel() >= BF16_AVX512 && (s_col == 1 || s_row == 1)) {
+    if (kernel >= BF16_AVX512 && (s_col == 1 || s_row == 1)) {
         if (s_col == 1) pack_panel_rows_native(panel, src + j0, s_row, k, width, wp);
         else pack_panel_columns_native(panel, src + (long)j0 * s_col, s_col, k, width, wp);
         if (kpad > bf16_even(k)) // AMX's steps of 32
@@ -310,8 +308,8 @@ static void pack_panel(bf16 *packed, const float *src, long s_row, long s_col, i
     // element (p, j) -> panel[(p/2) * 2wp + 2j + p%2]; src read along its
     // contiguous direction
 #if HAVE_BF16_KERNELS
-    if (bf16_kernel() == BF16_AVX2 && s_col == 1) pack_panel_rows_avx2(panel, src + j0, s_row, k, width, wp);
-    else if (bf16_kernel() == BF16_AVX2 && s_row == 1)
+    if (kernel == BF16_AVX2 && s_col == 1) pack_panel_rows_avx2(panel, src + j0, s_row, k, width, wp);
+    else if (kernel == BF16_AVX2 && s_row == 1)
         pack_panel_columns_avx2(panel, src + (long)j0 * s_col, s_col, k, width, wp);
     else
 #endif
@@ -338,13 +336,13 @@ static void pack_panel(bf16 *packed, const float *src, long s_row, long s_col, i
             memset(panel + (long)q * 2 * wp + 2 * width, 0, (size_t)(wp - width) * 2 * sizeof(bf16));
 }
 
-void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared) {
+void bf16_pack(Bf16Kernel kernel, bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared) {
     int panels = (n + BF16_PANEL - 1) / BF16_PANEL;
     if (shared) {
 #pragma omp for schedule(dynamic, 1) nowait
-        for (int pn = 0; pn < panels; pn++) pack_panel(packed, src, s_row, s_col, k, n, pn);
+        for (int pn = 0; pn < panels; pn++) pack_panel(kernel, packed, src, s_row, s_col, k, n, pn);
     } else {
-        for (int pn = 0; pn < panels; pn++) pack_panel(packed, src, s_row, s_col, k, n, pn);
+        for (int pn = 0; pn < panels; pn++) pack_panel(kernel, packed, src, s_row, s_col, k, n, pn);
     }
 }
 
@@ -352,7 +350,7 @@ void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, in
 // ---- the product
 
 #if !HAVE_BF16_KERNELS
-static void bf16_amx_configure(void) {} // never called: bf16_kernel() is never BF16_AMX here
+static void bf16_amx_configure(void) {} // never called: no kernel is BF16_AMX here
 #endif
 
 // The register tiles of each kernel (bf16_tiles.h), AMX's blocks aside.
@@ -396,7 +394,7 @@ static void gemm_item(float *c, int ldc, const OperandA *A, const bf16 *b_packed
             memcpy(c + (long)i * ldc + j0, bias + j0, (size_t)width * sizeof(float));
         accumulate = 1;
     }
-    int kpad = bf16_kpad(k);
+    int kpad = bf16_kpad(kernel, k);
     const bf16 *panel = b_packed + (long)j0 * kpad;
     if (k == 0) { // an empty sum
         for (int i = i0; i < i1 && !accumulate; i++)
@@ -457,67 +455,66 @@ static void gemm_items(float *c, int ldc, const OperandA *A, const bf16 *b_packe
 #endif
 }
 
-static void gemm_row_major(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+static void gemm_row_major(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
                            int m, int k, int n, int accumulate, const float *bias, int shared) {
-    Bf16Kernel kernel = bf16_kernel();
     OperandA A = {a, lda, 0, m};
     // AMX: 32 rows (two row tiles) per item; the others: 4 register tiles
     gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, bias, shared,
                kernel == BF16_AMX ? 32 : CHUNK_ROWS, kernel);
 }
 
-void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+void bf16_gemm(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
                int n, int accumulate, int shared) {
-    gemm_row_major(c, ldc, a, lda, b_packed, m, k, n, accumulate, NULL, shared);
+    gemm_row_major(kernel, c, ldc, a, lda, b_packed, m, k, n, accumulate, NULL, shared);
 }
 
-void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+void bf16_gemm_bias(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
                     const float *bias, int m, int k, int n, int shared) {
-    gemm_row_major(c, ldc, a, lda, b_packed, m, k, n, 0, bias, shared);
+    gemm_row_major(kernel, c, ldc, a, lda, b_packed, m, k, n, 0, bias, shared);
 }
 
-int bf16_panel_a_supported(void) { return bf16_kernel() != BF16_AMX; }
+int bf16_panel_a_supported(Bf16Kernel kernel) { return kernel != BF16_AMX; }
 
 // Row `first` of the panel at column j0 of a packed B (packed_k, N), and
 // the panel's width from j0 on (at most n columns).
-static const bf16 *panel_rows(const bf16 *b_packed, int packed_k, int first, int j0, int n,
+static const bf16 *panel_rows(Bf16Kernel kernel, const bf16 *b_packed, int packed_k, int first, int j0, int n,
                               int *width) {
     *width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL;
-    return b_packed + (long)j0 * bf16_kpad(packed_k) + (long)first * padded_width(*width);
+    return b_packed + (long)j0 * bf16_kpad(kernel, packed_k) + (long)first * padded_width(*width);
 }
 
-void bf16_gemm_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+void bf16_gemm_block(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
                      int packed_k, int first, int j0, int m, int k, int n, int accumulate) {
     for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
         int width;
-        const bf16 *panel = panel_rows(b_packed, packed_k, first, j0 + p0, j0 + n, &width);
-        bf16_gemm(c + p0, ldc, a, lda, panel, m, k, width, accumulate, 0);
+        const bf16 *panel = panel_rows(kernel, b_packed, packed_k, first, j0 + p0, j0 + n, &width);
+        bf16_gemm(kernel, c + p0, ldc, a, lda, panel, m, k, width, accumulate, 0);
     }
 }
 
 // Under AMX, which does not take A in the panel layout, A converted
 // transposed into rows; else packed from a_t's rows (bf16_gemm_panel_a).
-size_t bf16_transposed_scratch(int m, int k) {
-    return bf16_panel_a_supported() ? bf16_packed_size(k, m) : bf16_rows_size(m, k);
+size_t bf16_transposed_scratch(Bf16Kernel kernel, int m, int k) {
+    return bf16_panel_a_supported(kernel) ? bf16_packed_size(kernel, k, m) : bf16_rows_size(kernel, m, k);
 }
 
-void bf16_gemm_block_transposed(float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
+void bf16_gemm_block_transposed(Bf16Kernel kernel, float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
                                 int m, int k, const bf16 *b_packed, int packed_k, int first,
                                 int n) {
-    int panel_a = bf16_panel_a_supported();
-    if (panel_a) bf16_pack(scratch, a_t, ld, 1, k, m, 0);
-    else bf16_convert(scratch, bf16_kpad(k), a_t, 1, ld, m, k, 0);
+    int panel_a = bf16_panel_a_supported(kernel);
+    if (panel_a) bf16_pack(kernel, scratch, a_t, ld, 1, k, m, 0);
+    else bf16_convert(kernel, scratch, bf16_kpad(kernel, k), a_t, 1, ld, m, k, 0);
     for (int p0 = 0; p0 < n; p0 += BF16_PANEL) {
         int width;
-        const bf16 *panel = panel_rows(b_packed, packed_k, first, p0, n, &width);
-        if (panel_a) bf16_gemm_panel_a(c + p0, ldc, scratch, panel, m, k, width, 1, 0);
-        else bf16_gemm(c + p0, ldc, scratch, bf16_kpad(k), panel, m, k, width, 1, 0);
+        const bf16 *panel = panel_rows(kernel, b_packed, packed_k, first, p0, n, &width);
+        if (panel_a) bf16_gemm_panel_a(kernel, c + p0, ldc, scratch, panel, m, k, width, 1, 0);
+        else bf16_gemm(kernel, c + p0, ldc, scratch, bf16_kpad(kernel, k), panel, m, k, width, 1, 0);
     }
 }
 
-void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
+void bf16_gemm_panel_a(Bf16Kernel kernel, float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
                        int k, int n, int accumulate, int shared) {
     OperandA A = {a_packed, 0, 1, m};
     // items of one whole panel of A's rows, so that no tile straddles two
-    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, NULL, shared, BF16_PANEL, bf16_kernel());
+    gemm_items(c, ldc, &A, b_packed, m, k, n, accumulate, NULL, shared, BF16_PANEL, kernel);
 }

@@ -56,26 +56,32 @@ static inline float bf16_to_float(bf16 h) {
 
 static inline int bf16_even(int k) { return (k + 1) & ~1; }
 
-// Elements a packed B (K,N) takes.
-size_t bf16_packed_size(long k, long n);
-// Elements a row-major A (M,K) takes with row stride KPAD: bf16_rows_pad(M)
-// rows of bf16_kpad(K).
-size_t bf16_rows_size(long m, long k);
 
-// The kernels, fastest last; the best the CPU has (checked at run time)
-// runs, unless a limit is set (tests compare them).
+// The kernels, fastest last. A model's products (matmul.h) choose one
+// when they are made, the best the CPU has (checked at run time) or an
+// older one (tests compare them; GPT_BF16_KERNEL stands in for an older
+// CPU), and pass it to every call below: the layouts depend on it, so
+// operands made for one kernel are read by the same one.
 typedef enum { BF16_PORTABLE, BF16_AVX2, BF16_AVX512, BF16_AMX } Bf16Kernel;
-Bf16Kernel bf16_kernel(void);
-void bf16_limit_kernel(Bf16Kernel limit);
+// The best kernel this CPU runs, no newer than `limit`.
+Bf16Kernel bf16_best_kernel(Bf16Kernel limit);
 // The limits by name, in Bf16Kernel's order: what the programs' environment
 // variable GPT_BF16_KERNEL takes to stand in for an older CPU (no bf16
 // instructions, with or without AVX2; or no AMX).
 extern const char *const bf16_limit_names[3];
 const char *bf16_kernel_name(Bf16Kernel kernel);
-// K and M as the layouts pad them for the kernel in use: AMX takes K in
-// steps of 32 and rows of A in blocks of 32; the others take K in pairs.
-long bf16_kpad(long k);
-long bf16_rows_pad(long m);
+// Whether the kernel runs on bf16 instructions (AMX-BF16 or AVX512_BF16)
+// rather than fp32 arithmetic on bf16 values.
+static inline int bf16_kernel_native(Bf16Kernel kernel) { return kernel >= BF16_AVX512; }
+// K and M as the layouts pad them for a kernel: AMX takes K in steps of 32
+// and rows of A in blocks of 32; the others take K in pairs.
+long bf16_kpad(Bf16Kernel kernel, long k);
+long bf16_rows_pad(Bf16Kernel kernel, long m);
+// Elements a packed B (K,N) takes.
+size_t bf16_packed_size(Bf16Kernel kernel, long k, long n);
+// Elements a row-major A (M,K) takes with row stride KPAD: bf16_rows_pad(M)
+// rows of bf16_kpad(K).
+size_t bf16_rows_size(Bf16Kernel kernel, long m, long k);
 
 // dst (bf16_rows_pad(rows), KPAD) bf16, row stride ld_dst, = src (rows,
 // cols) with src's element (r, c) at src[r * s_row + c * s_col] (s_row = ld,
@@ -86,22 +92,22 @@ long bf16_rows_pad(long m);
 // the call and they split the work (orphaned `omp for`s; bf16_gemm's ends
 // in a barrier, the others do not, so a conversion's output must not be
 // read before the next barrier); 0 when the calling thread does it all.
-void bf16_convert(bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
+void bf16_convert(Bf16Kernel kernel, bf16 *dst, long ld_dst, const float *src, long s_row, long s_col, int rows,
                   int cols, int shared);
 
 // packed = B (K,N) in the layout above, B's element (p, j) at
 // src[p * s_row + j * s_col].
-void bf16_pack(bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared);
+void bf16_pack(Bf16Kernel kernel, bf16 *packed, const float *src, long s_row, long s_col, int k, int n, int shared);
 
 // C (M,N) (+)= A (M,K) . B (K,N), C fp32 with row stride ldc, A and B in
 // the layouts above. Shared, the work items (24 or 32 rows x one panel of
 // C) are split statically among the threads (matmul.c says why); each is
 // summed whole by one thread in a fixed order, so the result does not
 // depend on the threads.
-void bf16_gemm(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
+void bf16_gemm(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed, int m, int k,
                int n, int accumulate, int shared);
 // C (M,N) = bias (N) in every row + A . B, the same way (bias NULL: C = A . B).
-void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+void bf16_gemm_bias(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
                     const float *bias, int m, int k, int n, int shared);
 
 // The same with A (M,K) in B's panel layout: a_packed = bf16_pack of A^T
@@ -109,8 +115,8 @@ void bf16_gemm_bias(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_pa
 // takes: d_out^T packed from d_out's rows by the vectorised row-pair pack,
 // instead of a transposing conversion. Sums in the same order as
 // bf16_gemm's, so the two give the same bits. Not for AMX
-// (bf16_panel_a_supported() says whether the kernel in use takes it).
-int bf16_panel_a_supported(void);
+// (bf16_panel_a_supported says whether a kernel takes it).
+int bf16_panel_a_supported(Bf16Kernel kernel);
 
 // Blocks of a packed B (packed_k, N): its rows first .. first+k-1 (first
 // even; a multiple of 32 under AMX) and its columns j0 .. j0+n-1 (j0 a
@@ -118,16 +124,16 @@ int bf16_panel_a_supported(void);
 // values packed once for all of them, or a product one panel of a weight.
 // C (m, n) (+)= A (m, k) . that block, A row-major (lda); on the calling
 // thread.
-void bf16_gemm_block(float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
+void bf16_gemm_block(Bf16Kernel kernel, float *c, int ldc, const bf16 *a, long lda, const bf16 *b_packed,
                      int packed_k, int first, int j0, int m, int k, int n, int accumulate);
 // C (m, n) += A (m, k) . rows first .. first+k-1 of B (all its columns),
 // A given transposed in fp32: element (i, p) at a_t[p * ld + i]. A is
 // rounded into `scratch`, of bf16_transposed_scratch(m, k) elements.
-size_t bf16_transposed_scratch(int m, int k);
-void bf16_gemm_block_transposed(float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
+size_t bf16_transposed_scratch(Bf16Kernel kernel, int m, int k);
+void bf16_gemm_block_transposed(Bf16Kernel kernel, float *c, int ldc, bf16 *scratch, const float *a_t, long ld,
                                 int m, int k, const bf16 *b_packed, int packed_k, int first,
                                 int n);
-void bf16_gemm_panel_a(float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
+void bf16_gemm_panel_a(Bf16Kernel kernel, float *c, int ldc, const bf16 *a_packed, const bf16 *b_packed, int m,
                        int k, int n, int accumulate, int shared);
 
 #endif

@@ -135,37 +135,37 @@ typedef struct {
 
 // Their sizes in bf16 elements, in that order; returns the scratch in
 // floats (with dropout, the dropped probs (Tq, Tk) fp32 after them).
-static size_t forward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[4]) {
-    sizes[0] = line_up(bf16_rows_size(Tq, hs));
-    sizes[1] = line_up(bf16_packed_size(hs, Tk));
-    sizes[2] = line_up(bf16_rows_size(Tq, Tk));
-    sizes[3] = line_up(bf16_packed_size(Tk, hs));
+static size_t forward_sizes(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop, size_t sizes[4]) {
+    sizes[0] = line_up(bf16_rows_size(kernel, Tq, hs));
+    sizes[1] = line_up(bf16_packed_size(kernel, hs, Tk));
+    sizes[2] = line_up(bf16_rows_size(kernel, Tq, Tk));
+    sizes[3] = line_up(bf16_packed_size(kernel, Tk, hs));
     return (sizes[0] + sizes[1] + sizes[2] + sizes[3]) / 2 + (drop ? (size_t)Tq * Tk : 0);
 }
 
-static ForwardOperands forward_operands(int Tq, int Tk, int hs, int drop) {
+static ForwardOperands forward_operands(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop) {
     size_t sizes[4];
-    bf16 *base = (bf16 *)thread_scratch(forward_sizes(Tq, Tk, hs, drop, sizes));
+    bf16 *base = (bf16 *)thread_scratch(forward_sizes(kernel, Tq, Tk, hs, drop, sizes));
     return (ForwardOperands){base, base + sizes[0], base + sizes[0] + sizes[1],
                              base + sizes[0] + sizes[1] + sizes[2]};
 }
 
 // One (batch row, head) of the forward in bf16: q_bh, out_bh (Tq, ld C),
 // k_bh, v_bh (Tk, ld C), probs_bh (Tq, Tk).
-static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const float *q_bh,
+static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float *probs_bh, const float *q_bh,
                                         const float *k_bh, const float *v_bh, int Tq, int Tk,
                                         int C, int hs, int causal, long bh,
                                         const DropoutMask *drop) {
     float scale = 1.0f / sqrtf((float)hs);
-    ForwardOperands op = forward_operands(Tq, Tk, hs, drop != NULL);
-    long q_ld = bf16_kpad(hs), p_ld = bf16_kpad(Tk);
-    bf16_convert(op.q, q_ld, q_bh, C, 1, Tq, hs, 0);
-    bf16_pack(op.k_packed, k_bh, 1, C, hs, Tk, 0); // k_h^T (hs, Tk)
-    bf16_pack(op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
+    ForwardOperands op = forward_operands(kernel, Tq, Tk, hs, drop != NULL);
+    long q_ld = bf16_kpad(kernel, hs), p_ld = bf16_kpad(kernel, Tk);
+    bf16_convert(kernel, op.q, q_ld, q_bh, C, 1, Tq, hs, 0);
+    bf16_pack(kernel, op.k_packed, k_bh, 1, C, hs, Tk, 0); // k_h^T (hs, Tk)
+    bf16_pack(kernel, op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
     for (int i0 = 0; i0 < Tq; i0 += QB) {
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_gemm(probs_bh + (long)i0 * Tk, Tk, op.q + i0 * q_ld, q_ld, op.k_packed, rows, hs,
+        bf16_gemm(kernel, probs_bh + (long)i0 * Tk, Tk, op.q + i0 * q_ld, q_ld, op.k_packed, rows, hs,
                   score_columns(keys, Tk), 0, 0);
     }
     for (int i = 0; i < Tq; i++)
@@ -173,7 +173,7 @@ static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const fl
     const float *weights = probs_bh;
     if (drop) {
         size_t sizes[4];
-        forward_sizes(Tq, Tk, hs, 0, sizes);
+        forward_sizes(kernel, Tq, Tk, hs, 0, sizes);
         float *dropped = (float *)(op.v_packed + sizes[3]);
         dropout_forward(dropped, probs_bh, (long)Tq * Tk, bh * Tq * Tk, drop);
         weights = dropped;
@@ -181,8 +181,8 @@ static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const fl
     for (int i0 = 0; i0 < Tq; i0 += QB) {
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_convert(op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
-        bf16_gemm_block(out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk, 0,
+        bf16_convert(kernel, op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
+        bf16_gemm_block(kernel, out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk, 0,
                         0, rows, keys, hs, 0);
     }
 }
@@ -195,8 +195,8 @@ static void attention_head_forward_bf16(float *out_bh, float *probs_bh, const fl
 // itself, and out = dropout(probs) . v_h with the dropped copy in scratch.
 static void attention_forward_masked(float *out, float *probs, const float *q, const float *k,
                                      const float *v, int B, int Tq, int Tk, int C, int NH,
-                                     int causal, const DropoutMask *drop, int bf16) {
-    int hs = C / NH;
+                                     int causal, const DropoutMask *drop, const Products *pr) {
+    int hs = C / NH, bf16 = pr->precision == PRECISION_BF16;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -206,7 +206,7 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
         float *out_bh = out + (long)b * Tq * C + h * hs;
         float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
         if (bf16) {
-            attention_head_forward_bf16(out_bh, probs_bh, q_bh, k_bh, v_bh, Tq, Tk, C, hs,
+            attention_head_forward_bf16(pr->bf16, out_bh, probs_bh, q_bh, k_bh, v_bh, Tq, Tk, C, hs,
                                         causal, bh, drop);
             continue;
         }
@@ -236,18 +236,16 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
     });
 }
 
-void attention_forward(Precision precision, float *out, float *probs, const float *q,
+void attention_forward(const Products *pr, float *out, float *probs, const float *q,
                        const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
                        int causal) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL,
-                             precision == PRECISION_BF16);
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, NULL, pr);
 }
 
-void attention_forward_dropout(Precision precision, float *out, float *probs, const float *q,
+void attention_forward_dropout(const Products *pr, float *out, float *probs, const float *q,
                                const float *k, const float *v, int B, int Tq, int Tk, int C,
                                int NH, int causal, const DropoutMask *drop) {
-    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop,
-                             precision == PRECISION_BF16);
+    attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop, pr);
 }
 
 void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,
@@ -400,17 +398,17 @@ typedef struct {
 // The sizes of the bf16 operands (in that order, bf16 elements) and of
 // d_scores with dropout's two more (floats); returns the scratch in floats.
 enum { BACKWARD_OPERANDS = 7 };
-static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACKWARD_OPERANDS],
+static size_t backward_sizes(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop, size_t sizes[BACKWARD_OPERANDS],
                              size_t *d_scores) {
-    size_t tq_hs = line_up(bf16_packed_size(Tq, hs));
+    size_t tq_hs = line_up(bf16_packed_size(kernel, Tq, hs));
     size_t all[BACKWARD_OPERANDS] = {
-        line_up(bf16_rows_size(Tq, hs)),
-        line_up(bf16_packed_size(hs, Tk)),
-        line_up(bf16_rows_size(Tq, Tk)),
-        line_up(bf16_packed_size(Tk, hs)),
+        line_up(bf16_rows_size(kernel, Tq, hs)),
+        line_up(bf16_packed_size(kernel, hs, Tk)),
+        line_up(bf16_rows_size(kernel, Tq, Tk)),
+        line_up(bf16_packed_size(kernel, Tk, hs)),
         tq_hs,
         tq_hs,
-        line_up(bf16_transposed_scratch(QB, Tq)),
+        line_up(bf16_transposed_scratch(kernel, QB, Tq)),
     };
     size_t bf16s = 0;
     for (int i = 0; i < BACKWARD_OPERANDS; i++) bf16s += sizes[i] = all[i];
@@ -418,9 +416,9 @@ static size_t backward_sizes(int Tq, int Tk, int hs, int drop, size_t sizes[BACK
     return *d_scores + bf16s / 2;
 }
 
-static BackwardOperands backward_operands(int Tq, int Tk, int hs, int drop) {
+static BackwardOperands backward_operands(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop) {
     size_t sizes[BACKWARD_OPERANDS], d_scores_floats;
-    float *d_scores = thread_scratch(backward_sizes(Tq, Tk, hs, drop, sizes, &d_scores_floats));
+    float *d_scores = thread_scratch(backward_sizes(kernel, Tq, Tk, hs, drop, sizes, &d_scores_floats));
     BackwardOperands op = {.d_scores = d_scores};
     bf16 *next = (bf16 *)(d_scores + d_scores_floats);
     bf16 **views[BACKWARD_OPERANDS] = {&op.d_out,    &op.v_t_packed,   &op.d_scores_rows,
@@ -436,34 +434,34 @@ static BackwardOperands backward_operands(int Tq, int Tk, int hs, int drop) {
 // One (batch row, head) of the backward in bf16, the products of the fp32
 // one below with bf16 inputs; d_q_bh, d_o (Tq, ld C), d_k_bh, d_v_bh, k_bh,
 // v_bh (Tk, ld C), probs_bh (Tq, Tk).
-static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_v_bh,
+static void attention_head_backward_bf16(Bf16Kernel kernel, float *d_q_bh, float *d_k_bh, float *d_v_bh,
                                          const float *d_o, const float *probs_bh,
                                          const float *q_bh, const float *k_bh, const float *v_bh,
                                          int Tq, int Tk, int C, int hs, int causal, long bh,
                                          const DropoutMask *drop) {
-    BackwardOperands op = backward_operands(Tq, Tk, hs, drop != NULL);
-    long o_ld = bf16_kpad(hs), s_ld = bf16_kpad(Tk);
-    bf16_convert(op.d_out, o_ld, d_o, C, 1, Tq, hs, 0);
-    bf16_pack(op.v_t_packed, v_bh, 1, C, hs, Tk, 0); // v_h^T (hs, Tk)
+    BackwardOperands op = backward_operands(kernel, Tq, Tk, hs, drop != NULL);
+    long o_ld = bf16_kpad(kernel, hs), s_ld = bf16_kpad(kernel, Tk);
+    bf16_convert(kernel, op.d_out, o_ld, d_o, C, 1, Tq, hs, 0);
+    bf16_pack(kernel, op.v_t_packed, v_bh, 1, C, hs, Tk, 0); // v_h^T (hs, Tk)
     for (int i0 = 0; i0 < Tq; i0 += QB) {            // dP = dO . v_h^T
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_gemm(op.d_scores + (long)i0 * Tk, Tk, op.d_out + i0 * o_ld, o_ld, op.v_t_packed, rows,
+        bf16_gemm(kernel, op.d_scores + (long)i0 * Tk, Tk, op.d_out + i0 * o_ld, o_ld, op.v_t_packed, rows,
                   hs, score_columns(keys, Tk), 0, 0);
     }
     const float *weights = scores_gradient(op.d_scores, probs_bh, Tq, Tk, causal,
                                            1.0f / sqrtf((float)hs), bh, drop);
-    bf16_pack(op.k_packed, k_bh, C, 1, Tk, hs, 0); // k_h (Tk, hs)
+    bf16_pack(kernel, op.k_packed, k_bh, C, 1, Tk, hs, 0); // k_h (Tk, hs)
     for (int i0 = 0; i0 < Tq; i0 += QB) {          // d_q_h += dS . k_h
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_convert(op.d_scores_rows + i0 * s_ld, s_ld, op.d_scores + (long)i0 * Tk, Tk, 1, rows,
+        bf16_convert(kernel, op.d_scores_rows + i0 * s_ld, s_ld, op.d_scores + (long)i0 * Tk, Tk, 1, rows,
                      keys, 0);
-        bf16_gemm_block(d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
+        bf16_gemm_block(kernel, d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
                         op.k_packed, Tk, 0, 0, rows, keys, hs, 1);
     }
-    bf16_pack(op.q_packed, q_bh, C, 1, Tq, hs, 0);    // q_h (Tq, hs)
-    bf16_pack(op.d_out_packed, d_o, C, 1, Tq, hs, 0); // dO (Tq, hs)
+    bf16_pack(kernel, op.q_packed, q_bh, C, 1, Tq, hs, 0);    // q_h (Tq, hs)
+    bf16_pack(kernel, op.d_out_packed, d_o, C, 1, Tq, hs, 0); // dO (Tq, hs)
     // key rows [j0, j0+QB) receive from queries i >= first_query, from a
     // multiple of 32 on (the queries before it add exact zeros)
     for (int j0 = 0; j0 < Tk; j0 += QB) {
@@ -473,10 +471,10 @@ static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_
         if (first_query >= Tq) continue;
         first_query &= ~31;
         long at = (long)first_query * Tk + j0;
-        bf16_gemm_block_transposed(d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
+        bf16_gemm_block_transposed(kernel, d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
                               Tq - first_query, op.q_packed, Tq, first_query,
                               hs); // d_k_h += dS^T . q_h
-        bf16_gemm_block_transposed(d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
+        bf16_gemm_block_transposed(kernel, d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
                               Tq - first_query, op.d_out_packed, Tq, first_query,
                               hs); // d_v_h += W^T . dO
     }
@@ -493,8 +491,8 @@ static void attention_head_backward_bf16(float *d_q_bh, float *d_k_bh, float *d_
 static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const float *d_out,
                                       const float *probs, const float *q, const float *k,
                                       const float *v, int B, int Tq, int Tk, int C, int NH,
-                                      int causal, const DropoutMask *drop, int bf16) {
-    int hs = C / NH;
+                                      int causal, const DropoutMask *drop, const Products *pr) {
+    int hs = C / NH, bf16 = pr->precision == PRECISION_BF16;
     float scale = 1.0f / sqrtf((float)hs);
     FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
@@ -503,7 +501,7 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
         const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
         const float *d_o = d_out + q_off;
         if (bf16) {
-            attention_head_backward_bf16(d_q + q_off, d_k + k_off, d_v + k_off, d_o, probs_bh,
+            attention_head_backward_bf16(pr->bf16, d_q + q_off, d_k + k_off, d_v + k_off, d_o, probs_bh,
                                          q + q_off, k + k_off, v + k_off, Tq, Tk, C, hs, causal,
                                          bh, drop);
             continue;
@@ -544,28 +542,29 @@ static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const 
     });
 }
 
-void attention_backward(Precision precision, float *d_q, float *d_k, float *d_v,
+void attention_backward(const Products *pr, float *d_q, float *d_k, float *d_v,
                         const float *d_out, const float *probs, const float *q, const float *k,
                         const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
     attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              NULL, precision == PRECISION_BF16);
+                              NULL, pr);
 }
 
-void attention_backward_dropout(Precision precision, float *d_q, float *d_k, float *d_v,
+void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, float *d_v,
                                 const float *d_out, const float *probs, const float *q,
                                 const float *k, const float *v, int B, int Tq, int Tk, int C,
                                 int NH, int causal, const DropoutMask *drop) {
     attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              drop, precision == PRECISION_BF16);
+                              drop, pr);
 }
 
-size_t attention_scratch_bytes(int Tq, int Tk, int C, int NH, int backward, int dropout) {
+size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
+                               int dropout) {
     int hs = C / NH;
     size_t forward[4], backward_ops[BACKWARD_OPERANDS], d_scores;
     size_t floats[4] = {fp32_forward_floats(Tq, Tk, hs, dropout),
-                        forward_sizes(Tq, Tk, hs, dropout, forward),
+                        forward_sizes(kernel, Tq, Tk, hs, dropout, forward),
                         backward ? fp32_backward_floats(Tq, Tk, hs, dropout) : 0,
-                        backward ? backward_sizes(Tq, Tk, hs, dropout, backward_ops, &d_scores) : 0};
+                        backward ? backward_sizes(kernel, Tq, Tk, hs, dropout, backward_ops, &d_scores) : 0};
     size_t most = 0;
     for (int i = 0; i < 4; i++) most = floats[i] > most ? floats[i] : most;
     return most * sizeof(float);

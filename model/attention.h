@@ -14,13 +14,14 @@
 #ifndef ATTENTION_H
 #define ATTENTION_H
 
-#include "../kernels/matmul.h" // Precision
+#include "../kernels/matmul.h" // Products
 
-// In bf16 precision (matmul.h) the forward and backward take bf16 inputs to
-// their products (fp32 sums; softmax fp32). The KV cache's attention runs in
+// The forward and backward run their products as the model's (matmul.h):
+// in bf16 precision with bf16 inputs (fp32 sums; softmax fp32), on the
+// products' bf16 kernel; they use no workspace of theirs. The KV cache's attention runs in
 // fp32 whatever its model's precision, so that its many-query and one-query
 // forms (the latter below, fp32) give the same numbers.
-void attention_forward(Precision precision, float *out, float *probs, const float *q,
+void attention_forward(const Products *pr, float *out, float *probs, const float *q,
                        const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
                        int causal);
 
@@ -45,7 +46,7 @@ void attention_forward_one_batch(float *out, float *probs, const float *q, const
 
 // Accumulates (+=) into d_q (B,Tq,C), d_k (B,Tk,C), d_v (B,Tk,C), given
 // d_out (B,Tq,C) and the probs saved by the forward.
-void attention_backward(Precision precision, float *d_q, float *d_k, float *d_v,
+void attention_backward(const Products *pr, float *d_q, float *d_k, float *d_v,
                         const float *d_out, const float *probs, const float *q, const float *k,
                         const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
 
@@ -54,19 +55,20 @@ void attention_backward(Precision precision, float *d_q, float *d_k, float *d_v,
 // backward and the heatmaps need). drop NULL: exactly the functions above.
 // Element (b, h, i, j) of probs is dropout index ((b*NH + h)*Tq + i)*Tk + j.
 typedef struct DropoutMask DropoutMask;
-void attention_forward_dropout(Precision precision, float *out, float *probs, const float *q,
+void attention_forward_dropout(const Products *pr, float *out, float *probs, const float *q,
                                const float *k, const float *v, int B, int Tq, int Tk, int C,
                                int NH, int causal, const DropoutMask *drop);
-void attention_backward_dropout(Precision precision, float *d_q, float *d_k, float *d_v,
+void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, float *d_v,
                                 const float *d_out, const float *probs, const float *q,
                                 const float *k, const float *v, int B, int Tq, int Tk, int C,
                                 int NH, int causal, const DropoutMask *drop);
 
 // Bytes of scratch each thread that runs the functions above keeps
 // (allocated on its first call, then reused): the most over both
-// precisions, for the forward alone or with the backward, with or without
+// precisions (bf16 on the given kernel), for the forward alone or with the backward, with or without
 // dropout. What a model's memory estimate adds per thread.
 #include <stddef.h>
-size_t attention_scratch_bytes(int Tq, int Tk, int C, int NH, int backward, int dropout);
+size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
+                               int dropout);
 
 #endif

@@ -118,10 +118,13 @@ void gpt_build(GPT *model, const GPTConfig *cfg) {
     model->params_memory = xcalloc(model->num_params, sizeof(float));
     param_views(&model->params, model->params_memory, cfg);
     model->mean_loss = -1.0f;
-    products_init(&model->products, PRECISION_FP32);
+    products_init(&model->products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
 }
 
-void gpt_set_precision(GPT *model, Precision precision) { model->products.precision = precision; }
+void gpt_set_precision(GPT *model, Precision precision, Bf16Kernel bf16) {
+    model->products.precision = precision;
+    model->products.bf16 = bf16;
+}
 
 void gpt_init_params(GPT *model, unsigned long long seed) {
     Rng rng;
@@ -205,13 +208,13 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
 // The matrix kernels' workspace: the most that one of the model's linear
 // calls takes (matmul.c counts it, from the layouts it uses): each layer,
 // and W_Q, W_K, W_V's shared call (today the MLP's layers take more).
-static double matmul_workspace_floats(const GPTConfig *cfg, int B, int T) {
+static double matmul_workspace_floats(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T) {
     int C = cfg->dim, V = cfg->vocab_size;
     long BT = (long)B * T;
     const int shapes[][2] = {{C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (IC, OC)
-    size_t most = linear_shared_workspace_bytes(BT, C, C, 3); // W_Q, W_K, W_V
+    size_t most = linear_shared_workspace_bytes(bf16, BT, C, C, 3); // W_Q, W_K, W_V
     for (int i = 0; i < 4; i++) {
-        size_t bytes = linear_workspace_bytes(BT, shapes[i][0], shapes[i][1]);
+        size_t bytes = linear_workspace_bytes(bf16, BT, shapes[i][0], shapes[i][1]);
         if (bytes > most) most = bytes;
     }
     return (double)((most + sizeof(float) - 1) / sizeof(float));
@@ -224,16 +227,16 @@ size_t gpt_num_params(const GPTConfig *cfg) {
     return total;
 }
 
-double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training) {
+double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     Activations a;
     Scratch s;
     double params = (double)gpt_num_params(cfg);
     // each thread that runs attention keeps its scratch (without dropout's)
     double attention = (double)omp_get_max_threads() *
-                       attention_scratch_bytes(T, T, cfg->dim, cfg->heads, training, 0);
+                       attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, training, 0);
     double floats = params + activation_layout(cfg, &a, B, T, NULL) +
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
-                    matmul_workspace_floats(cfg, B, T) + attention / sizeof(float);
+                    matmul_workspace_floats(cfg, bf16, B, T) + attention / sizeof(float);
     if (training) floats += params + backward_scratch_layout(cfg, &s, B, T, NULL);
     return floats * sizeof(float) + (double)B * T * sizeof(int); // + the targets
 }
@@ -261,7 +264,7 @@ void gpt_alloc_inference(GPT *model, int B, int T) {
         xcalloc((size_t)forward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
     forward_scratch_layout(cfg, &model->scratch, B, T, model->scratch_memory);
     model->targets = xcalloc((size_t)B * T, sizeof(int));
-    products_reserve(&model->products, (size_t)matmul_workspace_floats(cfg, B, T) * sizeof(float));
+    products_reserve(&model->products, (size_t)matmul_workspace_floats(cfg, model->products.bf16, B, T) * sizeof(float));
     model->cur_B = B;
     model->cur_T = T;
 }
@@ -416,7 +419,7 @@ static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
     float *att_probs = model->acts.att_probs + (long)l * B * NH * T * T;
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
-    attention_forward_dropout(model->products.precision, b->att_out, att_probs, b->q, b->k, b->v, B,
+    attention_forward_dropout(&model->products, b->att_out, att_probs, b->q, b->k, b->v, B,
                               T, T, C, NH, 1, f->dropout ? &masks.att_probs : NULL);
     return f->rows;
 }
@@ -542,7 +545,7 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     zero_floats(s->d_q, btc);
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
-    attention_backward_dropout(model->products.precision, s->d_q, s->d_k, s->d_v, s->d_att_out,
+    attention_backward_dropout(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out,
                                att_probs, q, k, v, B, T, T, C, NH, 1,
                                drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);

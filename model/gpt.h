@@ -157,16 +157,18 @@ typedef struct {
     // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
     // off: evaluation, sampling and heatmaps never drop anything.
     Dropout dropout;
-    // The products' precision and workspace: fp32 as gpt_build leaves it;
-    // gpt_set_precision changes it.
+    // The products' precision, bf16 kernel and workspace: fp32 and the
+    // best kernel the CPU has, as gpt_build leaves them; gpt_set_precision
+    // changes them.
     Products products;
 } GPT;
 
 // Allocate parameters for cfg (zeroed); the caller then inits or loads them.
 void gpt_build(GPT *model, const GPTConfig *cfg);
-// The precision of the model's products from now on (the KV caches made
-// from it take it at kv_cache_reset).
-void gpt_set_precision(GPT *model, Precision precision);
+// The precision of the model's products from now on, and the kernel its
+// bf16 products run on (bf16_best_kernel's; the KV caches made from it take
+// both at kv_cache_reset).
+void gpt_set_precision(GPT *model, Precision precision, Bf16Kernel bf16);
 // Initialise every tensor as its row of GPT_PARAMETER_TENSORS says, from
 // one seeded stream.
 void gpt_init_params(GPT *model, unsigned long long seed);
@@ -176,11 +178,12 @@ void gpt_alloc_inference(GPT *model, int B, int T);
 // gpt_alloc_inference plus gradients and the backward's scratch.
 void gpt_alloc_training(GPT *model, int B, int T);
 // Bytes the two calls above allocate for cfg and B x T (parameters
-// included; not the optimizer's moments), from the same layout code, and
+// included; not the optimizer's moments; bf16 operands laid out for the
+// given kernel), from the same layout code, and
 // the attention scratch each of omp_get_max_threads() threads keeps
 // without dropout (attention.h: dropout's is what a run adds).
 // In double, so that absurd shapes give a huge figure, not an overflow.
-double gpt_memory_bytes(const GPTConfig *cfg, int B, int T, int training);
+double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
 // The number of parameters (floats) of a model of shape cfg.
 size_t gpt_num_params(const GPTConfig *cfg);
 void gpt_free(GPT *model);

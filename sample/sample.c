@@ -220,13 +220,13 @@ int main(int argc, char **argv) {
     SampleOptions o = parse_options(argc, argv);
     omp_set_num_threads(o.threads);
     Precision precision = option_choice("--precision", o.precision, precision_names, 2);
-    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    const char *note = precision_note(precision);
+    Bf16Kernel bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    const char *note = precision_note(precision, bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     GPT model;
     Vocab vocab;
     load_model(&o, &model, &vocab);
-    gpt_set_precision(&model, precision);
+    gpt_set_precision(&model, precision, bf16);
     Prompt prompt = read_prompt(&o, &vocab);
     int K = o.num_samples, n = o.num_tokens;
 
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     if (!o.quiet) {
         char mode[128], count[64] = "", described[128];
         describe_mode(mode, sizeof mode, o.slide, model.config.context);
-        precision_describe(precision, described, sizeof described);
+        precision_describe(precision, bf16, described, sizeof described);
         if (K > 1) snprintf(count, sizeof count, " (%d samples x %d)", K, n);
         double total = (double)K * n;
         fprintf(stderr,

@@ -271,7 +271,7 @@ static double bench_training(const Shape *shape, Precision precision, double pea
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 1);
-    gpt_set_precision(&model, precision);
+    gpt_set_precision(&model, precision, model.products.bf16);
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
@@ -491,7 +491,7 @@ int main(int argc, char **argv) {
     }
     if (dot == 0 && amx == 0) printf("bf16: no bf16 instructions on this CPU (bf16 runs as fp32 arithmetic)\n");
     double bf16_peak = amx > 0 ? amx : dot > 0 ? dot : peak;
-    printf("bf16 products run on: %s\n", matmul_bf16_kernel_name());
+    printf("bf16 products run on: %s\n", bf16_kernel_name(bf16_best_kernel(BF16_AMX)));
     omp_set_num_threads(threads);
     Shape shapes[] = {{"default recipe", "default", 4, 4, 128, 64, 12, quick ? 5 : 50},
                       {"larger shape", "larger", 6, 6, 384, 256, 8, quick ? 2 : 7}};

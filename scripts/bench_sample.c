@@ -96,8 +96,8 @@ static void bench_modes(GPT *model, int tokens) {
     enum { MODES = sizeof modes / sizeof modes[0] };
     double fp32[MODES];
     for (int p = 0; p < 2; p++) {
-        gpt_set_precision(model, p ? PRECISION_BF16 : PRECISION_FP32);
-        if (p) printf("bf16 products (--precision bf16, on %s):\n", matmul_bf16_kernel_name());
+        gpt_set_precision(model, p ? PRECISION_BF16 : PRECISION_FP32, model->products.bf16);
+        if (p) printf("bf16 products (--precision bf16, on %s):\n", bf16_kernel_name(model->products.bf16));
         for (int i = 0; i < MODES; i++) {
             double speed = tokens_per_second(model, modes[i].samples, modes[i].slide,
                                              modes[i].threads, modes[i].tokens);
@@ -115,7 +115,7 @@ static void bench_modes(GPT *model, int tokens) {
             fflush(stdout);
         }
     }
-    gpt_set_precision(model, PRECISION_FP32);
+    gpt_set_precision(model, PRECISION_FP32, model->products.bf16);
 }
 
 // The mean loss over validation positions 0..P-1 of predictions made with

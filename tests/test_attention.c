@@ -23,8 +23,8 @@
 #include "check.h"
 #include "fixtures.h"
 
-// The products the tests below call directly: fp32 (zero-initialised)
-// unless a test sets their precision.
+// The products the tests below call directly: fp32 on the best bf16
+// kernel (set by the suite) unless a test sets their precision or kernel.
 static Products products;
 
 // ---- helpers
@@ -54,7 +54,7 @@ static void free_attention_case(AttentionCase *a) {
 // L = sum(out * R), in double (a LossFn of an AttentionCase).
 static double attention_loss(void *ctx) {
     AttentionCase *a = ctx;
-    attention_forward(products.precision, a->out, a->probs, a->q, a->k, a->v, a->B, a->Tq, a->Tk, a->C, a->NH,
+    attention_forward(&products, a->out, a->probs, a->q, a->k, a->v, a->B, a->Tq, a->Tk, a->C, a->NH,
                       a->causal);
     return weighted_sum(a->out, a->r, (long)a->B * a->Tq * a->C);
 }
@@ -66,7 +66,7 @@ static void check_attention_gradients(int B, int Tq, int Tk, int C, int NH, int 
     long nq = (long)B * Tq * C, nkv = (long)B * Tk * C;
     float *d_q = gradient_buffer(nq), *d_k = gradient_buffer(nkv), *d_v = gradient_buffer(nkv);
     attention_loss(&a);
-    attention_backward(products.precision, d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
+    attention_backward(&products, d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
     check_gradient("d_q", a.q, d_q, nq, 0, attention_loss, &a, NULL);
     check_gradient("d_k", a.k, d_k, nkv, 0, attention_loss, &a, NULL);
     check_gradient("d_v", a.v, d_v, nkv, 0, attention_loss, &a, NULL);
@@ -94,9 +94,9 @@ static void test_backward_accumulates(void) {
     attention_loss(&a);
     float *once[3] = {zeros(n), zeros(n), zeros(n)};
     float *twice[3] = {zeros(n), zeros(n), zeros(n)};
-    attention_backward(products.precision, once[0], once[1], once[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C, NH, 1);
+    attention_backward(&products, once[0], once[1], once[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C, NH, 1);
     for (int rep = 0; rep < 2; rep++)
-        attention_backward(products.precision, twice[0], twice[1], twice[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C,
+        attention_backward(&products, twice[0], twice[1], twice[2], a.r, a.probs, a.q, a.k, a.v, B, T, T, C,
                            NH, 1);
     for (int t = 0; t < 3; t++) {
         for (int i = 0; i < n; i++)
@@ -203,7 +203,7 @@ static void test_worked_example(void) {
         CHECK_MSG(k[i] == k_hand[i], "K[%d][%d] = %g, by hand %g", i / 4, i % 4, k[i], k_hand[i]);
         CHECK_MSG(v[i] == v_hand[i], "V[%d][%d] = %g, by hand %g", i / 4, i % 4, v[i], v_hand[i]);
     }
-    attention_forward(products.precision, out, probs, q, k, v, 1, 3, 3, 4, 1, 1);
+    attention_forward(&products, out, probs, q, k, v, 1, 3, 3, 4, 1, 1);
     const float probs_hand[3 * 3] = {
         1,         0,         0,
         0.731059f, 0.268941f, 0,
@@ -235,7 +235,7 @@ static void test_causal_fewer_queries(void) {
     float *q_last = zeros(B * Tq * C), *out = zeros(B * Tq * C), *probs = zeros(B * NH * Tq * Tk);
     for (int b = 0; b < B; b++)
         memcpy(q_last + b * Tq * C, full.q + (b * Tk + first) * C, Tq * C * sizeof(float));
-    attention_forward(products.precision, out, probs, q_last, full.k, full.v, B, Tq, Tk, C, NH, 1);
+    attention_forward(&products, out, probs, q_last, full.k, full.v, B, Tq, Tk, C, NH, 1);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < Tq; i++) {
@@ -327,7 +327,7 @@ static void check_long_case(int Tq, int Tk, int causal) {
     long nq = (long)B * Tq * C, nkv = (long)B * Tk * C, np = (long)B * NH * Tq * Tk;
     float *d_q = gradient_buffer(nq), *d_k = gradient_buffer(nkv), *d_v = gradient_buffer(nkv);
     attention_loss(&a);
-    attention_backward(products.precision, d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
+    attention_backward(&products, d_q, d_k, d_v, a.r, a.probs, a.q, a.k, a.v, B, Tq, Tk, C, NH, causal);
     double *ref_out = xcalloc(nq, sizeof(double)), *ref_probs = xcalloc(np, sizeof(double));
     double *ref_dq = xcalloc(nq, sizeof(double)), *ref_dk = xcalloc(nkv, sizeof(double));
     double *ref_dv = xcalloc(nkv, sizeof(double));
@@ -379,7 +379,7 @@ static void test_single_query_matches_forward(void) {
         float *v = random_normal(&rng, (long)Tk * C, 1, 0);
         float *out = xcalloc((size_t)Tk * C, sizeof(float));
         float *probs = xcalloc((size_t)NH * Tk * Tk, sizeof(float));
-        attention_forward(products.precision, out, probs, q, k, v, 1, Tk, Tk, C, NH, 1);
+        attention_forward(&products, out, probs, q, k, v, 1, Tk, Tk, C, NH, 1);
 
         float *k_t = xcalloc((size_t)C * ldk, sizeof(float));
         for (long i = 0; i < (long)C * ldk; i++) k_t[i] = NAN;
@@ -410,6 +410,7 @@ static void test_long_sequences(void) {
 }
 
 void suite_attention(void) {
+    products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("long sequences (several blocks) match a double-precision reference",
              test_long_sequences);
     run_test("self-attention gradients (causal)", test_self_attention_gradients);

@@ -18,10 +18,6 @@
 #include "../kernels/matmul_bf16.h"
 #include "../optim/adamw.h"
 
-// The products the tests below call directly: fp32 (zero-initialised)
-// unless a test sets their precision.
-static Products products;
-
 // ---- rounding
 
 // bf16_from_float against the definition, in double: the nearest of the
@@ -68,9 +64,9 @@ static void test_rounding_is_nearest_even(void) {
 // pad (the pair partner of an odd K's last row, the columns past N, AMX's
 // steps of 32) zero. The buffer starts as NaN, so a pad left unwritten
 // fails (the columns' pack once left the last pair's partner so).
-static int packed_mismatches(const bf16 *packed, const float *src, long s_row, long s_col, int k,
+static int packed_mismatches(Bf16Kernel kernel, const bf16 *packed, const float *src, long s_row, long s_col, int k,
                              int n) {
-    long kpad = bf16_kpad(k);
+    long kpad = bf16_kpad(kernel, k);
     int wrong = 0;
     for (int j0 = 0; j0 < n; j0 += BF16_PANEL) {
         int width = n - j0 < BF16_PANEL ? n - j0 : BF16_PANEL, wp = (width + 15) & ~15;
@@ -111,12 +107,11 @@ static void test_conversion_every_kernel(void) {
         memcpy(&src[i], &bits, sizeof bits);
     }
     enum { K = 67, NCOLS = 61 }; // K x NCOLS <= N: an odd K, a panel narrower than 64
-    Bf16Kernel best = bf16_kernel();
-    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
-        bf16_limit_kernel((Bf16Kernel)kernel);
+    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
         // AMX pads the row to 32 elements and the rows to 32
-        bf16 *dst = xmalloc(sizeof(bf16) * bf16_rows_pad(1) * bf16_kpad(N));
-        bf16_convert(dst, bf16_kpad(N), src, N, 1, 1, N, 0);
+        bf16 *dst = xmalloc(sizeof(bf16) * bf16_rows_size(kernel, 1, N));
+        bf16_convert(kernel, dst, bf16_kpad(kernel, N), src, N, 1, 1, N, 0);
         int wrong = 0, first = -1;
         for (int i = 0; i < N; i++)
             if (dst[i] != bf16_from_float(src[i])) wrong++, first = first < 0 ? i : first;
@@ -124,19 +119,18 @@ static void test_conversion_every_kernel(void) {
                   "%#06x, not %#06x)", bf16_kernel_name((Bf16Kernel)kernel), wrong, N, first,
                   first < 0 ? 0 : dst[first], first < 0 ? 0 : bf16_from_float(src[first]));
         free(dst);
-        size_t elements = bf16_packed_size(K, NCOLS);
+        size_t elements = bf16_packed_size(kernel, K, NCOLS);
         bf16 *packed = xmalloc(elements * sizeof(bf16));
         for (int from_columns = 0; from_columns < 2; from_columns++) {
             long s_row = from_columns ? 1 : NCOLS, s_col = from_columns ? K : 1;
             for (size_t i = 0; i < elements; i++) packed[i] = 0x7fc0; // NaN
-            bf16_pack(packed, src, s_row, s_col, K, NCOLS, 0);
-            wrong = packed_mismatches(packed, src, s_row, s_col, K, NCOLS);
+            bf16_pack(kernel, packed, src, s_row, s_col, K, NCOLS, 0);
+            wrong = packed_mismatches(kernel, packed, src, s_row, s_col, K, NCOLS);
             CHECK_MSG(wrong == 0, "%s: packed from %s: %d elements wrong",
                       bf16_kernel_name((Bf16Kernel)kernel), from_columns ? "columns" : "rows", wrong);
         }
         free(packed);
     }
-    bf16_limit_kernel(BF16_AMX);
     free(src);
 }
 
@@ -144,9 +138,8 @@ static void test_pack_layout_every_kernel(void) {
     const int ks[] = {1, 2, 3, 31, 33, 64, 65, 131}, ns[] = {1, 15, 16, 17, 64, 65, 130};
     Rng rng;
     rng_seed(&rng, 21);
-    Bf16Kernel best = bf16_kernel();
-    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
-        bf16_limit_kernel((Bf16Kernel)kernel);
+    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
         for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
             for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
                 for (int from_columns = 0; from_columns < 2; from_columns++) {
@@ -155,18 +148,17 @@ static void test_pack_layout_every_kernel(void) {
                     long s_row = from_columns ? 1 : ld, s_col = from_columns ? ld : 1;
                     long src_floats = from_columns ? ld * n : ld * k;
                     float *src = random_normal(&rng, src_floats, 1, 0);
-                    size_t elements = bf16_packed_size(k, n);
+                    size_t elements = bf16_packed_size(kernel, k, n);
                     bf16 *packed = xmalloc(elements * sizeof(bf16));
                     for (size_t i = 0; i < elements; i++) packed[i] = 0x7fc0; // NaN
-                    bf16_pack(packed, src, s_row, s_col, k, n, 0);
-                    int wrong = packed_mismatches(packed, src, s_row, s_col, k, n);
+                    bf16_pack(kernel, packed, src, s_row, s_col, k, n, 0);
+                    int wrong = packed_mismatches(kernel, packed, src, s_row, s_col, k, n);
                     CHECK_MSG(wrong == 0, "%s: K %d x N %d from %s: %d elements wrong",
                               bf16_kernel_name((Bf16Kernel)kernel), k, n,
                               from_columns ? "columns" : "rows", wrong);
                     free(src), free(packed);
                 }
     }
-    bf16_limit_kernel(BF16_AMX);
 }
 
 // ---- products against double
@@ -272,14 +264,13 @@ static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
     layer_reference(&l, 0, ref[0], ref[1], ref[2], ref[3], ref[4], ref[5]);
     layer_reference(&l, 1, rounded[0], rounded[1], rounded[2], rounded[3], rounded[4], rounded[5]);
 
-    bf16_limit_kernel(kernel);
-    products.precision = PRECISION_BF16;
+    Products pr;
+    products_init(&pr, PRECISION_BF16, kernel);
     float *out = xmalloc(sizeof(float) * n * oc), *d_inp = xcalloc((size_t)n * ic, sizeof(float));
     float *d_w = xcalloc((size_t)oc * ic, sizeof(float)), *d_b = xcalloc(oc, sizeof(float));
-    linear_forward(&products, out, l.inp, l.weight, l.bias, n, ic, oc);
-    linear_backward(&products, d_inp, d_w, d_b, l.d_out, l.inp, l.weight, n, ic, oc);
-    products.precision = PRECISION_FP32;
-    bf16_limit_kernel(BF16_AMX);
+    linear_forward(&pr, out, l.inp, l.weight, l.bias, n, ic, oc);
+    linear_backward(&pr, d_inp, d_w, d_b, l.d_out, l.inp, l.weight, n, ic, oc);
+    products_free(&pr);
 
     char what[128];
     double input_error = ldexp(1.0, -7) + ldexp(1.0, -16);
@@ -313,10 +304,10 @@ static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
 static const int shapes[][3] = {{37, 67, 72}, {5, 3, 9}, {70, 530, 130}, {64, 16, 65}, {1, 33, 17}};
 
 static void test_products_every_kernel(void) {
-    Bf16Kernel best = bf16_kernel();
-    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++)
+    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            check_layer_kernel((Bf16Kernel)kernel, shapes[s][0], shapes[s][1], shapes[s][2]);
+            check_layer_kernel(kernel, shapes[s][0], shapes[s][1], shapes[s][2]);
 }
 
 // The portable kernel and the AVX2 one (fp32 instructions) add each pair's
@@ -325,12 +316,11 @@ static void test_products_every_kernel(void) {
 // portable one, on every edge of the shapes above (odd K, rows past the
 // tiles, columns past a 16-wide strip and a panel).
 static void test_kernels_match_bit_for_bit(void) {
-    if (bf16_kernel() == BF16_PORTABLE) {
+    Bf16Kernel best = bf16_best_kernel(BF16_AVX512); // short of AMX
+    if (best == BF16_PORTABLE) {
         skip_test("this CPU has neither AVX2 nor AVX512_BF16");
         return;
     }
-    int last = bf16_kernel() < BF16_AVX512 ? (int)bf16_kernel() : BF16_AVX512;
-    products.precision = PRECISION_BF16;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         Rng rng;
         rng_seed(&rng, 5 + s);
@@ -338,20 +328,22 @@ static void test_kernels_match_bit_for_bit(void) {
         layer_init(&l, &rng, shapes[s][0], shapes[s][1], shapes[s][2]);
         size_t outs = (size_t)l.n * l.oc, inps = (size_t)l.n * l.ic, ws = (size_t)l.oc * l.ic;
         float *out[2], *d_inp[2], *d_w[2];
-        for (int kernel = BF16_PORTABLE; kernel <= last; kernel++) {
+        for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
             int pass = kernel != BF16_PORTABLE;
-            bf16_limit_kernel((Bf16Kernel)kernel);
+            Products pr;
+            products_init(&pr, PRECISION_BF16, kernel);
             out[pass] = xmalloc(sizeof(float) * outs);
             d_inp[pass] = xcalloc(inps, sizeof(float)), d_w[pass] = xcalloc(ws, sizeof(float));
-            linear_forward(&products, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
-            linear_backward(&products, d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            linear_forward(&pr, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(&pr, d_inp[pass], d_w[pass], NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            products_free(&pr);
             if (!pass) continue;
             int out_differs = memcmp(out[0], out[1], sizeof(float) * outs) != 0;
             int d_inp_differs = memcmp(d_inp[0], d_inp[1], sizeof(float) * inps) != 0;
             int d_w_differs = memcmp(d_w[0], d_w[1], sizeof(float) * ws) != 0;
             CHECK_MSG(!out_differs && !d_inp_differs && !d_w_differs,
                       "%s vs portable, %dx%dx%d: forward %s, d_inp %s, d_weight %s",
-                      bf16_kernel_name((Bf16Kernel)kernel), l.n, l.ic, l.oc,
+                      bf16_kernel_name(kernel), l.n, l.ic, l.oc,
                       out_differs ? "differs" : "same", d_inp_differs ? "differs" : "same",
                       d_w_differs ? "differs" : "same");
             free(out[1]), free(d_inp[1]), free(d_w[1]);
@@ -359,8 +351,6 @@ static void test_kernels_match_bit_for_bit(void) {
         free(out[0]), free(d_inp[0]), free(d_w[0]);
         layer_free(&l);
     }
-    bf16_limit_kernel(BF16_AMX);
-    products.precision = PRECISION_FP32;
 }
 
 // Work moves between threads, sums keep their order: 1 and 2 threads give
@@ -371,26 +361,25 @@ static void test_thread_count_does_not_change_bits(void) {
     Layer l;
     layer_init(&l, &rng, 200, 96, 160);
     int saved = omp_get_max_threads();
-    products.precision = PRECISION_BF16;
-    Bf16Kernel best = bf16_kernel(); // read once: the loop limits it
-    for (int kernel = BF16_PORTABLE; kernel <= (int)best; kernel++) {
-        bf16_limit_kernel((Bf16Kernel)kernel);
+    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
+        Products pr;
+        products_init(&pr, PRECISION_BF16, kernel);
         float *out[2], *d_inp[2];
         for (int pass = 0; pass < 2; pass++) {
             omp_set_num_threads(pass ? 2 : 1);
             out[pass] = xmalloc(sizeof(float) * l.n * l.oc);
             d_inp[pass] = xcalloc((size_t)l.n * l.ic, sizeof(float));
             float *d_w = xcalloc((size_t)l.oc * l.ic, sizeof(float));
-            linear_forward(&products, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
-            linear_backward(&products, d_inp[pass], d_w, NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
+            linear_forward(&pr, out[pass], l.inp, l.weight, l.bias, l.n, l.ic, l.oc);
+            linear_backward(&pr, d_inp[pass], d_w, NULL, l.d_out, l.inp, l.weight, l.n, l.ic, l.oc);
             free(d_w);
         }
         CHECK(memcmp(out[0], out[1], sizeof(float) * l.n * l.oc) == 0);
         CHECK(memcmp(d_inp[0], d_inp[1], sizeof(float) * l.n * l.ic) == 0);
         for (int pass = 0; pass < 2; pass++) free(out[pass]), free(d_inp[pass]);
+        products_free(&pr);
     }
-    bf16_limit_kernel(BF16_AMX);
-    products.precision = PRECISION_FP32;
     omp_set_num_threads(saved);
     layer_free(&l);
 }
@@ -405,7 +394,7 @@ static void test_thread_count_does_not_change_bits(void) {
 // the logits has norm <= sqrt(2), by about as much; 15 steps at lr 1e-3 do not amplify it (measured:
 // differences of ~1e-4). A product in the wrong precision or a wrong
 // product moves the loss by far more.
-static void train_losses(Precision precision, float losses[15]) {
+static void train_losses(Precision precision, Bf16Kernel kernel, float losses[15]) {
     GPTConfig cfg = {20, 16, 2, 2, 32};
     GPT model;
     gpt_build(&model, &cfg);
@@ -419,7 +408,7 @@ static void train_losses(Precision precision, float losses[15]) {
     Rng rng;
     rng_seed(&rng, 9);
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 20), targets[i] = (tokens[i] * 7 + 3) % 20;
-    gpt_set_precision(&model, precision);
+    gpt_set_precision(&model, precision, kernel);
     for (int step = 0; step < 15; step++) {
         losses[step] = gpt_forward(&model, tokens, targets, B, T);
         gpt_zero_grad(&model);
@@ -433,11 +422,9 @@ static void train_losses(Precision precision, float losses[15]) {
 
 static void test_training_close_to_fp32(void) {
     float fp32[15], bf16_best[15], bf16_portable[15];
-    train_losses(PRECISION_FP32, fp32);
-    train_losses(PRECISION_BF16, bf16_best);
-    bf16_limit_kernel(BF16_PORTABLE);
-    train_losses(PRECISION_BF16, bf16_portable);
-    bf16_limit_kernel(BF16_AMX);
+    train_losses(PRECISION_FP32, BF16_PORTABLE, fp32);
+    train_losses(PRECISION_BF16, bf16_best_kernel(BF16_AMX), bf16_best);
+    train_losses(PRECISION_BF16, BF16_PORTABLE, bf16_portable);
     CHECK(fp32[14] < fp32[0] - 0.3f); // it learns
     int differs = 0;
     for (int s = 0; s < 15; s++) {

@@ -22,10 +22,6 @@
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 
-// The products the tests below call directly: fp32 (zero-initialised)
-// unless a test sets their precision.
-static Products products;
-
 // ---- cases
 
 typedef struct {
@@ -92,28 +88,25 @@ static DropoutMask probs_mask(const Case *c) {
 }
 
 // Forward, then backward from the gradients' initial values, with this
-// kernel and precision (drop NULL: the functions without dropout); leaves
-// fp32 and every kernel allowed.
+// kernel and precision (drop NULL: the functions without dropout).
 static void case_run(Case *c, Bf16Kernel kernel, Precision precision, const DropoutMask *drop) {
     Shape s = c->s;
-    bf16_limit_kernel(kernel);
-    products.precision = precision;
+    Products pr;
+    products_init(&pr, precision, kernel);
     if (drop)
-        attention_forward_dropout(products.precision, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH,
+        attention_forward_dropout(&pr, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH,
                                   s.causal, drop);
     else
-        attention_forward(products.precision, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH, s.causal);
+        attention_forward(&pr, c->out, c->probs, c->q, c->k, c->v, s.B, s.Tq, s.Tk, s.C, s.NH, s.causal);
     memcpy(c->d_q, c->d_q0, sizeof(float) * q_size(c));
     memcpy(c->d_k, c->d_k0, sizeof(float) * k_size(c));
     memcpy(c->d_v, c->d_v0, sizeof(float) * k_size(c));
     if (drop)
-        attention_backward_dropout(products.precision, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v,
+        attention_backward_dropout(&pr, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v,
                                    s.B, s.Tq, s.Tk, s.C, s.NH, s.causal, drop);
     else
-        attention_backward(products.precision, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v, s.B,
+        attention_backward(&pr, c->d_q, c->d_k, c->d_v, c->d_out, c->probs, c->q, c->k, c->v, s.B,
                            s.Tq, s.Tk, s.C, s.NH, s.causal);
-    products.precision = PRECISION_FP32;
-    bf16_limit_kernel(BF16_AMX);
 }
 
 // Where head h of batch row b starts: query i's slice of q, out, d_out;
@@ -382,13 +375,13 @@ static void check_kernel_shape(Bf16Kernel kernel, int shape, int dropout, int wh
 }
 
 static void test_forward_every_kernel(void) {
-    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++)
+    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_best_kernel(BF16_AMX); kernel++)
         for (int s = 0; s < SHAPES; s++)
             check_kernel_shape((Bf16Kernel)kernel, s, 0, CHECK_FORWARD);
 }
 
 static void test_backward_every_kernel(void) {
-    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++)
+    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_best_kernel(BF16_AMX); kernel++)
         for (int s = 0; s < SHAPES; s++)
             check_kernel_shape((Bf16Kernel)kernel, s, 0, CHECK_BACKWARD);
 }
@@ -396,7 +389,7 @@ static void test_backward_every_kernel(void) {
 // With dropout (p = 0.1): out and d_v from the dropped weights, d_q and d_k
 // from the dropped gradient, the probabilities still the undropped softmax.
 static void test_dropout_every_kernel(void) {
-    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++)
+    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_best_kernel(BF16_AMX); kernel++)
         for (int s = 0; s < SHAPES; s++)
             check_kernel_shape((Bf16Kernel)kernel, s, 1, CHECK_FORWARD | CHECK_BACKWARD);
     // and the mask drops about a tenth of the visible weights
@@ -465,7 +458,7 @@ static void check_bf16_against_fp32(int shape) {
     Case c = case_new(shapes[shape], 200 + shape);
     case_run(&c, BF16_AMX, PRECISION_FP32, NULL);
     float *out32 = copy_floats(c.out, q_size(&c)), *probs32 = copy_floats(c.probs, p_size(&c));
-    case_run(&c, bf16_kernel(), PRECISION_BF16, NULL);
+    case_run(&c, bf16_best_kernel(BF16_AMX), PRECISION_BF16, NULL);
     long np = p_size(&c), nq = q_size(&c);
     // the fp32 results as the references, with the bounds above
     double *p_ref = xmalloc(sizeof(double) * np), *p_bound = xmalloc(sizeof(double) * np);
@@ -479,9 +472,9 @@ static void check_bf16_against_fp32(int shape) {
                 fp32_comparison_bounds(&c, probs32, b, h, i, scratch, p_bound + p_at(&c, b, h, i),
                                        o_bound + q_at(&c, b, i, h), o_scale + q_at(&c, b, i, h));
     char name[200];
-    check_within(case_name(name, sizeof name, &c, bf16_kernel(), "probs, bf16 vs fp32"), c.probs,
+    check_within(case_name(name, sizeof name, &c, bf16_best_kernel(BF16_AMX), "probs, bf16 vs fp32"), c.probs,
                  p_ref, p_bound, np);
-    check_within(case_name(name, sizeof name, &c, bf16_kernel(), "out, bf16 vs fp32"), c.out,
+    check_within(case_name(name, sizeof name, &c, bf16_best_kernel(BF16_AMX), "out, bf16 vs fp32"), c.out,
                  o_ref, o_bound, nq);
     // how far apart: probs relative to themselves, out to sum_j |p32_j v_j|
     double p_apart = largest_difference(c.probs, probs32, p_ref, np);
@@ -553,17 +546,17 @@ static void check_same_bits(const Bf16Kernel kernels[2], const int threads[2]) {
 // vdpbf16ps does, so all three agree bit for bit (no denormals in these
 // data): each this CPU has, short of AMX, against the portable one.
 static void test_kernels_match_bit_for_bit(void) {
-    if (bf16_kernel() == BF16_PORTABLE) {
+    if (bf16_best_kernel(BF16_AMX) == BF16_PORTABLE) {
         skip_test("this CPU has neither AVX2 nor AVX512_BF16");
         return;
     }
-    for (int kernel = BF16_AVX2; kernel <= (int)bf16_kernel() && kernel <= BF16_AVX512; kernel++)
+    for (int kernel = BF16_AVX2; kernel <= (int)bf16_best_kernel(BF16_AMX) && kernel <= BF16_AVX512; kernel++)
         check_same_bits((Bf16Kernel[]){BF16_PORTABLE, kernel}, (int[]){2, 2});
 }
 
 // Each (batch row, head) is one thread's, summed in a fixed order.
 static void test_thread_count_does_not_change_bits(void) {
-    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_kernel(); kernel++)
+    for (int kernel = BF16_PORTABLE; kernel <= (int)bf16_best_kernel(BF16_AMX); kernel++)
         check_same_bits((Bf16Kernel[]){kernel, kernel}, (int[]){1, 2});
 }
 

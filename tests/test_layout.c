@@ -38,7 +38,7 @@ __attribute__((constructor)) static void measure_if_asked(void) {
     if (!tokens) _exit(3);
     size_t allocated = xalloc_total_bytes() - before;
     for (int p = 0; p < 2; p++) {
-        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32, model.products.bf16);
         gpt_forward(&model, tokens, training ? tokens : NULL, B, T);
         if (training) {
             gpt_zero_grad(&model);
@@ -78,7 +78,7 @@ static void test_memory_estimate_matches_allocation(void) {
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         for (int training = 0; training <= 1; training++) {
-            double estimate = gpt_memory_bytes(&shapes[i].cfg, shapes[i].B, shapes[i].T, training);
+            double estimate = gpt_memory_bytes(&shapes[i].cfg, bf16_best_kernel(BF16_AMX), shapes[i].B, shapes[i].T, training);
             double actual = measured_bytes(&shapes[i].cfg, shapes[i].B, shapes[i].T, training);
             // "within a few percent": the estimate leaves out only the small
             // fixed allocations (none today), so 3% is generous.
@@ -89,7 +89,7 @@ static void test_memory_estimate_matches_allocation(void) {
     }
     // absurd shapes give a huge finite figure, not an overflow
     GPTConfig huge = {65535, 65536, 1024, 4096, 65536};
-    double bytes = gpt_memory_bytes(&huge, 65536, 65536, 1);
+    double bytes = gpt_memory_bytes(&huge, BF16_AMX, 65536, 65536, 1);
     CHECK_MSG(bytes > 1e20 && bytes < 1e40, "absurd shape: %g bytes", bytes);
 }
 
@@ -101,7 +101,7 @@ static void test_inference_allocates_no_gradients(void) {
     CHECK(model.grads_memory == NULL && model.backward_memory == NULL);
     CHECK(model.scratch.d_residual == NULL && model.scratch.d_logits == NULL);
     CHECK(model.acts_memory != NULL && model.scratch.logits != NULL);
-    double inference = gpt_memory_bytes(&cfg, 2, 8, 0), training = gpt_memory_bytes(&cfg, 2, 8, 1);
+    double inference = gpt_memory_bytes(&cfg, BF16_AMX, 2, 8, 0), training = gpt_memory_bytes(&cfg, BF16_AMX, 2, 8, 1);
     // training adds at least the gradients: one float per parameter
     CHECK(training - inference >= (double)model.num_params * sizeof(float));
     gpt_free(&model);

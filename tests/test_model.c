@@ -14,8 +14,8 @@
 #include "check.h"
 #include "fixtures.h"
 
-// The products the tests below call directly: fp32 (zero-initialised)
-// unless a test sets their precision.
+// The products the tests below call directly: fp32 on the best bf16
+// kernel (set by the suite) unless a test sets their precision or kernel.
 static Products products;
 
 // ---- gradient check
@@ -192,7 +192,7 @@ static void check_attention_probs(GPT *model, int B, int T) {
     float *probs = xmalloc((size_t)B * NH * T * T * sizeof(float));
     for (int l = 0; l < L; l++) {
         long layer = (long)l * B * T * C;
-        attention_forward(products.precision, out, probs, model->acts.q + layer, model->acts.k + layer,
+        attention_forward(&products, out, probs, model->acts.q + layer, model->acts.k + layer,
                           model->acts.v + layer, B, T, T, C, NH, 1);
         for (int h = 0; h < NH; h++)
             for (int b = 0; b < B; b++) {
@@ -323,7 +323,7 @@ static void test_two_precisions_in_one_process(void) {
     for (int p = 0; p < 2; p++) {
         gpt_build(&models[p], &cfg);
         gpt_init_params(&models[p], 3);
-        gpt_set_precision(&models[p], p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(&models[p], p ? PRECISION_BF16 : PRECISION_FP32, models[p].products.bf16);
         gpt_alloc_training(&models[p], B, T);
     }
     size_t grads_n = models[0].num_params;
@@ -365,6 +365,7 @@ static void test_two_precisions_in_one_process(void) {
 }
 
 void suite_model(void) {
+    products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("gradients of every parameter tensor", test_gradients_every_tensor);
     run_test("loss at initialisation is ln(V)", test_initial_loss_is_ln_vocab);
     run_test("memorises a short repeated text", test_memorises_short_text);

@@ -33,8 +33,8 @@
 #include "check.h"
 #include "fixtures.h"
 
-// The products the tests below call directly: fp32 (zero-initialised)
-// unless a test sets their precision.
+// The products the tests below call directly: fp32 on the best bf16
+// kernel (set by the suite) unless a test sets their precision or kernel.
 static Products products;
 
 
@@ -576,6 +576,7 @@ static void test_transpose_rows(void) {
 }
 
 void suite_ops(void) {
+    products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
     run_test("transpose_rows copies every element to its place", test_transpose_rows);

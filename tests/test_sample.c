@@ -465,7 +465,7 @@ static void test_bf16_weights(void) {
     long n = (long)steps * V;
     float *cached[2], *full[2];
     for (int p = 0; p < 2; p++) {
-        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32);
+        gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32, model.products.bf16);
         cached[p] = xcalloc(n, sizeof(float)), full[p] = xcalloc(n, sizeof(float));
         cache_and_full_logits(&model, steps, cached[p], full[p]);
     }
@@ -475,24 +475,24 @@ static void test_bf16_weights(void) {
               bf16_vs_fp32);
     CHECK_MSG(cache_vs_full <= 0.05, "bf16: largest |cache - full forward| logit difference %g",
               cache_vs_full);
-    if (bf16_kernel() != BF16_PORTABLE) {
+    Bf16Kernel vector_kernel = bf16_best_kernel(BF16_AVX512); // short of AMX, whose sums differ
+    if (vector_kernel != BF16_PORTABLE) {
         float *portable = xcalloc(n, sizeof(float)), *vector = xcalloc(n, sizeof(float));
         float *unused = xcalloc(n, sizeof(float));
-        bf16_limit_kernel(BF16_PORTABLE);
+        gpt_set_precision(&model, PRECISION_BF16, BF16_PORTABLE);
         cache_and_full_logits(&model, steps, portable, unused);
-        bf16_limit_kernel(BF16_AVX512); // the best short of AMX, whose sums differ
-        const char *vector_kernel = bf16_kernel_name(bf16_kernel());
+        gpt_set_precision(&model, PRECISION_BF16, vector_kernel);
         cache_and_full_logits(&model, steps, vector, unused);
-        bf16_limit_kernel(BF16_AMX);
         CHECK_MSG(!memcmp(portable, vector, n * sizeof(float)),
-                  "bf16: the portable kernel's logits differ from %s's", vector_kernel);
+                  "bf16: the portable kernel's logits differ from %s's",
+                  bf16_kernel_name(vector_kernel));
         free(portable), free(vector), free(unused);
     } else {
         printf("    (neither AVX2 nor AVX512_BF16 here: the portable kernel ran above)\n");
     }
     GPT together;
     build_default_shape_model(&together, 0.2f, 9);
-    gpt_set_precision(&together, PRECISION_BF16);
+    gpt_set_precision(&together, PRECISION_BF16, together.products.bf16);
     check_together_equals_alone(&together, 1, 40, 3);
     check_together_equals_alone(&together, T / 2, 100, 5); // keep_next up to 4, not at 5
     gpt_free(&together);

@@ -172,10 +172,10 @@ static double bytes_needed(const Run *run, const GPTConfig *cfg) {
     // dropout's attention scratch, per thread (gpt_memory_bytes counts the rest)
     double dropout = run->o.dropout > 0.0f
                          ? (double)omp_get_max_threads() *
-                               ((double)attention_scratch_bytes(run->T, run->T, cfg->dim, cfg->heads, 1, 1) -
-                                (double)attention_scratch_bytes(run->T, run->T, cfg->dim, cfg->heads, 1, 0))
+                               ((double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 1) -
+                                (double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 0))
                          : 0.0;
-    return gpt_memory_bytes(cfg, run->micro_rows, run->T, 1) + 2.0 * params * sizeof(float) +
+    return gpt_memory_bytes(cfg, run->bf16_kernel, run->micro_rows, run->T, 1) + 2.0 * params * sizeof(float) +
            ((double)b.grad_micro + (double)b.reduce_scratch) * sizeof(float) +
            2.0 * (double)b.batch_tokens * sizeof(int) + dropout;
 }
@@ -318,7 +318,8 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
     char precision[128];
-    precision_describe(run->model.products.precision, precision, sizeof precision);
+    precision_describe(run->model.products.precision, run->model.products.bf16, precision,
+                       sizeof precision);
     printf("precision: %s\n", precision);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
@@ -388,8 +389,8 @@ void run_start(Run *run, int argc, char **argv) {
     omp_set_num_threads(o->threads);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
     Precision precision = option_choice("--precision", o->precision, precision_names, 2);
-    bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
-    const char *note = precision_note(precision);
+    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
 
     CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
@@ -397,7 +398,7 @@ void run_start(Run *run, int argc, char **argv) {
     GPTConfig cfg = checked_model_shape(run);
     if (!o->resume) build_fresh_model(run, &cfg, &init);
     gpt_free(&init);
-    gpt_set_precision(&run->model, precision);
+    gpt_set_precision(&run->model, precision, run->bf16_kernel);
     vocab_free(&init_vocab);
     alloc_run_buffers(run);
     run->options_json = train_options_to_json(run->table);

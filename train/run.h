@@ -43,6 +43,7 @@ typedef struct {
     int stop_agreed;        // some process was asked to stop (summed with the gradients)
     double reduce_seconds;  // time spent summing gradients across processes
     ThreadTuner threads;    // the thread count of each step (fixed by --threads)
+    Bf16Kernel bf16_kernel; // what bf16 products run on (GPT_BF16_KERNEL may limit it)
 } Run;
 
 // Parse the flags and set the run up: a fresh run (refusing to overwrite a
