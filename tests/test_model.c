@@ -305,29 +305,34 @@ static void test_rows_and_future_are_invisible(void) {
     gpt_free(&model);
 }
 
-// Precision belongs to the model: an fp32 and a bf16 model with the same
-// weights, their forwards and backwards interleaved in one process, give
-// each the loss, logits and gradients, bit for bit, that it gives run on
-// its own, and the two precisions' differ.
+// Precision and the bf16 kernel belong to the model: an fp32 model, a
+// bf16 one on the best kernel and a bf16 one on the portable kernel, with
+// the same weights, their forwards and backwards interleaved in one
+// process, give each the loss, logits and gradients, bit for bit, that it
+// gives run on its own, and the two precisions' differ.
 static void test_two_precisions_in_one_process(void) {
     GPTConfig cfg = {20, 16, 2, 2, 32};
-    enum { B = 2, T = 16 };
-    GPT models[2];
+    enum { B = 2, T = 16, MODELS = 3 };
+    const Precision precision[MODELS] = {PRECISION_FP32, PRECISION_BF16, PRECISION_BF16};
+    const Bf16Kernel kernel[MODELS] = {bf16_best_kernel(BF16_AMX), bf16_best_kernel(BF16_AMX),
+                                       BF16_PORTABLE};
+    const char *name[MODELS] = {"fp32", "bf16", "bf16 (portable kernel)"};
+    GPT models[MODELS];
     int tokens[B * T], targets[B * T];
     Rng rng;
     rng_seed(&rng, 4);
     for (int i = 0; i < B * T; i++)
         tokens[i] = (int)rng_below(&rng, 20), targets[i] = (int)rng_below(&rng, 20);
     long logits_n = (long)B * T * cfg.vocab_size;
-    float *alone[2][2], loss_alone[2]; // [precision][logits, gradients]
-    for (int p = 0; p < 2; p++) {
+    float *alone[MODELS][2], loss_alone[MODELS]; // [model][logits, gradients]
+    for (int p = 0; p < MODELS; p++) {
         gpt_build(&models[p], &cfg);
         gpt_init_params(&models[p], 3);
-        gpt_set_precision(&models[p], p ? PRECISION_BF16 : PRECISION_FP32, models[p].products.bf16);
+        gpt_set_precision(&models[p], precision[p], kernel[p]);
         gpt_alloc_training(&models[p], B, T);
     }
     size_t grads_n = models[0].num_params;
-    for (int p = 0; p < 2; p++) { // each on its own
+    for (int p = 0; p < MODELS; p++) { // each on its own
         loss_alone[p] = gpt_forward(&models[p], tokens, targets, B, T);
         alone[p][0] = xmalloc(logits_n * sizeof(float));
         memcpy(alone[p][0], models[p].scratch.logits, logits_n * sizeof(float));
@@ -336,29 +341,30 @@ static void test_two_precisions_in_one_process(void) {
         alone[p][1] = xmalloc(grads_n * sizeof(float));
         memcpy(alone[p][1], models[p].grads_memory, grads_n * sizeof(float));
     }
-    float loss[2];
-    for (int p = 0; p < 2; p++) loss[p] = gpt_forward(&models[p], tokens, targets, B, T);
-    for (int p = 0; p < 2; p++) { // interleaved: forward, forward, backward, backward
-        CHECK_MSG(loss[p] == loss_alone[p], "%s: loss %.9g interleaved, %.9g alone",
-                  p ? "bf16" : "fp32", loss[p], loss_alone[p]);
+    float loss[MODELS];
+    for (int p = 0; p < MODELS; p++) loss[p] = gpt_forward(&models[p], tokens, targets, B, T);
+    for (int p = 0; p < MODELS; p++) { // interleaved: every forward, then every backward
+        CHECK_MSG(loss[p] == loss_alone[p], "%s: loss %.9g interleaved, %.9g alone", name[p],
+                  loss[p], loss_alone[p]);
         CHECK_MSG(!memcmp(models[p].scratch.logits, alone[p][0], logits_n * sizeof(float)),
-                  "%s: the logits differ when the other model runs in between",
-                  p ? "bf16" : "fp32");
+                  "%s: the logits differ when the other models run in between", name[p]);
     }
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < MODELS; p++) {
         gpt_forward(&models[p], tokens, targets, B, T);
         gpt_zero_grad(&models[p]);
     }
-    for (int p = 0; p < 2; p++) {
-        // the last forward was the other model's: each backward reads only its own model
+    for (int p = 0; p < MODELS; p++) {
+        // the last forward was another model's: each backward reads only its own model
         gpt_backward(&models[p], tokens);
         CHECK_MSG(!memcmp(models[p].grads_memory, alone[p][1], grads_n * sizeof(float)),
-                  "%s: the gradients differ when the other model runs in between",
-                  p ? "bf16" : "fp32");
+                  "%s: the gradients differ when the other models run in between", name[p]);
+        CHECK_MSG(models[p].products.precision == precision[p] &&
+                      models[p].products.bf16 == kernel[p],
+                  "%s: the model's products changed", name[p]);
     }
     CHECK_MSG(memcmp(alone[0][0], alone[1][0], logits_n * sizeof(float)),
               "the fp32 and bf16 models gave the same logits: bf16 not used?");
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < MODELS; p++) {
         free(alone[p][0]), free(alone[p][1]);
         gpt_free(&models[p]);
     }
@@ -372,6 +378,6 @@ void suite_model(void) {
     run_test("attention probs per layer and head", test_attention_probs);
     run_test("forward without targets leaves the probs", test_forward_without_targets);
     run_test("no position sees another row or a later token", test_rows_and_future_are_invisible);
-    run_test("an fp32 and a bf16 model in one process, each its own bits",
+    run_test("fp32, bf16 and bf16 on the portable kernel in one process, each its own bits",
              test_two_precisions_in_one_process);
 }
