@@ -1,11 +1,12 @@
-// bf16_tile_portable.c: the bf16 register tile in portable C, the same sums
-// as vdpbf16ps; bf16_tiles.h gives the contract.
-#include "bf16_tiles.h"
+// bf16_portable.c: the bf16 register tile in portable C, the same sums as
+// vdpbf16ps; conversion and packing are matmul_bf16.c's portable loops.
+// bf16_variants.h gives the contract.
+#include "bf16_variants.h"
 
 // The same tile in fp32 arithmetic: per pair, the odd product then the even
 // one, each exact, each added with one rounding, as vdpbf16ps does.
-void bf16_tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                        int pairs, int wp, int rows, int cols, int accumulate) {
+static void tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                          int pairs, int wp, int rows, int cols, int accumulate) {
     float acc[ROWS][BF16_PANEL], b_even[BF16_PANEL], b_odd[BF16_PANEL];
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[(long)r * ldc + j] : 0.0f;
@@ -27,3 +28,5 @@ void bf16_tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pai
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) c[(long)r * ldc + j] = acc[r][j];
 }
+
+const Bf16Variant bf16_portable = {tile_portable, NULL, NULL, NULL};

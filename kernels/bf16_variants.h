@@ -1,7 +1,10 @@
-// bf16_tiles.h: the bf16 products' register tiles, one file for each
-// instruction set (kernels/bf16_tile_*.c), behind matmul_bf16.c's dispatch.
-// Private to kernels/: the layouts and the contract callers see are in
-// matmul_bf16.h.
+// bf16_variants.h: each bf16 kernel's own code, one file per instruction
+// set (kernels/bf16_portable.c, _avx2.c, _avx512.c, _amx.c), behind
+// matmul_bf16.c's dispatch table. Private to kernels/: the layouts and the
+// contract callers see are in matmul_bf16.h.
+//
+// A variant has a register tile, and may have its own conversion of a row
+// and its own packing of a panel (NULL: matmul_bf16.c's portable loops).
 //
 // A tile: C (rows, cols) (+)= A (rows, 2 pairs) . B, rows <= ROWS and
 // cols <= BF16_PANEL columns of one panel of padded width wp, over `pairs`
@@ -11,8 +14,8 @@
 // (bf16_gemm_panel_a). Every variant adds each pair's odd product, then
 // its even one, each exact, with one rounding each, as vdpbf16ps does: the
 // same sums (bar denormals, matmul_bf16.h).
-#ifndef BF16_TILES_H
-#define BF16_TILES_H
+#ifndef BF16_VARIANTS_H
+#define BF16_VARIANTS_H
 
 #include "matmul_bf16.h"
 
@@ -33,13 +36,22 @@
 typedef void (*Bf16Tile)(float *c, int ldc, const bf16 *a, long a_row, long a_pair,
                          const bf16 *b, int pairs, int wp, int rows, int cols, int accumulate);
 
-void bf16_tile_portable(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                        int pairs, int wp, int rows, int cols, int accumulate);
+typedef struct {
+    Bf16Tile tile;
+    // dst[0, n) = src[0, n) as bf16, rounded as bf16_from_float
+    void (*convert_row)(bf16 *dst, const float *src, int n);
+    // A panel of packed B (matmul_bf16.h) of `width` columns, padded width
+    // wp, from rows along j (pack_rows: element (p, j) at src[p * s_row + j])
+    // or columns along p (pack_columns: at src[j * s_col + p]): every pair
+    // of K for columns j < width, a missing row k of an odd K zero. The pad
+    // columns are the caller's.
+    void (*pack_rows)(bf16 *panel, const float *src, long s_row, int k, int width, int wp);
+    void (*pack_columns)(bf16 *panel, const float *src, long s_col, int k, int width, int wp);
+} Bf16Variant;
+
+extern const Bf16Variant bf16_portable;
 #if HAVE_BF16_KERNELS
-void bf16_tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                    int pairs, int wp, int rows, int cols, int accumulate);
-void bf16_tile_avx512(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                      int pairs, int wp, int rows, int cols, int accumulate);
+extern const Bf16Variant bf16_avx2, bf16_avx512; // AMX converts and packs as AVX-512 does
 // AMX: C (rows, cols) (+)= A (32 padded rows, kpad) . the 16 or 32 columns
 // of a panel of padded width wp that b points at; rows, cols <= 32. Each
 // thread configures its tile registers before its first block and
@@ -56,12 +68,5 @@ static inline int padded_width(int width) { return (width + 15) & ~15; }
 // The height of the next register tile, `left` rows of a block remaining:
 // 6, then what is left below 6 in fours, twos and ones.
 static inline int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
-
-#if HAVE_BF16_KERNELS
-// Lanes [0, n) of eight (all for n >= 8, none for n <= 0).
-AVX2_TARGET static inline __m256i first_lanes(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-#endif
 
 #endif

@@ -1,6 +1,6 @@
-// bf16_tile_amx.c: the AMX-BF16 blocks (tdpbf16ps), in the layouts of
-// matmul_bf16.h; bf16_tiles.h gives the contract.
-#include "bf16_tiles.h"
+// bf16_amx.c: the AMX-BF16 blocks (tdpbf16ps), in the layouts of
+// matmul_bf16.h; bf16_variants.h gives the contract.
+#include "bf16_variants.h"
 
 #include <string.h>
 

@@ -1,6 +1,7 @@
-// bf16_tile_avx2.c: the bf16 register tiles in AVX2 fp32 FMAs (CPUs without
-// AVX512_BF16), the same sums as vdpbf16ps; bf16_tiles.h gives the contract.
-#include "bf16_tiles.h"
+// bf16_avx2.c: the bf16 kernel of CPUs with AVX2 and FMA but without
+// AVX512_BF16: register tiles in fp32 FMAs (the same sums as vdpbf16ps),
+// conversion and packing in AVX2. bf16_variants.h gives the contract.
+#include "bf16_variants.h"
 
 #include <string.h>
 
@@ -21,6 +22,13 @@
 // of vectors filled in loops, hence the named loads. (Spreading B into
 // fp32 too, strip by strip, ran at the fp32 kernel's speed at best: the
 // spreading cost what the splitting does.)
+
+#if HAVE_BF16_KERNELS
+// Lanes [0, n) of eight (all for n >= 8, none for n <= 0).
+AVX2_TARGET static inline __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
 
 #if HAVE_BF16_KERNELS
 // Eight words as fp32: their odd halves, their even halves.
@@ -122,8 +130,8 @@ DEFINE_AVX2_TILE(avx2_1, 1)
 // rows (<= ROWS) x cols of C, strip by strip, in tiles of 6, 4, 2 and 1 rows.
 // The tiles load and store all 16 columns: a strip narrower than 16 is
 // summed in a local block, whose columns past cols are B's zero pads.
-void bf16_tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
-                    int pairs, int wp, int rows, int cols, int accumulate) {
+static void tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
+                      int pairs, int wp, int rows, int cols, int accumulate) {
     float x[AVX2_EXPANDED_FLOATS] __attribute__((aligned(32)));
     ExpandedA e = expand_a(x, a, a_row, a_pair, rows, pairs);
     for (int j = 0; j < cols; j += 16) {
@@ -147,4 +155,84 @@ void bf16_tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, c
             for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc + j, local + r * 16, strip * sizeof(float));
     }
 }
+
+// ---- conversion and packing
+
+// The same under AVX2: eight floats' bf16 bits, each in the low half of
+// its 32-bit lane, rounded as bf16_from_float (to nearest even; denormals
+// to signed zero, NaNs quiet).
+AVX2_TARGET static inline __m256i bf16_bits8(__m256 x) {
+    __m256i bits = _mm256_castps_si256(x), top = _mm256_srli_epi32(bits, 16);
+    __m256i no_exponent = _mm256_cmpeq_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7f800000)),
+                                             _mm256_setzero_si256());
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i odd = _mm256_and_si256(top, _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+    __m256i signed_zero = _mm256_and_si256(top, _mm256_set1_epi32(0x8000));
+    __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x0040));
+    return _mm256_blendv_epi8(_mm256_blendv_epi8(rounded, signed_zero, no_exponent), quiet, nan);
+}
+
+
+// Eight floats from src, the first n of them (the rest read as zero;
+// masked loads only where n < 8: they were the conversions' slowest step).
+AVX2_TARGET static inline __m256 load_first(const float *src, int n) {
+    return n >= 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, first_lanes(n));
+}
+
+// 16 floats from src (the first n of them; the rest read as zero) ->
+// 16 bf16, in order.
+AVX2_TARGET static inline __m256i bf16_sixteen(const float *src, int n) {
+    __m256i low = bf16_bits8(load_first(src, n));
+    __m256i high = bf16_bits8(load_first(src + 8, n - 8));
+    // packus interleaves the two by 128-bit lanes; the permute puts them back in order
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(low, high), 0xd8);
+}
+
+AVX2_TARGET static void convert_row_avx2(bf16 *dst, const float *src, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(dst + i), bf16_sixteen(src + i, 16));
+    for (; i < n; i++) dst[i] = bf16_from_float(src[i]);
+}
+
+// A panel under AVX2, from rows (s_col == 1): rows p and p+1, eight columns
+// at a time, into eight words (row p's bf16 in the low half). The masked
+// loads leave the pad columns, and a missing row p+1, zero.
+AVX2_TARGET static void pack_panel_rows_avx2(bf16 *panel, const float *src, long s_row, int k,
+                                             int width, int wp) {
+    for (int p = 0; p < k; p += 2) {
+        const float *row_even = src + (long)p * s_row, *row_odd = row_even + s_row;
+        bf16 *dst = panel + (long)(p >> 1) * 2 * wp;
+        for (int j = 0; j < wp; j += 8) {
+            __m256i even = bf16_bits8(load_first(row_even + j, width - j));
+            __m256i odd = p + 1 < k ? bf16_bits8(load_first(row_odd + j, width - j))
+                                    : _mm256_setzero_si256();
+            _mm256_storeu_si256((__m256i *)(dst + 2 * j),
+                                _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
+        }
+    }
+}
+
+// From columns (s_row == 1): a pair of column j is two adjacent floats, so
+// 16 of them convert into eight words in order, each stored in its pair's
+// row of the panel. The pad columns are left to pack_panel.
+AVX2_TARGET static void pack_panel_columns_avx2(bf16 *panel, const float *src, long s_col, int k,
+                                                int width, int wp) {
+    int pairs = (k + 1) / 2;
+    for (int j = 0; j < width; j++) {
+        const float *col = src + (long)j * s_col;
+        for (int q0 = 0; q0 < pairs; q0 += 8) {
+            uint32_t words[8];
+            _mm256_storeu_si256((__m256i *)words, bf16_sixteen(col + 2 * q0, k - 2 * q0));
+            int count = pairs - q0 < 8 ? pairs - q0 : 8;
+            for (int i = 0; i < count; i++)
+                memcpy(panel + (long)(q0 + i) * 2 * wp + 2 * j, &words[i], sizeof words[i]);
+        }
+    }
+}
+
+const Bf16Variant bf16_avx2 = {tile_avx2, convert_row_avx2, pack_panel_rows_avx2,
+                                pack_panel_columns_avx2};
 #endif
