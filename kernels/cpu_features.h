@@ -14,6 +14,11 @@ int cpu_has_avx512_bf16(void);
 // AVX512_BF16 (fp32 FMAs on the bf16 inputs).
 int cpu_has_avx2_fma(void);
 
+// AVX-512 Foundation with AVX2 and FMA, and the OS saving the 512-bit
+// registers: Intel Skylake-SP and AMD Zen 4 and later. What the fp32
+// products' AVX-512 variant needs (matmul_fp32.h).
+int cpu_has_avx512f(void);
+
 // AMX tiles with the BF16 tile product (tdpbf16ps), and Linux's permission
 // to use them: the first call asks the kernel for it (arch_prctl
 // ARCH_REQ_XCOMP_PERM for XTILEDATA, process-wide), and answers 0 if the

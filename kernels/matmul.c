@@ -1,32 +1,18 @@
-// matmul.c: the products behind every linear layer, in fp32 or bf16.
-//
-// fp32: one kernel, C (M,N) (+)= A (M,K) . B (K,N), in the broadcast
-// form: each row of C is a sum of rows of B scaled by one element of A, so
-// the innermost loop runs along rows of B and C, in vector registers. The
-// linear layer's three products are all this kernel, with B packed in
-// column panels in the workspace (pack_panels) and, for the weight
-// gradient, A packed in row tiles (pack_row_tiles):
-//   forward  out    = inp   . W^T      (W^T packed from W's rows)
-//   backward d_inp  += d_out . W       (W packed)
-//            d_W    += d_out^T . inp   (inp packed, d_out^T in row tiles)
-// Attention and the KV cache call it through matmul_strided (B read in
-// place) and matmul_packed_columns.
+// matmul.c: the products behind every linear layer, in fp32 or bf16: the
+// products' context (precision, bf16 kernel, workspace), the linear
+// layers, and the dispatch to the fp32 products' variant the CPU runs
+// (matmul_fp32.h: the broadcast-form kernel, compiled per instruction set).
 //
 // bf16 (Products.precision): the same three products with A converted to
 // bf16 rows and B to matmul_bf16.h's pair-interleaved panels, in the
-// workspace, then summed in fp32 by matmul_bf16.c's tiles.
+// workspace, then summed in fp32 by matmul_bf16.c's tiles, on the
+// Products' bf16 kernel.
 //
 // Threads: each linear call is one parallel region (in the fp32 forward,
 // one per layer of a shared-input call; otherwise one for all its layers);
-// its products are cut into work items (a block of rows x a group of
-// panels of columns of C: CHUNK_ROWS and GROUP_PANELS below), numbered row
-// block by row block and split statically, so each thread keeps the same rows of
-// A and C (in its core's L2) from one product to the next, as FOR_EACH's
-// loops do (model/parallel.h). Taking the items dynamically, as they came
-// free, made the default step 16% (bf16) and ~7% (fp32) slower; a core
-// made slow by another process is the thread tuner's case
-// (base/thread_tuner.c). Each item is summed whole by one thread in a
-// fixed order, so results do not depend on the thread count.
+// its products split their work items statically among the threads, each
+// item summed whole by one thread in a fixed order, so results do not
+// depend on the thread count (matmul_fp32_body.h, matmul_bf16.h).
 #include "matmul.h"
 
 #include <omp.h>
@@ -36,24 +22,9 @@
 
 #include "cpu_features.h"
 #include "matmul_bf16.h"
-#include "transpose.h"
-#include "vector.h"
+#include "matmul_fp32.h"
+#include "parallel.h"
 #include "../base/util.h"
-
-// Register tile: ROWS rows of C by COLS columns, kept in vector registers
-// across the whole K loop, plus a row of B and a broadcast element of A.
-// AVX-512 (32 registers of 16 floats): 6 x 64 is 24 accumulators + 4 + 1.
-// AVX/AVX2 (16 of 8 floats): 6 x 16 is 12 + 2 + 1. SSE (16 of 4): 6 x 8.
-// The kernels use GCC's vector extension (which clang also implements):
-// plain loops over float arrays left the accumulators' placement to the
-// vectoriser, which under -march=haswell kept them on the stack.
-// COLS is 4 vectors of VLEN (model/vector.h) wide under AVX-512, 2 below.
-#if VLEN == 16
-#define COLS 64
-#else
-#define COLS (2 * VLEN)
-#endif
-#define ROWS 6
 
 // ---- the products' context: precision and workspace (matmul.h: Products)
 //
@@ -108,347 +79,40 @@ int precision_parse(const char *name, Precision *p) {
     return 1;
 }
 
-// A's element (r, p) lives at a[r * a_row + p * a_col], so the same kernel
-// reads A row-major (a_row = K, a_col = 1) or transposed (a_row = 1,
-// a_col = M) without copying it. B and C are row-major with row strides
-// ldb and ldc.
-//
-// Each tile is a function of its own: inlined into gemm_rows, whose other
-// locals compete for the registers, GCC kept the small tiles' accumulators
-// on the stack (a store and a reload per FMA).
-#define NOINLINE __attribute__((noinline))
+// ---- fp32: the variant the CPU runs
 
-// Full tiles: R x W of C, W = COLS or COLS/2 (a head of 32 channels under
-// AVX-512), R = ROWS, or 4, 2 and 1 for the rows left over below a multiple
-// of ROWS. One or two rows (a token while sampling, or a token and the next
-// window's copy of it, kv_cache.c) stream all of B once: they also fetch a
-// few rows of B ahead.
-#define DEFINE_TILE(name, R, W)                                                                \
-    static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
-                              int k, int ldb, int ldc, int accumulate) {                       \
-        enum { NV = (W) / VLEN };                                                              \
-        vfloat acc[R][NV];                                                                     \
-        for (int r = 0; r < R; r++)                                                            \
-            for (int v = 0; v < NV; v++)                                                       \
-                acc[r][v] = accumulate ? load_v(c + r * ldc + v * VLEN) : (vfloat){0};         \
-        for (int p = 0; p < k; p++) {                                                          \
-            const float *b_row = b + (long)p * ldb;                                            \
-            if (R <= 2)                                                                        \
-                for (int j = 0; j < W; j += 16) __builtin_prefetch(b_row + 8L * ldb + j);      \
-            vfloat b_v[NV];                                                                    \
-            for (int v = 0; v < NV; v++) b_v[v] = load_v(b_row + v * VLEN);                    \
-            for (int r = 0; r < R; r++) {                                                      \
-                float a_rp = a[r * a_row + p * a_col];                                         \
-                for (int v = 0; v < NV; v++) acc[r][v] += a_rp * b_v[v];                       \
-            }                                                                                  \
-        }                                                                                      \
-        for (int r = 0; r < R; r++)                                                            \
-            for (int v = 0; v < NV; v++) store_v(c + r * ldc + v * VLEN, acc[r][v]);           \
-    }
-DEFINE_TILE(tile_full, ROWS, COLS)
-DEFINE_TILE(tile_half, ROWS, COLS / 2)
-DEFINE_TILE(tile_four, 4, COLS)
-DEFINE_TILE(tile_four_half, 4, COLS / 2)
-DEFINE_TILE(tile_two, 2, COLS)
-DEFINE_TILE(tile_two_half, 2, COLS / 2)
-DEFINE_TILE(tile_one, 1, COLS)
-DEFINE_TILE(tile_one_half, 1, COLS / 2)
-
-// Edge tile: rows x cols with rows <= ROWS, cols <= COLS.
-static void tile_edge(float *c, const float *a, long a_row, long a_col, const float *b, int k,
-                      int ldb, int ldc, int rows, int cols, int accumulate) {
-    float acc[ROWS][COLS];
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
-    for (int p = 0; p < k; p++) {
-        const float *b_row = b + (long)p * ldb;
-        for (int r = 0; r < rows; r++) {
-            float a_rp = a[r * a_row + p * a_col];
-            for (int j = 0; j < cols; j++) acc[r][j] += a_rp * b_row[j];
-        }
-    }
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) c[r * ldc + j] = acc[r][j];
-}
-
-// A rows x cols block of C, rows <= ROWS, cols <= COLS: full-width blocks
-// go to the fixed-size tiles, ROWS rows at once or the leftover rows in
-// fours, twos and ones.
-static inline void tile(float *c, const float *a, long a_row, long a_col, const float *b, int k,
-                        int ldb, int ldc, int rows, int cols, int accumulate) {
-    if (cols != COLS && cols != COLS / 2) {
-        tile_edge(c, a, a_row, a_col, b, k, ldb, ldc, rows, cols, accumulate);
-        return;
-    }
-    int wide = cols == COLS;
-    if (rows == ROWS) {
-        if (wide) tile_full(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
-        else tile_half(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
-        return;
-    }
-    for (int r = 0; r < rows;) {
-        float *c_r = c + (long)r * ldc;
-        const float *a_r = a + r * a_row;
-        if (rows - r >= 4) {
-            if (wide) tile_four(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_four_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            r += 4;
-        } else if (rows - r >= 2) {
-            if (wide) tile_two(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_two_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            r += 2;
-        } else {
-            if (wide) tile_one(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_one_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            r += 1;
-        }
-    }
-}
-
-// Depth of one pass over K: a KC x COLS block of B (64 KB with AVX-512, 16
-// KB with AVX2), which every row tile of a work item reads while it is in L1
-// or L2. Deeper passes load and store each tile of C fewer times: 256
-// against 128 made the larger shape's fp32 step 0.96x (Zen 4, 32 KB L1;
-// same sums, the same bits).
-#define KC 256
-
-// A work item: CHUNK_ROWS rows of C by a group of up to GROUP_PANELS panels
-// of COLS columns. Each pass over K runs across the whole group, so the
-// item's KC x CHUNK_ROWS block of A is read from L2 once per panel, and each
-// panel's KC x COLS block of B serves all the item's row tiles from L1.
-// Under AVX-512 (64-column panels) an item is 24 rows by one panel, as
-// measured on Zen 4. Under AVX2 (16-column panels, one cache line a row):
-// 48 rows by 8 panels, in a 1-thread microbenchmark of the larger shape's
-// products on Zen 3 (99 GFLOP/s peak a core) 75-87 GFLOP/s in the forward
-// and 56-67 in the weight gradient, against 46-57 and 19-37 for 24 rows by
-// one panel with B read in place.
-#if VLEN == 16
-#define CHUNK_ROWS (4 * ROWS)
-#define GROUP_PANELS 1
-#else
-#define CHUNK_ROWS (8 * ROWS)
-#define GROUP_PANELS 8
+// The best fp32 variant this build has that the CPU runs (each answer of
+// cpu_features.h is asked of the CPU once).
+static const Fp32Kernels *fp32(void) {
+#if FP32_AVX512_VARIANT
+    if (cpu_has_avx512f()) return &fp32_avx512;
 #endif
-
-// One product C (M,N) (+)= A (M,K) . B (K,N), or with a bias (N),
-// C = bias + A . B. A's element (r, p) lives at a[(r / ROWS) * a_tile +
-// (r % ROWS) * a_row + p * a_col]: a_tile = ROWS * a_row for A read in place
-// (row-major, or transposed), or A packed in row tiles (pack_row_tiles:
-// a_tile = K * ROWS, a_row = 1, a_col = ROWS), each tile's K columns of
-// ROWS floats one contiguous run. C is row-major with row stride ldc. B's element (p, j) lives at
-// b[(j / COLS) * b_panel + p * ldb + j % COLS]: b_panel = COLS for a
-// row-major B read in place (row stride ldb), or B packed in panels
-// (pack_panels: b_panel = K * COLS, ldb = COLS), each panel's rows
-// contiguous, so a pass reads one unbroken run of memory instead of one
-// cache line every ldb floats (read in place with a row of 1536 floats,
-// AVX2's 16-column blocks fell on 2 of L1's 64 sets).
-typedef struct {
-    float *c;
-    int ldc;
-    const float *a;
-    long a_row, a_col, a_tile;
-    const float *b;
-    int ldb;
-    long b_panel;
-    int m, k, n, accumulate;
-    const float *bias;
-} Product;
-
-static int panel_count(int n) { return (n + COLS - 1) / COLS; }
-
-// Rows [i0, i1) x panels [panel0, panel1) of the product. Every element
-// sums its products in the same order (k ascending, in KC passes), in one
-// register tile, whichever thread computes it, so results do not depend on
-// the thread count, nor on how the items are cut. With a bias, C's block
-// starts as the bias in every row (written here, while it is in L1, rather
-// than over all of C before the product) and the product accumulates onto it.
-static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1) {
-    int accumulate = pr->accumulate;
-    if (pr->bias || pr->k == 0) {
-        for (int panel = panel0; panel < panel1; panel++) {
-            int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
-            for (int i = i0; i < i1; i++) {
-                float *c_row = pr->c + (long)i * pr->ldc + j;
-                if (pr->bias) memcpy(c_row, pr->bias + j, (size_t)cols * sizeof(float));
-                else if (!accumulate) memset(c_row, 0, (size_t)cols * sizeof(float)); // an empty sum
-            }
-        }
-        accumulate = 1;
-    }
-    for (int k0 = 0; k0 < pr->k; k0 += KC) {
-        int kc = pr->k - k0 < KC ? pr->k - k0 : KC;
-        int acc = accumulate || k0 > 0; // later passes add to the earlier ones
-        const float *a_k = pr->a + (long)k0 * pr->a_col; // i0 and i are multiples of ROWS
-        for (int panel = panel0; panel < panel1; panel++) {
-            int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
-            const float *b_block = pr->b + panel * pr->b_panel + (long)k0 * pr->ldb; // (kc, cols)
-            for (int i = i0; i < i1; i += ROWS) {
-                int rows = i1 - i < ROWS ? i1 - i : ROWS;
-                tile(pr->c + (long)i * pr->ldc + j, a_k + i / ROWS * pr->a_tile, pr->a_row,
-                     pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows, cols, acc);
-            }
-        }
-    }
+#if FP32_AVX2_VARIANT
+    if (cpu_has_avx2_fma()) return &fp32_avx2;
+#endif
+    return &fp32_built;
 }
 
-// How the threads take part in a product (as in matmul_bf16.h): ALONE, the
-// calling thread does it all; SHARED, every thread of the enclosing
-// parallel region calls it and they split its work items statically,
-// ending at a barrier; SHARED_NOWAIT, the same without the barrier (for
-// products whose outputs nobody reads until a later barrier).
-enum { ALONE, SHARED, SHARED_NOWAIT };
-
-// Work item `item` of a product whose panels form groups of `group`:
-// items are numbered row block by row block, so a static split keeps each
-// thread's rows of A and C from one product to the next.
-static void gemm_numbered_item(const Product *pr, int group, int item) {
-    int panels = panel_count(pr->n), groups = (panels + group - 1) / group;
-    int i0 = item / groups * CHUNK_ROWS, i1 = i0 + CHUNK_ROWS < pr->m ? i0 + CHUNK_ROWS : pr->m;
-    int panel0 = item % groups * group;
-    gemm_item(pr, i0, i1, panel0, panel0 + group < panels ? panel0 + group : panels);
-}
-
-// Panels in a group: GROUP_PANELS, or fewer where a product shared by
-// `threads` threads would have under 8 items a thread (a product on one
-// thread keeps whole groups). A weight gradient of
-// 128 rows (most of the default recipe's) is 3 row blocks of 48: as 3
-// whole items, 2 threads would split them 2:1.
-static int group_size(int m, int n, int threads) {
-    int row_blocks = (m + CHUNK_ROWS - 1) / CHUNK_ROWS, panels = panel_count(n);
-    int group = GROUP_PANELS;
-    while (group > 1 && row_blocks * ((panels + group - 1) / group) < 8 * threads) group /= 2;
-    return group;
-}
-
-static void gemm_items(const Product *pr, int sharing) {
-    int group = sharing == ALONE ? GROUP_PANELS : group_size(pr->m, pr->n, omp_get_num_threads());
-    int items = (pr->m + CHUNK_ROWS - 1) / CHUNK_ROWS * ((panel_count(pr->n) + group - 1) / group);
-    if (sharing == SHARED_NOWAIT) {
-#pragma omp for schedule(static) nowait
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
-    } else if (sharing == SHARED) {
-#pragma omp for schedule(static)
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
-    } else {
-        for (int item = 0; item < items; item++) gemm_numbered_item(pr, group, item);
-    }
-}
-
-// A row-major B (K,N) read in place, row stride ldb.
-static Product product_in_place(float *c, int ldc, const float *a, long a_row, long a_col,
-                                const float *b, int ldb, int m, int k, int n, int accumulate) {
-    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b, ldb, COLS, m, k, n, accumulate, NULL};
-}
-
-// B packed by pack_panels.
-static Product product_packed(float *c, int ldc, const float *a, long a_row, long a_col,
-                              const float *b_packed, int m, int k, int n, int accumulate,
-                              const float *bias) {
-    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b_packed, COLS, (long)k * COLS, m, k,
-                     n, accumulate, bias};
-}
-
-// Whether a product of m*k*n multiply-adds is worth a parallel region:
-// below it, the region's set-up costs more than the product.
-static int worth_sharing(long work) {
-    return work > 32768 && !omp_in_parallel() && omp_get_max_threads() > 1;
-}
+const char *matmul_fp32_kernel_name(void) { return fp32()->name; }
 
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate) {
-    Product pr = product_in_place(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate);
-    gemm_items(&pr, ALONE);
+    fp32()->matmul_strided(c, ldc, a, a_row, a_col, b, ldb, m, k, n, accumulate);
 }
 
 void matmul(float *c, const float *a, const float *b, int m, int k, int n, int accumulate) {
-    Product pr = product_in_place(c, n, a, k, 1, b, n, m, k, n, accumulate);
-#pragma omp parallel if (worth_sharing((long)m * k * n))
-    gemm_items(&pr, SHARED);
+    fp32()->matmul(c, a, b, m, k, n, accumulate);
 }
 
-// ---- B packed in panels
-//
-// packed (panel_count(N) panels of K x COLS, each row of a panel COLS
-// floats, the last panel's rows holding only its N % COLS columns) = B
-// (K,N), B's element (p, j) at src[p * s_row + j * s_col]: a row-major
-// matrix (s_row = ld, s_col = 1) copied in runs of COLS floats, or one read
-// transposed (s_row = 1, s_col = ld, the forward's W^T) transposed block by
-// block. Each element a plain copy. Panels shared among the threads of the
-// enclosing region (an orphaned `omp for`, no barrier at its end).
-static size_t packed_floats(long k, long n) { return (size_t)panel_count((int)n) * COLS * k; }
-
-static void pack_panels(float *packed, const float *src, long s_row, long s_col, int k, int n) {
-    int panels = panel_count(n);
-#pragma omp for schedule(static) nowait
-    for (int panel = 0; panel < panels; panel++) {
-        int j = panel * COLS, cols = n - j < COLS ? n - j : COLS;
-        float *dst = packed + (long)panel * k * COLS;
-        if (s_col == 1)
-            for (int p = 0; p < k; p++)
-                memcpy(dst + (long)p * COLS, src + p * s_row + j, (size_t)cols * sizeof(float));
-        else // B's column j + jj is src's row j + jj
-            transpose_rows(dst, COLS, src + j * s_col, s_col, cols, k);
-    }
-}
-
-size_t matmul_packed_floats(long k, long n) { return packed_floats(k, n); }
+size_t matmul_packed_floats(long k, long n) { return fp32()->packed_floats(k, n); }
 
 void matmul_pack_transposed(float *packed, const float *weight, int k, int n) {
-    pack_panels(packed, weight, 1, k, k, n);
+    fp32()->pack_transposed(packed, weight, k, n);
 }
 
 void matmul_packed_columns(float *c, int ldc, const float *a, long lda, const float *b_packed,
                            int m, int k, int j0, int width) {
-    // panel j0 / COLS starts at (j0 / COLS) * K * COLS = j0 * K: 64 is a multiple of COLS
-    Product pr = product_packed(c, ldc, a, lda, 1, b_packed + (long)j0 * k, m, k, width, 0, NULL);
-    gemm_items(&pr, ALONE);
-}
-
-// ---- A packed in row tiles
-//
-// packed (M rounded up to ROWS, K: tile t's element (r, p) at
-// packed[t * K * ROWS + p * ROWS + r], the last tile's missing rows unset
-// and never read) = A (M,K) = src (K,M)^T, src row-major with row stride
-// ld: the weight gradient's d_out^T. Read in place, a tile takes ROWS floats
-// from a new row of d_out at every k, a cache line every OC floats apart.
-// Row p of src is read once, its runs of ROWS floats dealt to the tiles.
-// Rows of src shared among the threads of the enclosing region (an
-// orphaned `omp for`, no barrier at its end).
-static size_t row_tile_floats(long m, long k) { return (size_t)((m + ROWS - 1) / ROWS) * ROWS * k; }
-
-static void pack_row_tiles(float *packed, const float *src, long ld, int k, int m) {
-#pragma omp for schedule(static) nowait
-    for (int p = 0; p < k; p++) {
-        const float *row = src + p * ld;
-        for (int i = 0; i < m; i += ROWS) {
-            int rows = m - i < ROWS ? m - i : ROWS;
-            float *dst = packed + (long)i * k + (long)p * ROWS;
-            for (int r = 0; r < rows; r++) dst[r] = row[i + r];
-        }
-    }
-}
-
-// A product whose A is packed by pack_row_tiles and B by pack_panels.
-static Product product_packed_tiles(float *c, int ldc, const float *a_tiles,
-                                    const float *b_packed, int m, int k, int n, int accumulate) {
-    return (Product){c, ldc, a_tiles, 1, ROWS, (long)k * ROWS, b_packed, COLS, (long)k * COLS,
-                     m, k, n, accumulate, NULL};
-}
-
-// d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
-// owns its outputs; every sum runs over t ascending.
-static void bias_backward(float *d_bias, const float *d_out, int n, int oc) {
-    int chunks = (oc + COLS - 1) / COLS;
-#pragma omp for schedule(dynamic, 1) nowait
-    for (int ch = 0; ch < chunks; ch++) {
-        int o0 = ch * COLS, width = oc - o0 < COLS ? oc - o0 : COLS;
-        float sum[COLS] = {0};
-        for (int t = 0; t < n; t++) {
-            const float *row = d_out + (long)t * oc + o0;
-            for (int j = 0; j < width; j++) sum[j] += row[j];
-        }
-        for (int j = 0; j < width; j++) d_bias[o0 + j] += sum[j];
-    }
+    fp32()->packed_columns(c, ldc, a, lda, b_packed, m, k, j0, width);
 }
 
 // The bf16 products' operands in the workspace, in bf16 elements, each
@@ -475,31 +139,10 @@ static Bf16Operands bf16_operands(Bf16Kernel kernel, long n, int ic, int oc, int
     return o;
 }
 
-// The fp32 backward's operands in the workspace, in floats, each slot in
-// whole cache lines (so that every slot starts on one, as the workspace
-// does; under SSE a panel is 8 floats): inp (N,IC) packed, then each
-// layer's d_out^T (OC,N) in row tiles, then (with d_inp) each layer's W
-// (OC,IC) packed.
-typedef struct {
-    size_t inp, d_out_t, weight;
-} Fp32Slots;
-
-static Fp32Slots fp32_backward_slots(long n, int ic, int oc) {
-    const size_t f = sizeof(float);
-    return (Fp32Slots){whole_cache_lines(packed_floats(n, ic), f),
-                       whole_cache_lines(row_tile_floats(oc, n), f),
-                       whole_cache_lines(packed_floats(oc, ic), f)};
-}
-
-static size_t fp32_backward_floats(long n, int ic, int oc, int count, int with_d_inp) {
-    Fp32Slots slot = fp32_backward_slots(n, ic, oc);
-    return slot.inp + count * slot.d_out_t + (with_d_inp ? count * slot.weight : 0);
-}
-
 size_t linear_shared_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc, int count) {
     Bf16Operands o = bf16_operands(bf16, n, ic, oc, 1);
-    size_t fp32_forward = packed_floats(ic, oc) * sizeof(float); // W^T packed
-    size_t fp32_backward = fp32_backward_floats(n, ic, oc, count, 1) * sizeof(float);
+    size_t fp32_forward = fp32()->forward_floats(ic, oc) * sizeof(float);
+    size_t fp32_backward = fp32()->backward_floats(n, ic, oc, count, 1) * sizeof(float);
     size_t bf16_forward = (o.inp + count * o.weight_t) * sizeof(bf16);
     size_t bf16_backward = (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16);
     size_t sizes[] = {fp32_forward, fp32_backward, bf16_forward, bf16_backward}, most = 0;
@@ -522,7 +165,7 @@ static void linear_forward_bf16(Products *pr, float *const out[], const float *i
     Bf16Operands o = bf16_operands(kernel, n, ic, oc, 0);
     bf16 *inp_h = workspace_reserve(pr, (o.inp + count * o.weight_t) * sizeof(bf16));
     bf16 *weight_t = inp_h + o.inp; // W^T (IC,OC) of layer l at l * o.weight_t, packed
-#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
+#pragma omp parallel if (worth_product_threads((long)count * n * ic * oc))
     {
         bf16_convert(kernel, inp_h, kpad, inp, ic, 1, n, ic, 1);
         for (int l = 0; l < count; l++)
@@ -539,16 +182,9 @@ void linear_forward_shared_input(Products *pr, float *const out[], const float *
         linear_forward_bf16(pr, out, inp, weight, bias, count, n, ic, oc);
         return;
     }
-    float *weight_t = workspace_reserve(pr, packed_floats(ic, oc) * sizeof(float)); // W^T (IC,OC)
-    for (int l = 0; l < count; l++) {
-#pragma omp parallel if (worth_sharing((long)n * ic * oc))
-        {
-            pack_panels(weight_t, weight[l], 1, ic, ic, oc);
-#pragma omp barrier
-            Product pr = product_packed(out[l], oc, inp, ic, 1, weight_t, n, ic, oc, 0, bias[l]);
-            gemm_items(&pr, SHARED);
-        }
-    }
+    const Fp32Kernels *k = fp32();
+    float *workspace = workspace_reserve(pr, k->forward_floats(ic, oc) * sizeof(float));
+    k->linear_forward(workspace, out, inp, weight, bias, count, n, ic, oc);
 }
 
 void linear_forward(Products *pr, float *out, const float *inp, const float *weight, const float *bias,
@@ -582,7 +218,7 @@ static void linear_backward_bf16(Products *pr, float *d_inp, float *const d_weig
     bf16 *slots = workspace_reserve(pr, 
         (count * (o.d_out + o.weight + o.d_out_t) + o.inp_p) * sizeof(bf16));
     bf16 *inp_p = layer_slots(slots, &o, count).d_out; // after the last layer's
-#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
+#pragma omp parallel if (worth_product_threads((long)count * n * ic * oc))
     {
         for (int l = 0; l < count; l++) {
             LayerSlots at = layer_slots(slots, &o, l);
@@ -592,7 +228,7 @@ static void linear_backward_bf16(Products *pr, float *d_inp, float *const d_weig
             }
             if (panel_a) bf16_pack(kernel, at.d_out_t, d_out[l], oc, 1, n, oc, 1);
             else bf16_convert(kernel, at.d_out_t, n_pad, d_out[l], 1, oc, oc, n, 1);
-            if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
+            if (d_bias[l]) fp32()->bias_backward(d_bias[l], d_out[l], n, oc);
         }
         bf16_pack(kernel, inp_p, inp, ic, 1, n, ic, 1);
 #pragma omp barrier
@@ -612,39 +248,10 @@ void linear_backward_shared_input(Products *pr, float *d_inp, float *const d_wei
         linear_backward_bf16(pr, d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
         return;
     }
-    // inp (N,IC) packed once for all the layers' d_W; each layer's d_out^T
-    // (OC,N) in row tiles and (with d_inp) its W (OC,IC) packed, in its own slots
-    Fp32Slots slot = fp32_backward_slots(n, ic, oc);
-    float *inp_packed = workspace_reserve(pr, fp32_backward_floats(n, ic, oc, count, d_inp != NULL) *
-                                          sizeof(float));
-    float *d_out_tiles = inp_packed + slot.inp;
-    float *weight_packed = d_out_tiles + count * slot.d_out_t;
-#pragma omp parallel if (worth_sharing((long)count * n * ic * oc))
-    {
-        pack_panels(inp_packed, inp, ic, 1, n, ic);
-        for (int l = 0; l < count; l++) {
-            pack_row_tiles(d_out_tiles + l * slot.d_out_t, d_out[l], oc, n, oc);
-            if (d_inp)
-                pack_panels(weight_packed + l * slot.weight, weight[l], ic, 1, oc, ic);
-        }
-#pragma omp barrier
-        for (int l = 0; l < count; l++) {
-            // d_inp (N,IC) += d_out (N,OC) . W (OC,IC), ending at a barrier, so the next
-            // layer adds to d_inp after this one (the sums in the order l = 0, 1, ...)
-            if (d_inp) {
-                Product pr = product_packed(d_inp, ic, d_out[l], oc, 1,
-                                            weight_packed + l * slot.weight, n, oc, ic,
-                                            1, NULL);
-                gemm_items(&pr, SHARED);
-            }
-            // d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
-            Product pr = product_packed_tiles(d_weight[l], ic,
-                                              d_out_tiles + l * slot.d_out_t,
-                                              inp_packed, oc, n, ic, 1);
-            gemm_items(&pr, SHARED_NOWAIT);
-            if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
-        }
-    }
+    const Fp32Kernels *k = fp32();
+    float *workspace = workspace_reserve(
+        pr, k->backward_floats(n, ic, oc, count, d_inp != NULL) * sizeof(float));
+    k->linear_backward(workspace, d_inp, d_weight, d_bias, d_out, inp, weight, count, n, ic, oc);
 }
 
 void linear_backward(Products *pr, float *d_inp, float *d_weight, float *d_bias, const float *d_out,

@@ -19,6 +19,10 @@ void matmul(float *c, const float *a, const float *b, int m, int k, int n, int a
 void matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
                     int ldb, int m, int k, int n, int accumulate);
 
+// The vectors the fp32 products run on: the widest the CPU has among the
+// variants this build compiled ("AVX-512", "AVX2", "128-bit vectors ...").
+const char *matmul_fp32_kernel_name(void);
+
 // ---- B packed in the fp32 products' own column panels (matmul.c), which
 // the KV cache keeps its fp32 weights in: each panel's rows contiguous, and
 // columns j0.. of B at b_packed + j0 * K for any j0 that is a multiple of 64.

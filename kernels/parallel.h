@@ -15,6 +15,12 @@ static inline int worth_threads(long work) {
     return work >= PARALLEL_MIN_WORK && !omp_in_parallel() && omp_get_max_threads() > 1;
 }
 
+// Whether a product of m*k*n multiply-adds is worth a parallel region:
+// below it, the region's set-up costs more than the product.
+static inline int worth_product_threads(long work) {
+    return work > 32768 && !omp_in_parallel() && omp_get_max_threads() > 1;
+}
+
 // for (long i = 0; i < n; i++) { body }, with the iterations shared among the
 // threads when `work` is worth it. The body is written once and compiled
 // twice. Static schedule: each thread takes the same contiguous range in

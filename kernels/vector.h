@@ -6,7 +6,10 @@
 
 #include <string.h>
 
-#if defined(__AVX512F__)
+// A file may set VLEN itself for code it compiles for another instruction
+// set (matmul_fp32_avx2.c, matmul_fp32_avx512.c).
+#if defined(VLEN)
+#elif defined(__AVX512F__)
 #define VLEN 16
 #elif defined(__AVX__)
 #define VLEN 8

@@ -491,6 +491,7 @@ int main(int argc, char **argv) {
     }
     if (dot == 0 && amx == 0) printf("bf16: no bf16 instructions on this CPU (bf16 runs as fp32 arithmetic)\n");
     double bf16_peak = amx > 0 ? amx : dot > 0 ? dot : peak;
+    printf("fp32 products run on: %s\n", matmul_fp32_kernel_name());
     printf("bf16 products run on: %s\n", bf16_kernel_name(bf16_best_kernel(BF16_AMX)));
     omp_set_num_threads(threads);
     Shape shapes[] = {{"default recipe", "default", 4, 4, 128, 64, 12, quick ? 5 : 50},

@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
+#include "../kernels/matmul_fp32.h"
 #include "../model/ops.h"
 #include "../kernels/transpose.h"
 #include "../base/util.h"
@@ -155,7 +157,37 @@ static double matmul_tolerance(int k, double abs_sum, double start) {
     return 2.0 * k * u * abs_sum + 2.0 * u * fabs(start) + 1e-30;
 }
 
-static void check_matmul_shape(Rng *rng, int m, int k, int n, int accumulate) {
+// The fp32 products through matmul.h (v NULL: the variant the CPU runs,
+// with the tests' products) or one variant of matmul_fp32.h directly.
+static void run_matmul(const Fp32Kernels *v, float *c, const float *a, const float *b, int m,
+                       int k, int n, int accumulate) {
+    if (v) v->matmul(c, a, b, m, k, n, accumulate);
+    else matmul(c, a, b, m, k, n, accumulate);
+}
+static void run_linear_forward(const Fp32Kernels *v, float *out, const float *inp,
+                               const float *weight, const float *bias, int n, int ic, int oc) {
+    if (!v) {
+        linear_forward(&products, out, inp, weight, bias, n, ic, oc);
+        return;
+    }
+    float *workspace = xmalloc(v->forward_floats(ic, oc) * sizeof(float));
+    v->linear_forward(workspace, &out, inp, &weight, &bias, 1, n, ic, oc);
+    free(workspace);
+}
+static void run_linear_backward(const Fp32Kernels *v, float *d_inp, float *d_weight,
+                                float *d_bias, const float *d_out, const float *inp,
+                                const float *weight, int n, int ic, int oc) {
+    if (!v) {
+        linear_backward(&products, d_inp, d_weight, d_bias, d_out, inp, weight, n, ic, oc);
+        return;
+    }
+    float *workspace = xmalloc(v->backward_floats(n, ic, oc, 1, 1) * sizeof(float));
+    v->linear_backward(workspace, d_inp, &d_weight, &d_bias, &d_out, inp, &weight, 1, n, ic, oc);
+    free(workspace);
+}
+
+static void check_matmul_shape(const Fp32Kernels *v, Rng *rng, int m, int k, int n,
+                               int accumulate) {
     float *a = random_normal(rng, (long)m * k, 1, 0), *b = random_normal(rng, (long)k * n, 1, 0);
     float *c = random_normal(rng, (long)m * n, 1, 0);
     double *ref = xcalloc((size_t)m * n, sizeof(double));
@@ -163,7 +195,7 @@ static void check_matmul_shape(Rng *rng, int m, int k, int n, int accumulate) {
     if (accumulate)
         for (long i = 0; i < (long)m * n; i++) ref[i] = c[i];
     naive_matmul(ref, bound, a, b, m, k, n);
-    matmul(c, a, b, m, k, n, accumulate);
+    run_matmul(v, c, a, b, m, k, n, accumulate);
     for (long i = 0; i < (long)m * n; i++)
         CHECK_MSG(fabs(c[i] - ref[i]) <= matmul_tolerance(k, bound[i], accumulate ? ref[i] : 0),
                   "matmul %dx%dx%d accumulate %d: c[%ld] = %.9g, expected %.9g", m, k, n,
@@ -171,7 +203,7 @@ static void check_matmul_shape(Rng *rng, int m, int k, int n, int accumulate) {
     free(a), free(b), free(c), free(ref), free(bound);
 }
 
-static void test_matmul_matches_double(void) {
+static void check_matmul(const Fp32Kernels *v) {
     Rng rng;
     rng_seed(&rng, 3);
     // Shapes below, at and above the register tile (4 or 6 rows by 32 or 64
@@ -180,21 +212,24 @@ static void test_matmul_matches_double(void) {
                              {37, 64, 72}, {64, 33, 130}, {3, 200, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int accumulate = 0; accumulate <= 1; accumulate++)
-            check_matmul_shape(&rng, shapes[s][0], shapes[s][1], shapes[s][2], accumulate);
+            check_matmul_shape(v, &rng, shapes[s][0], shapes[s][1], shapes[s][2], accumulate);
     // Every row count up to two tiles and a bit (the leftover rows go in
     // fours, twos and ones), at full and half width (96 = 64 + 32), with K
     // past the depth of one pass (300 > 256).
     for (int m = 1; m <= 13; m++)
         for (int accumulate = 0; accumulate <= 1; accumulate++)
-            check_matmul_shape(&rng, m, 300, 96, accumulate);
+            check_matmul_shape(v, &rng, m, 300, 96, accumulate);
 }
 
-static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias) {
+static void test_matmul_matches_double(void) { check_matmul(NULL); }
+
+static void check_linear_forward(const Fp32Kernels *v, Rng *rng, int N, int IC, int OC,
+                                 int with_bias) {
     float *inp = random_normal(rng, (long)N * IC, 1, 0);
     float *weight = random_normal(rng, (long)OC * IC, 1, 0);
     float *bias = with_bias ? random_normal(rng, OC, 1, 0) : NULL;
     float *out = random_normal(rng, (long)N * OC, 1, 0); // garbage to be overwritten
-    linear_forward(&products, out, inp, weight, bias, N, IC, OC);
+    run_linear_forward(v, out, inp, weight, bias, N, IC, OC);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             // out[n,o] = sum_i inp[n,i] weight[o,i] + bias[o]
@@ -210,14 +245,16 @@ static void check_linear_forward(Rng *rng, int N, int IC, int OC, int with_bias)
     free(inp), free(weight), free(bias), free(out);
 }
 
-static void test_linear_forward_matches_double(void) {
+static void check_linear_forwards(const Fp32Kernels *v) {
     Rng rng;
     rng_seed(&rng, 4);
-    check_linear_forward(&rng, 5, 7, 9, 1);
-    check_linear_forward(&rng, 5, 7, 9, 0);
-    check_linear_forward(&rng, 37, 64, 72, 1);
-    check_linear_forward(&rng, 37, 64, 72, 0);
+    check_linear_forward(v, &rng, 5, 7, 9, 1);
+    check_linear_forward(v, &rng, 5, 7, 9, 0);
+    check_linear_forward(v, &rng, 37, 64, 72, 1);
+    check_linear_forward(v, &rng, 37, 64, 72, 0);
 }
+
+static void test_linear_forward_matches_double(void) { check_linear_forwards(NULL); }
 
 // Elements of got (count) farther from the double sums ref than
 // matmul_tolerance allows for k products (bound: their absolute sums) onto
@@ -236,7 +273,7 @@ static int count_off_double(const float *got, const double *ref, const double *b
 // OC = 263 ends d_W's rows in a tile of 5, and IC = 270 ends d_inp's and
 // d_W's columns in a narrow panel, so the packed operands are read past the
 // first pass and in their last tiles.
-static void test_linear_backward_matches_double(void) {
+static void check_linear_backward(const Fp32Kernels *v) {
     enum { N = 300, IC = 270, OC = 263 };
     Rng rng;
     rng_seed(&rng, 6);
@@ -263,15 +300,55 @@ static void test_linear_backward_matches_double(void) {
     naive_matmul(ref[0], bound[0], d_out, weight, N, OC, IC);
     naive_matmul(ref[1], bound[1], d_out_t, inp, OC, N, IC);
     naive_matmul(ref[2], bound[2], d_out_t, ones, OC, N, 1);
-    linear_backward(&products, grads[0], grads[1], grads[2], d_out, inp, weight, N, IC, OC);
+    run_linear_backward(v, grads[0], grads[1], grads[2], d_out, inp, weight, N, IC, OC);
     const char *names[3] = {"d_inp", "d_weight", "d_bias"};
     const int depth[3] = {OC, N, N};
     for (int g = 0; g < 3; g++) {
         int off = count_off_double(grads[g], ref[g], bound[g], start[g], sizes[g], depth[g]);
-        CHECK_MSG(!off, "%s: %d of %ld elements off the double sum", names[g], off, sizes[g]);
+        CHECK_MSG(!off, "%s%s%s: %d of %ld elements off the double sum", v ? v->name : "",
+                  v ? " " : "", names[g], off, sizes[g]);
         free(grads[g]), free(start[g]), free(ref[g]), free(bound[g]);
     }
     free(inp), free(weight), free(d_out), free(d_out_t), free(ones);
+}
+
+static void test_linear_backward_matches_double(void) { check_linear_backward(NULL); }
+
+// Every fp32 variant this build compiled that this CPU runs (a portable
+// x86-64 build: its own SSE2 one, and AVX2's and AVX-512's where the CPU
+// has them; a native build: its own), each product against double, and
+// the packed columns' product equal to the strided one bit for bit.
+static void test_every_fp32_variant(void) {
+    const Fp32Kernels *variants[3];
+    int count = 0;
+    variants[count++] = &fp32_built;
+#if FP32_AVX2_VARIANT
+    if (cpu_has_avx2_fma()) variants[count++] = &fp32_avx2;
+#endif
+#if FP32_AVX512_VARIANT
+    if (cpu_has_avx512f()) variants[count++] = &fp32_avx512;
+#endif
+    for (int i = 0; i < count; i++) {
+        const Fp32Kernels *v = variants[i];
+        printf("    (the %s variant)\n", v->name);
+        check_matmul(v);
+        check_linear_forwards(v);
+        check_linear_backward(v);
+        enum { M = 3, K = 70, N = 200 };
+        Rng rng;
+        rng_seed(&rng, 11);
+        float *a = random_normal(&rng, (long)M * K, 1, 0), *w = random_normal(&rng, (long)N * K, 1, 0);
+        float *w_t = xmalloc(sizeof(float) * K * N), *packed = xmalloc(sizeof(float) * v->packed_floats(K, N));
+        float *strided = xcalloc((size_t)M * N, sizeof(float)), *columns = xcalloc((size_t)M * N, sizeof(float));
+        transpose_rows(w_t, N, w, K, N, K); // W^T (K,N)
+        v->pack_transposed(packed, w, K, N);
+        v->matmul_strided(strided, N, a, K, 1, w_t, N, M, K, N, 0);
+        for (int j0 = 0; j0 < N; j0 += 64)
+            v->packed_columns(columns + j0, N, a, K, packed, M, K, j0, N - j0 < 64 ? N - j0 : 64);
+        CHECK_MSG(!memcmp(strided, columns, sizeof(float) * M * N),
+                  "%s: the packed columns' product differs from the strided one", v->name);
+        free(a), free(w), free(w_t), free(packed), free(strided), free(columns);
+    }
 }
 
 // ---- linear gradients
@@ -584,6 +661,8 @@ void suite_ops(void) {
     run_test("linear_forward matches double", test_linear_forward_matches_double);
     run_test("linear_backward matches double, past one pass of K, partial tiles",
              test_linear_backward_matches_double);
+    run_test("every fp32 variant this build has and the CPU runs matches double",
+             test_every_fp32_variant);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
     run_test("linear_backward accumulates", test_linear_backward_accumulates);
