@@ -317,9 +317,13 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     f->project_qkv(f, l, b);
     int rows = f->attend(f, l, b);
     long rc = (long)rows * C;
+    const ForwardHooks *hooks = f->hooks;
+    if (hooks && hooks->attention_output) hooks->attention_output(hooks, l, b->att_out, rows);
     f->linear(f, l, WEIGHT_O, b->proj_out, b->att_out, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.att_proj);
+    if (hooks && hooks->sublayer_output)
+        hooks->sublayer_output(hooks, l, SUBLAYER_ATTENTION, b->proj_out, rows);
     residual_forward(b->residual2, b->x_in, b->proj_out, rc);
     // x += GELU(LN2(x) W_fc^T + b_fc) W_proj^T + b_proj
     layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p->ln2_w + l * C,
@@ -329,6 +333,8 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     f->linear(f, l, WEIGHT_PROJ, b->proj_out, b->fc_gelu, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
+    if (hooks && hooks->sublayer_output)
+        hooks->sublayer_output(hooks, l, SUBLAYER_MLP, b->proj_out, rows);
     residual_forward(b->x_out, b->residual2, b->proj_out, rc);
     return rows;
 }
@@ -347,10 +353,13 @@ int transformer_forward(const Forward *f) {
         DropoutMask m = dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
         dropout_forward(x, x, (long)rows * C, 0, &m);
     }
+    const ForwardHooks *hooks = f->hooks;
+    if (hooks && hooks->stream) hooks->stream(hooks, 0, x, rows);
     for (int l = 0; l < cfg->layers; l++) {
         if (l > 0)
             b = f->buffers(f, l);
         rows = block_forward(f, l, &b);
+        if (hooks && hooks->stream) hooks->stream(hooks, l + 1, b.x_out, rows);
     }
     // logits (rows,V) = LN_f(x) . wte^T (tied)
     layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, b.x_out, p->lnf_w, p->lnf_b, rows, C);
@@ -446,6 +455,11 @@ static void batch_linear(const Forward *f, int l, LinearWeight w, float *out, co
 }
 
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
+    return gpt_forward_hooked(model, tokens, targets, B, T, NULL);
+}
+
+float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
+                         const ForwardHooks *hooks) {
     const GPTConfig *cfg = &model->config;
     int V = cfg->vocab_size;
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
@@ -470,7 +484,8 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
                  .project_qkv = batch_project_qkv,
                  .attend = batch_attend,
                  .linear = batch_linear,
-                 .state = &batch};
+                 .state = &batch,
+                 .hooks = hooks};
     transformer_forward(&f);
     if (targets) {
         memcpy(model->targets, targets, (size_t)BT * sizeof(int));
