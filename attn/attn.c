@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "../data/vocab.h"
@@ -21,6 +22,8 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
+#include "../model/interpret.h"
+#include "../viz/ablation_grid.h"
 #include "../viz/atlas.h"
 #include "../viz/circuits.h"
 #include "../viz/explorer.h"
@@ -34,9 +37,11 @@ typedef struct {
     int layer, head, cell, raw, html;
     const char *precision;
     Precision products; // --precision, checked
+    int ablate, ablate_windows, lens, attribute_position, force;
+    const char *ablate_text_file;
 } AttnOptions;
 
-#define NUM_OPTIONS 13
+#define NUM_OPTIONS 19
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
@@ -62,6 +67,24 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
          "when it exists", 0, -1, 0},
         {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--ablate", NULL, OPT_FLAG, &o->ablate,
+         "also write OUT/ablation.csv and OUT/ablation.png: the loss over the text's first "
+         "context+1 characters with each head, and each layer's attention and MLP, zeroed or "
+         "replaced by its mean", 0, -1, 0},
+        {"--ablate-text-file", "FILE", OPT_STRING, &o->ablate_text_file,
+         "--ablate with the losses averaged over windows of this text instead (the validation "
+         "split, say)", 0, -1, 0},
+        {"--ablate-windows", "N", OPT_INT, &o->ablate_windows,
+         "at most N windows of --ablate-text-file, spread evenly over it", 1, 1000000, 0},
+        {"--lens", NULL, OPT_FLAG, &o->lens,
+         "also write OUT/logit_lens.csv and OUT/logit_lens.png: the prediction after the "
+         "embeddings and after every block, at each of the text's first context positions", 0, -1, 0},
+        {"--attribute-position", "P", OPT_INT, &o->attribute_position,
+         "also write OUT/attribution.csv and OUT/attribution.png: what each head, MLP and "
+         "embedding adds to logit(next) - logit(most likely other) at position P (0 is the "
+         "text's first character; -1: none)", -1, 100000000, 0},
+        {"--force", NULL, OPT_FLAG, &o->force,
+         "write into OUT even when it holds files bin/attn did not write", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -70,7 +93,8 @@ static AttnOptions default_options(void) {
     return (AttnOptions){.ckpt = "out/model.safetensors", .out = "attn_out",
                          .colormap = "viridis", .layer = -1, .head = -1,
                          .cell = HEATMAP_DEFAULT_CELL,
-                         .precision = "fp32"};
+                         .precision = "fp32", .ablate_windows = 600,
+                         .attribute_position = -1};
 }
 
 // The text's code points, every one in the vocabulary (else a one-line
@@ -222,6 +246,12 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
     free(views);
 }
 
+static int option_given(const Option table[NUM_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return table[i].given;
+    return 0;
+}
+
 // The flags, parsed and checked (--help prints the usage and exits 0);
 // --precision takes effect here.
 static AttnOptions parse_options(int argc, char **argv) {
@@ -256,6 +286,9 @@ static AttnOptions parse_options(int argc, char **argv) {
     bf16_limit_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
     const char *note = precision_note(o.products);
     if (note) fprintf(stderr, "note: %s\n", note);
+    if (o.ablate_text_file) o.ablate = 1;
+    if (option_given(table, "--ablate-windows") && !o.ablate_text_file)
+        usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that text's)");
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;
@@ -325,6 +358,130 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
     return t;
 }
 
+// ---- what the analyses read: the prediction window and the ablation's windows
+
+// The text's first min(n, context + 1) characters: position t (0..T-1)
+// reads characters 0..t and predicts character t + 1. What --ablate (the
+// one window), --lens and --attribute-position look at.
+typedef struct {
+    int *tokens, *targets;  // (T)
+    const uint32_t *chars;  // (T + 1)
+    int T;
+} PredictionWindow;
+
+// The windows --ablate averages over: tokens and targets (W,T).
+typedef struct {
+    int *tokens, *targets;
+    int W, T;
+} AblationWindows;
+
+static int analyses_asked(const AttnOptions *o) {
+    return o->ablate || o->lens || o->attribute_position >= 0;
+}
+
+// The flag that asked for a prediction window (for its errors).
+static const char *analysis_flag(const AttnOptions *o) {
+    return o->ablate ? "--ablate" : o->lens ? "--lens" : "--attribute-position";
+}
+
+// Checked: at least 2 characters, and --attribute-position inside the window.
+static PredictionWindow prediction_window(const AttnOptions *o, const GPT *model,
+                                          const Vocab *vocab, const AttnText *text) {
+    PredictionWindow w = {0};
+    if (!analyses_asked(o)) return w;
+    if (text->num_chars < 2)
+        die("%s: the text has 1 character, need at least 2 (each position predicts the next)",
+            analysis_flag(o));
+    w.T = text->num_chars - 1 < model->config.context ? text->num_chars - 1 : model->config.context;
+    if (o->attribute_position >= w.T)
+        die("--attribute-position %d is out of range: the text's first %d positions predict the "
+            "character after them (0..%d)", o->attribute_position, w.T, w.T - 1);
+    w.chars = text->chars;
+    w.tokens = xmalloc(sizeof(int) * w.T);
+    w.targets = xmalloc(sizeof(int) * w.T);
+    for (int t = 0; t < w.T; t++) {
+        w.tokens[t] = vocab_id(vocab, text->chars[t]);
+        w.targets[t] = vocab_id(vocab, text->chars[t + 1]);
+    }
+    return w;
+}
+
+// --ablate-text-file's windows: W = min(--ablate-windows, (n-1)/T) windows
+// of T + 1 characters (T = min(context, n - 1)), the first at the start,
+// the last at the end, the others spread evenly between; without the flag,
+// the prediction window alone.
+static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
+                                        const Vocab *vocab, const PredictionWindow *window) {
+    AblationWindows set = {0};
+    if (!o->ablate) return set;
+    if (!o->ablate_text_file) {
+        set.W = 1;
+        set.T = window->T;
+        set.tokens = xmalloc(sizeof(int) * set.T);
+        set.targets = xmalloc(sizeof(int) * set.T);
+        memcpy(set.tokens, window->tokens, sizeof(int) * set.T);
+        memcpy(set.targets, window->targets, sizeof(int) * set.T);
+        return set;
+    }
+    size_t len;
+    char *file_text = read_whole_file(o->ablate_text_file, &len);
+    int n;
+    uint32_t *chars = decode_text(o->ablate_text_file, file_text, len, vocab, &n);
+    free(file_text);
+    if (n < 2)
+        die("--ablate-text-file %s: 1 character, need at least 2 (each position predicts the next)",
+            o->ablate_text_file);
+    set.T = n - 1 < model->config.context ? n - 1 : model->config.context;
+    int most = (n - 1) / set.T;
+    set.W = o->ablate_windows < most ? o->ablate_windows : most;
+    set.tokens = xmalloc(sizeof(int) * set.W * set.T);
+    set.targets = xmalloc(sizeof(int) * set.W * set.T);
+    for (int w = 0; w < set.W; w++) {
+        long start = set.W > 1 ? (long)w * (n - 1 - set.T) / (set.W - 1) : 0;
+        for (int t = 0; t < set.T; t++) {
+            set.tokens[(long)w * set.T + t] = vocab_id(vocab, chars[start + t]);
+            set.targets[(long)w * set.T + t] = vocab_id(vocab, chars[start + t + 1]);
+        }
+    }
+    free(chars);
+    return set;
+}
+
+// ---- the output folder
+
+// Left in every folder bin/attn writes: it may write there again.
+#define OUT_MARKER ".written-by-bin-attn"
+
+// --out must be a new or empty folder, or one bin/attn wrote (its marker
+// is there), unless --force: a user's files are never replaced unasked.
+static void check_out_folder(const AttnOptions *o) {
+    struct stat out_stat;
+    if (stat(o->out, &out_stat) != 0) return; // created when written
+    if (!S_ISDIR(out_stat.st_mode)) die("--out %s: not a folder", o->out);
+    if (o->force) return;
+    DIR *dir = opendir(o->out);
+    if (!dir) die("--out %s: cannot read the folder: %s", o->out, strerror(errno));
+    int others = 0, marked = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, OUT_MARKER)) marked = 1;
+        else others++;
+    }
+    closedir(dir);
+    if (others && !marked)
+        die("--out %s: the folder holds files that bin/attn did not write (no %s in it); give a "
+            "new or empty folder, or --force to write into it", o->out, OUT_MARKER);
+}
+
+static void write_out_marker(const AttnOptions *o) {
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/%s", o->out, OUT_MARKER);
+    const char *note = "bin/attn wrote this folder and may write into it again.\n";
+    if (!file_exists(path) && !write_file_atomic(path, note, strlen(note), err, sizeof err))
+        die("%s", err);
+}
+
 // What the user should know once every input has passed (an error is the
 // only line a bad input prints): the text was cut to the context, the
 // labels use the built-in font.
@@ -376,6 +533,84 @@ static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *
     free(tags);
 }
 
+// ---- the analyses: ablation, the logit lens, attribution
+
+// A CSV file written atomically; dies with a one-line message.
+static void csv_commit(AtomicFile *af) {
+    char err[2048];
+    if (ferror(af->file)) atomic_file_write_failed(af);
+    if (!atomic_file_commit(af, err, sizeof err)) die("%s", err);
+}
+
+static void csv_open(AtomicFile *af, const char *out, const char *name) {
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/%s", out, name);
+    if (!atomic_file_open(af, path, err, sizeof err)) die("%s", err);
+}
+
+// The heads shown in the ablation picture's strip: the (up to) 3 whose mean
+// ablation raises the loss most (the lower unit first on a tie).
+#define ABLATION_STRIPS 3
+static int strongest_heads(const GPTConfig *cfg, const double *mean_loss, int *units) {
+    int heads = cfg->layers * cfg->heads, n = heads < ABLATION_STRIPS ? heads : ABLATION_STRIPS;
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int u = 0; u < heads; u++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= units[j] == u;
+            if (!taken && (best < 0 || mean_loss[u] > mean_loss[best])) best = u;
+        }
+        units[k] = best;
+    }
+    return n;
+}
+
+// OUT/ablation.csv (a row per head, then per layer "attn" and "mlp") and
+// OUT/ablation.png. The means come from the windows averaged over.
+static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWindow *window,
+                           const AblationWindows *set) {
+    const GPTConfig *cfg = &model->config;
+    int L = cfg->layers, NH = cfg->heads, units = ablation_units(cfg);
+    int T = set->T > window->T ? set->T : window->T;
+    gpt_alloc_inference(model, set->W < 12 ? set->W : 12, T);
+    float *means = ablation_means(model, set->tokens, set->W, set->T);
+    double *zero_loss = xmalloc(sizeof(double) * units), *mean_loss = xmalloc(sizeof(double) * units);
+    double loss = ablation_losses(model, set->tokens, set->targets, set->W, set->T, means,
+                                  zero_loss, mean_loss);
+    AtomicFile af;
+    csv_open(&af, o->out, "ablation.csv");
+    fprintf(af.file, "layer,head,loss,zero_ablated_loss,mean_ablated_loss\n");
+    for (int l = 0; l < L; l++)
+        for (int c = 0; c < NH + 2; c++) {
+            int u = c < NH ? l * NH + c : L * NH + 2 * l + (c - NH);
+            char head[16];
+            if (c < NH) snprintf(head, sizeof head, "%d", c);
+            else snprintf(head, sizeof head, "%s", c == NH ? "attn" : "mlp");
+            fprintf(af.file, "%d,%s,%.6f,%.6f,%.6f\n", l, head, loss, zero_loss[u], mean_loss[u]);
+        }
+    csv_commit(&af);
+
+    // the strip: the prediction window, each of the strongest heads mean-ablated
+    int strip_units[ABLATION_STRIPS], strips = strongest_heads(cfg, mean_loss, strip_units);
+    float *clean = xmalloc(sizeof(float) * window->T);
+    float *increase = xmalloc(sizeof(float) * strips * window->T);
+    ablated_loss(model, window->tokens, window->targets, 1, window->T, 0, ABLATE_NONE, NULL, clean);
+    for (int k = 0; k < strips; k++) {
+        float *row = increase + (long)k * window->T;
+        ablated_loss(model, window->tokens, window->targets, 1, window->T, strip_units[k],
+                     ABLATE_MEAN, means, row);
+        for (int t = 0; t < window->T; t++) row[t] -= clean[t];
+    }
+    AblationPicture picture = {L, NH, loss, zero_loss, mean_loss, (long)set->W * set->T, set->W,
+                               window->T, window->chars + 1, strips, strip_units, increase};
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/ablation.png", o->out);
+    if (!ablation_write_png(path, &picture, err, sizeof err)) die("%s", err);
+    printf("wrote %s/ablation.csv and ablation.png (%d heads, %d layers' attention and MLP; %d "
+           "window%s of %d)\n", o->out, L * NH, L, set->W, set->W == 1 ? "" : "s", set->T);
+    free(means), free(zero_loss), free(mean_loss), free(clean), free(increase);
+}
+
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
@@ -389,17 +624,24 @@ int main(int argc, char **argv) {
     load_model(&o, &model, &vocab);
     gpt_set_precision(&model, o.products);
     AttnText text = read_text(&o, &model, &vocab);
+    PredictionWindow window = prediction_window(&o, &model, &vocab, &text);
+    AblationWindows ablation_set = ablation_windows(&o, &model, &vocab, &window);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))
         die("--out %s: not a folder", o.out);
     ExplorerSnapshots snapshots = {0};
     if (o.html) snapshots = read_explorer_snapshots(&o, &model);
+    check_out_folder(&o);
     print_notes(&text);
 
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
+    write_out_marker(&o);
     if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
+    if (o.ablate) write_ablation(&o, &model, &window, &ablation_set);
 
+    free(ablation_set.tokens), free(ablation_set.targets);
+    free(window.tokens), free(window.targets);
     free_explorer_snapshots(&snapshots);
     free(scores);
     free(text.chars);

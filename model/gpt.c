@@ -343,20 +343,24 @@ int transformer_forward(const Forward *f) {
     const GPTConfig *cfg = &f->model->config;
     const ParameterTensors *p = &f->model->params;
     int C = cfg->dim, rows = f->rows;
-    BlockBuffers b = f->buffers(f, 0);
-    // With dropout (nanoGPT's four places): the embedding sum, the attention
-    // probabilities, and the outputs of W_O and of the MLP projection, each
-    // before it joins the residual stream.
-    float *x = (float *)b.x_in;
-    f->embed(f, x);
-    if (f->dropout) {
-        DropoutMask m = dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
-        dropout_forward(x, x, (long)rows * C, 0, &m);
-    }
     const ForwardHooks *hooks = f->hooks;
-    if (hooks && hooks->stream) hooks->stream(hooks, 0, x, rows);
-    for (int l = 0; l < cfg->layers; l++) {
-        if (l > 0)
+    int first = hooks ? hooks->first_layer : 0;
+    BlockBuffers b = f->buffers(f, first);
+    if (first == 0) {
+        // With dropout (nanoGPT's four places): the embedding sum, the
+        // attention probabilities, and the outputs of W_O and of the MLP
+        // projection, each before it joins the residual stream.
+        float *x = (float *)b.x_in;
+        f->embed(f, x);
+        if (f->dropout) {
+            DropoutMask m =
+                dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
+            dropout_forward(x, x, (long)rows * C, 0, &m);
+        }
+        if (hooks && hooks->stream) hooks->stream(hooks, 0, x, rows);
+    }
+    for (int l = first; l < cfg->layers; l++) {
+        if (l > first)
             b = f->buffers(f, l);
         rows = block_forward(f, l, &b);
         if (hooks && hooks->stream) hooks->stream(hooks, l + 1, b.x_out, rows);
@@ -465,6 +469,10 @@ float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int 
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
+    if (hooks && hooks->first_layer > 0 &&
+        (model->cur_B != B || model->cur_T != T || hooks->first_layer >= cfg->layers))
+        die("gpt_forward_hooked: from block %d of %d over %dx%d, after a forward over %dx%d",
+            hooks->first_layer, cfg->layers, B, T, model->cur_B, model->cur_T);
     if (model->cur_B != B || model->cur_T != T)
         activation_layout(cfg, &model->acts, B, T, model->acts_memory);
     model->cur_B = B;

@@ -235,6 +235,10 @@ struct ForwardHooks {
     // block d-1 (d = 1..L); read only.
     void (*stream)(const ForwardHooks *h, int depth, const float *x, int rows);
     void *state; // the caller's
+    // 0, or run only blocks first_layer.. : the stream into that block is
+    // what the last forward (over the same tokens) left in the buffers, so
+    // only what a change from that block on alters is recomputed.
+    int first_layer;
 };
 
 typedef struct Forward Forward;
@@ -269,7 +273,8 @@ int transformer_forward(const Forward *f);
 // and returns it; with targets NULL, leaves the logits' softmax in
 // acts.probs and returns -1.
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T);
-// The same with hooks (NULL: exactly gpt_forward).
+// The same with hooks (NULL: exactly gpt_forward). With hooks->first_layer
+// > 0 the last forward must have been over the same tokens, B and T.
 float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
                          const ForwardHooks *hooks);
 void gpt_zero_grad(GPT *model);

@@ -1,0 +1,353 @@
+// test_lens.c: why a head matters (model/interpret.h, bin/attn --ablate,
+// --lens, --attribute-position). The hooks leave the forward as it was;
+// ablated losses, the logit lens and the attribution against a forward in
+// double precision written here; attributions adding up to the logit
+// difference; bin/attn's files read back, the same for 1 and 2 threads,
+// bad input refused before anything is written, and --out refusing a
+// folder of the user's.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../base/util.h"
+#include "../data/vocab.h"
+#include "../infer/checkpoint.h"
+#include "../model/gpt.h"
+#include "../model/interpret.h"
+#include "check.h"
+#include "fixtures.h"
+
+// ---- the reference: one window through the model in double precision
+
+// What the reference changes: unit ablated as kind (ABLATE_NONE: nothing),
+// with means (L,3,C) as interpret.h's.
+typedef struct {
+    int unit;
+    AblationKind kind;
+    const double *means;
+} RefAblation;
+
+// What it records, each NULL or sized as said.
+typedef struct {
+    double *stream;   // (L+1,T,C) after the embeddings and every block
+    double *att_out;  // (L,T,C) heads concatenated, before W_O
+    double *attn_out; // (L,T,C) the attention's output (W_O, b_O)
+    double *mlp_out;  // (L,T,C)
+    double *logits;   // (T,V)
+} RefRecord;
+
+static void ref_layernorm(double *out, const double *x, const float *w, const float *b, int C) {
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; c++) mean += x[c];
+    mean /= C;
+    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
+    double r = 1.0 / sqrt(var / C + 1e-5);
+    for (int c = 0; c < C; c++) out[c] = (x[c] - mean) * r * w[c] + b[c];
+}
+
+// out (OC) = W (OC,IC) in + b
+static void ref_linear(double *out, const double *in, const float *w, const float *b, int ic, int oc) {
+    for (int o = 0; o < oc; o++) {
+        double sum = b ? b[o] : 0;
+        for (int i = 0; i < ic; i++) sum += (double)w[(long)o * ic + i] * in[i];
+        out[o] = sum;
+    }
+}
+
+static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblation *ab,
+                        const RefRecord *rec) {
+    const GPTConfig *cfg = &m->config;
+    int L = cfg->layers, NH = cfg->heads, C = cfg->dim, V = cfg->vocab_size, hs = C / NH;
+    const ParameterTensors *p = &m->params;
+    int ab_layer = -1, ab_head = 0;
+    if (ab && ab->kind != ABLATE_NONE) ablation_unit(cfg, ab->unit, &ab_layer, &ab_head);
+    double *x = xmalloc(sizeof(double) * T * C), *ln = xmalloc(sizeof(double) * T * C);
+    double *q = xmalloc(sizeof(double) * T * C), *k = xmalloc(sizeof(double) * T * C);
+    double *v = xmalloc(sizeof(double) * T * C), *att = xmalloc(sizeof(double) * T * C);
+    double *out = xmalloc(sizeof(double) * T * C), *fc = xmalloc(sizeof(double) * 4 * C);
+    double *scores = xmalloc(sizeof(double) * T);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++)
+            x[t * C + c] = (double)p->wte[tokens[t] * C + c] + p->wpe[t * C + c];
+    if (rec->stream) memcpy(rec->stream, x, sizeof(double) * T * C);
+    for (int l = 0; l < L; l++) {
+        long cc = (long)l * C * C;
+        for (int t = 0; t < T; t++) {
+            ref_layernorm(ln + t * C, x + t * C, p->ln1_w + l * C, p->ln1_b + l * C, C);
+            ref_linear(q + t * C, ln + t * C, p->w_q + cc, p->b_q + l * C, C, C);
+            ref_linear(k + t * C, ln + t * C, p->w_k + cc, p->b_k + l * C, C, C);
+            ref_linear(v + t * C, ln + t * C, p->w_v + cc, p->b_v + l * C, C, C);
+        }
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                double top = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (int d = h * hs; d < (h + 1) * hs; d++) s += q[i * C + d] * k[j * C + d];
+                    scores[j] = s / sqrt(hs);
+                    top = fmax(top, scores[j]);
+                }
+                for (int j = 0; j <= i; j++) sum += scores[j] = exp(scores[j] - top);
+                for (int d = h * hs; d < (h + 1) * hs; d++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) o += scores[j] / sum * v[j * C + d];
+                    att[i * C + d] = o;
+                }
+            }
+        if (l == ab_layer && ab_head >= 0)
+            for (int t = 0; t < T; t++)
+                for (int d = ab_head * hs; d < (ab_head + 1) * hs; d++)
+                    att[t * C + d] = ab->kind == ABLATE_MEAN ? ab->means[(l * 3 + 0) * C + d] : 0;
+        if (rec->att_out) memcpy(rec->att_out + (long)l * T * C, att, sizeof(double) * T * C);
+        for (int t = 0; t < T; t++) ref_linear(out + t * C, att + t * C, p->w_o + cc, p->b_o + l * C, C, C);
+        if (l == ab_layer && ab_head == -1)
+            for (int i = 0; i < T * C; i++)
+                out[i] = ab->kind == ABLATE_MEAN ? ab->means[(l * 3 + 1) * C + i % C] : 0;
+        if (rec->attn_out) memcpy(rec->attn_out + (long)l * T * C, out, sizeof(double) * T * C);
+        for (int i = 0; i < T * C; i++) x[i] += out[i];
+        for (int t = 0; t < T; t++) {
+            ref_layernorm(ln + t * C, x + t * C, p->ln2_w + l * C, p->ln2_b + l * C, C);
+            ref_linear(fc, ln + t * C, p->fc_w + 4 * cc, p->fc_b + 4 * l * C, C, 4 * C);
+            for (int i = 0; i < 4 * C; i++) {
+                double u = sqrt(2 / M_PI) * (fc[i] + 0.044715 * fc[i] * fc[i] * fc[i]);
+                fc[i] = 0.5 * fc[i] * (1 + tanh(u));
+            }
+            ref_linear(out + t * C, fc, p->proj_w + 4 * cc, p->proj_b + l * C, 4 * C, C);
+        }
+        if (l == ab_layer && ab_head == -2)
+            for (int i = 0; i < T * C; i++)
+                out[i] = ab->kind == ABLATE_MEAN ? ab->means[(l * 3 + 2) * C + i % C] : 0;
+        if (rec->mlp_out) memcpy(rec->mlp_out + (long)l * T * C, out, sizeof(double) * T * C);
+        for (int i = 0; i < T * C; i++) x[i] += out[i];
+        if (rec->stream) memcpy(rec->stream + (long)(l + 1) * T * C, x, sizeof(double) * T * C);
+    }
+    if (rec->logits)
+        for (int t = 0; t < T; t++) {
+            ref_layernorm(ln + t * C, x + t * C, p->lnf_w, p->lnf_b, C);
+            ref_linear(rec->logits + t * V, ln + t * C, p->wte, NULL, C, V);
+        }
+    free(x), free(ln), free(q), free(k), free(v), free(att), free(out), free(fc), free(scores);
+}
+
+// -log softmax(logits)[target]
+static double ref_loss(const double *logits, int V, int target) {
+    double top = logits[0], sum = 0;
+    for (int v = 1; v < V; v++) top = fmax(top, logits[v]);
+    for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
+    return log(sum) + top - logits[target];
+}
+
+// ---- a tiny model and a few windows
+
+// tiny_config (V 7, context 6, 2 layers of 2 heads, C 8), spread so that
+// attention and predictions differ from position to position.
+enum { W = 3, T = 6 };
+static GPT tiny_model(void) {
+    GPT model;
+    build_model(&model, &tiny_config, (RandomWeights){3, 0.3f, 4});
+    gpt_alloc_inference(&model, 2, T); // 3 windows: batches of 2 and 1
+    return model;
+}
+
+static void tiny_windows(int *tokens, int *targets) {
+    Rng rng;
+    rng_seed(&rng, 21);
+    random_tokens(&rng, tokens, W * T, tiny_config.vocab_size);
+    random_tokens(&rng, targets, W * T, tiny_config.vocab_size);
+}
+
+// ---- the hooks
+
+static int count_calls;
+static void count_attention(const ForwardHooks *h, int l, float *att_out, int rows) {
+    (void)h, (void)l, (void)att_out, (void)rows;
+    count_calls++;
+}
+
+// Hooks that change nothing leave every output as it was, bit for bit; a
+// forward from block 1 on repeats the last one's.
+static void test_hooks_change_nothing(void) {
+    GPT model = tiny_model();
+    int tokens[W * T], targets[W * T];
+    tiny_windows(tokens, targets);
+    int V = tiny_config.vocab_size;
+    gpt_forward(&model, tokens, targets, 2, T);
+    float *logits = xmalloc(sizeof(float) * 2 * T * V), *probs = xmalloc(sizeof(float) * 2 * T * V);
+    memcpy(logits, model.scratch.logits, sizeof(float) * 2 * T * V);
+    memcpy(probs, model.acts.probs, sizeof(float) * 2 * T * V);
+    float loss = model.mean_loss;
+    ForwardHooks nothing = {0};
+    CHECK(gpt_forward_hooked(&model, tokens, targets, 2, T, &nothing) == loss);
+    CHECK(!memcmp(logits, model.scratch.logits, sizeof(float) * 2 * T * V));
+    ForwardHooks counting = {.attention_output = count_attention, .first_layer = 1};
+    count_calls = 0;
+    CHECK(gpt_forward_hooked(&model, tokens, targets, 2, T, &counting) == loss);
+    CHECK(!memcmp(probs, model.acts.probs, sizeof(float) * 2 * T * V));
+    CHECK_MSG(count_calls == 1, "from block 1 of 2: %d blocks ran", count_calls);
+    free(logits), free(probs);
+    gpt_free(&model);
+}
+
+// ---- ablation
+
+static void test_ablation_against_double(void) {
+    GPT model = tiny_model();
+    const GPTConfig *cfg = &model.config;
+    int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size, units = ablation_units(cfg);
+    CHECK(units == 2 * (2 + 2));
+    int tokens[W * T], targets[W * T];
+    tiny_windows(tokens, targets);
+    // the means, in double, over the 3 windows
+    double *means = xcalloc((size_t)L * 3 * C, sizeof(double));
+    double *att = xmalloc(sizeof(double) * L * T * C), *attn = xmalloc(sizeof(double) * L * T * C);
+    double *mlp = xmalloc(sizeof(double) * L * T * C), *logits = xmalloc(sizeof(double) * T * V);
+    for (int w = 0; w < W; w++) {
+        ref_forward(&model, tokens + w * T, T, NULL, &(RefRecord){.att_out = att, .attn_out = attn, .mlp_out = mlp});
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < C; c++) {
+                    long at = ((long)l * T + t) * C + c;
+                    means[(l * 3 + 0) * C + c] += att[at] / (W * T);
+                    means[(l * 3 + 1) * C + c] += attn[at] / (W * T);
+                    means[(l * 3 + 2) * C + c] += mlp[at] / (W * T);
+                }
+    }
+    float *got_means = ablation_means(&model, tokens, W, T);
+    double worst = 0;
+    for (int i = 0; i < L * 3 * C; i++) worst = fmax(worst, fabs(got_means[i] - means[i]));
+    CHECK_MSG(worst < 1e-5, "means off by %g", worst);
+    // every unit, both ways: ablated_loss, ablation_losses and the reference
+    double *zero = xmalloc(sizeof(double) * units), *mean = xmalloc(sizeof(double) * units);
+    double clean = ablation_losses(&model, tokens, targets, W, T, got_means, zero, mean);
+    worst = 0;
+    for (int u = -1; u < units; u++)
+        for (int k = 0; k < 2; k++) {
+            AblationKind kind = u < 0 ? ABLATE_NONE : k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
+            double want = 0;
+            for (int w = 0; w < W; w++) {
+                ref_forward(&model, tokens + w * T, T, &(RefAblation){u, kind, means},
+                            &(RefRecord){.logits = logits});
+                for (int t = 0; t < T; t++) want += ref_loss(logits + t * V, V, targets[w * T + t]);
+            }
+            want /= W * T;
+            float position_losses[W * T];
+            double got = ablated_loss(&model, tokens, targets, W, T, u < 0 ? 0 : u, kind, got_means,
+                                      position_losses);
+            double from_all = u < 0 ? clean : k == 0 ? zero[u] : mean[u];
+            CHECK_MSG(got == from_all, "unit %d kind %d: %.9g alone, %.9g with the others", u, kind,
+                      got, from_all);
+            worst = fmax(worst, fabs(got - want));
+            double sum = 0;
+            for (int i = 0; i < W * T; i++) sum += position_losses[i];
+            CHECK_NEAR(sum / (W * T), got, 1e-12);
+        }
+    CHECK_MSG(worst < 2e-5, "ablated losses off by %g", worst);
+    // an ablation changes the loss: zeroing layer 0's MLP is no small thing
+    CHECK(fabs(zero[2 * 2 + 1] - clean) > 1e-3);
+    int layer, head;
+    ablation_unit(cfg, 3, &layer, &head);
+    CHECK(layer == 1 && head == 1);
+    ablation_unit(cfg, 4 + 2, &layer, &head);
+    CHECK(layer == 1 && head == -1);
+    ablation_unit(cfg, 4 + 3, &layer, &head);
+    CHECK(layer == 1 && head == -2);
+    free(means), free(att), free(attn), free(mlp), free(logits), free(got_means), free(zero), free(mean);
+    gpt_free(&model);
+}
+
+// ---- bin/attn
+
+#define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+static const RandomWeights weights = {5, 0.3f, 6};
+#define PHRASE "to be, or not to be: that is the question"
+
+// The checkpoint's model with its vocabulary, and text's ids.
+static void load_ids(const char *ckpt, GPT *model, Vocab *vocab, const char *text, int *ids, int n) {
+    char err[512];
+    CHECK_MSG(gpt_load(ckpt, model, vocab, err, sizeof err), "%s", err);
+    for (int i = 0; i < n; i++) ids[i] = vocab_id(vocab, (unsigned char)text[i]);
+}
+
+// Rows of a CSV after its header line, in place: returns how many (at most max).
+static int csv_rows(char *csv, char **rows, int max) {
+    int n = 0;
+    char *line = strchr(csv, '\n');
+    while (line && line[1] && n < max) {
+        *line = '\0';
+        rows[n++] = line + 1;
+        line = strchr(line + 1, '\n');
+    }
+    if (line && !line[1]) *line = '\0';
+    return n;
+}
+
+// ablation.csv: a row per head, then "attn" and "mlp" per layer, each
+// number what interpret.h computes here over the same windows: the text's
+// first context + 1 characters, or with --ablate-text-file its windows.
+static void test_attn_ablate(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
+    const char *dir = make_temp_dir();
+    char cmd[2048], path[600], file[600];
+    snprintf(file, sizeof file, "%s/long.txt", dir);
+    const char *long_text = PHRASE "\nwhether tis nobler in the mind to suffer\nthe slings and arrows";
+    write_file_bytes(file, long_text, strlen(long_text));
+    for (int from_file = 0; from_file < 2; from_file++) {
+        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text '%s' --out %s/a%d --ablate%s%s%s", ckpt,
+                 PHRASE, dir, from_file, from_file ? " --ablate-windows 3 --ablate-text-file " : "",
+                 from_file ? file : "", "");
+        CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+        snprintf(path, sizeof path, "%s/a%d/ablation.csv", dir, from_file);
+        char *csv = read_text_file(path);
+        CHECK_MSG(csv, "no %s", path);
+        if (!csv) continue;
+        CHECK(!strncmp(csv, "layer,head,loss,zero_ablated_loss,mean_ablated_loss\n", 52));
+        // the same here
+        GPT model;
+        Vocab vocab;
+        const char *text = from_file ? long_text : PHRASE;
+        int n = (int)strlen(text), ids[256];
+        load_ids(ckpt, &model, &vocab, text, ids, n);
+        int wt = 16, ww = from_file ? 3 : 1, tokens[3 * 16], targets[3 * 16];
+        for (int w = 0; w < ww; w++) {
+            int start = from_file ? w * (n - 1 - wt) / (ww - 1) : 0;
+            for (int t = 0; t < wt; t++) {
+                tokens[w * wt + t] = ids[start + t];
+                targets[w * wt + t] = ids[start + t + 1];
+            }
+        }
+        gpt_alloc_inference(&model, ww, wt);
+        float *means = ablation_means(&model, tokens, ww, wt);
+        double zero[8], mean[8];
+        double clean = ablation_losses(&model, tokens, targets, ww, wt, means, zero, mean);
+        char *rows[16];
+        int count = csv_rows(csv, rows, 16);
+        CHECK_MSG(count == 8, "%d rows", count);
+        for (int r = 0; r < count; r++) {
+            int layer;
+            char head[16];
+            double loss, z, m;
+            CHECK(sscanf(rows[r], "%d,%15[^,],%lf,%lf,%lf", &layer, head, &loss, &z, &m) == 5);
+            int c = r % 4, u = c < 2 ? layer * 2 + c : 4 + 2 * layer + (c - 2);
+            const char *want_head[4] = {"0", "1", "attn", "mlp"};
+            CHECK_MSG(layer == r / 4 && !strcmp(head, want_head[c]), "row %d: %s", r, rows[r]);
+            CHECK_NEAR(loss, clean, 1e-6);
+            CHECK_NEAR(z, zero[u], 1e-6);
+            CHECK_NEAR(m, mean[u], 1e-6);
+        }
+        snprintf(path, sizeof path, "%s/a%d/ablation.png", dir, from_file);
+        CHECK(file_size(path) > 1000);
+        free(csv), free(means);
+        gpt_free(&model);
+        vocab_free(&vocab);
+    }
+}
+
+void suite_lens(void) {
+    run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
+    run_test("lens: ablated losses (every unit, zero and mean) against double precision",
+             test_ablation_against_double);
+    run_test("lens: bin/attn --ablate, from the text and from --ablate-text-file's windows",
+             test_attn_ablate);
+}
