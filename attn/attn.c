@@ -28,6 +28,7 @@
 #include "../viz/circuits.h"
 #include "../viz/explorer.h"
 #include "../viz/heatmap.h"
+#include "../viz/logit_lens.h"
 #include "../viz/score_grid.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
@@ -611,6 +612,50 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
     free(means), free(zero_loss), free(mean_loss), free(clean), free(increase);
 }
 
+// A character as a CSV field: always quoted (a comma, a quote or a newline
+// is a character like any other here), a quote doubled.
+static void csv_char(FILE *file, uint32_t cp) {
+    char utf8[8];
+    int n = utf8_encode(cp, utf8);
+    fputc('"', file);
+    for (int i = 0; i < n; i++) {
+        if (utf8[i] == '"') fputc('"', file);
+        fputc(utf8[i], file);
+    }
+    fputc('"', file);
+}
+
+// OUT/logit_lens.csv (a row per depth and position) and OUT/logit_lens.png.
+static void write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                       const PredictionWindow *window) {
+    int L = model->config.layers, T = window->T;
+    gpt_alloc_inference(model, 1, T);
+    LensCell *cells = xmalloc(sizeof(LensCell) * (L + 1) * T);
+    logit_lens(model, window->tokens, window->targets, T, cells);
+    AtomicFile af;
+    csv_open(&af, o->out, "logit_lens.csv");
+    fprintf(af.file, "layer,position,char,next_char,predicted_char,predicted_prob,next_char_prob\n");
+    for (int d = 0; d <= L; d++)
+        for (int t = 0; t < T; t++) {
+            const LensCell *c = &cells[d * T + t];
+            if (d == 0) fprintf(af.file, "embed,%d,", t);
+            else fprintf(af.file, "%d,%d,", d - 1, t);
+            csv_char(af.file, window->chars[t]);
+            fputc(',', af.file);
+            csv_char(af.file, window->chars[t + 1]);
+            fputc(',', af.file);
+            csv_char(af.file, vocab->code_points[c->top]);
+            fprintf(af.file, ",%.6f,%.6f\n", c->top_prob, c->target_prob);
+        }
+    csv_commit(&af);
+    LensPicture picture = {L, T, window->chars, cells, vocab->code_points};
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/logit_lens.png", o->out);
+    if (!logit_lens_write_png(path, &picture, err, sizeof err)) die("%s", err);
+    printf("wrote %s/logit_lens.csv and logit_lens.png (%d positions, %d rows)\n", o->out, T, L + 1);
+    free(cells);
+}
+
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
@@ -639,6 +684,7 @@ int main(int argc, char **argv) {
     write_out_marker(&o);
     if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
     if (o.ablate) write_ablation(&o, &model, &window, &ablation_set);
+    if (o.lens) write_lens(&o, &model, &vocab, &window);
 
     free(ablation_set.tokens), free(ablation_set.targets);
     free(window.tokens), free(window.targets);

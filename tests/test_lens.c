@@ -257,6 +257,55 @@ static void test_ablation_against_double(void) {
     gpt_free(&model);
 }
 
+// ---- the logit lens
+
+// softmax(LN_f(x) . wte^T) of one row x (C), in double, into probs (V).
+static void ref_unembed(const GPT *m, const double *x, double *probs) {
+    int C = m->config.dim, V = m->config.vocab_size;
+    double *ln = xmalloc(sizeof(double) * C), top = -1e300, sum = 0;
+    ref_layernorm(ln, x, m->params.lnf_w, m->params.lnf_b, C);
+    ref_linear(probs, ln, m->params.wte, NULL, C, V);
+    for (int v = 0; v < V; v++) top = fmax(top, probs[v]);
+    for (int v = 0; v < V; v++) sum += probs[v] = exp(probs[v] - top);
+    for (int v = 0; v < V; v++) probs[v] /= sum;
+    free(ln);
+}
+
+static void test_lens_against_double(void) {
+    GPT model = tiny_model();
+    int L = model.config.layers, C = model.config.dim, V = model.config.vocab_size;
+    int tokens[W * T], targets[W * T];
+    tiny_windows(tokens, targets);
+    LensCell cells[(2 + 1) * T];
+    logit_lens(&model, tokens, targets, T, cells);
+    double *stream = xmalloc(sizeof(double) * (L + 1) * T * C), probs[7];
+    ref_forward(&model, tokens, T, NULL, &(RefRecord){.stream = stream});
+    double worst = 0;
+    int changes = 0;
+    for (int d = 0; d <= L; d++)
+        for (int t = 0; t < T; t++) {
+            ref_unembed(&model, stream + ((long)d * T + t) * C, probs);
+            int top = 0;
+            for (int v = 1; v < V; v++)
+                if (probs[v] > probs[top]) top = v;
+            const LensCell *c = &cells[d * T + t];
+            CHECK_MSG(c->top == top, "depth %d position %d: top %d, want %d", d, t, c->top, top);
+            worst = fmax(worst, fabs(c->top_prob - probs[top]));
+            worst = fmax(worst, fabs(c->target_prob - probs[targets[t]]));
+            if (d > 0) changes += c->top != cells[(d - 1) * T + t].top;
+        }
+    CHECK_MSG(worst < 1e-5, "lens probabilities off by %g", worst);
+    CHECK_MSG(changes > 0, "the prediction never changes from depth to depth");
+    // the last depth is the model's own prediction
+    gpt_forward(&model, tokens, NULL, 1, T);
+    worst = 0;
+    for (int t = 0; t < T; t++)
+        worst = fmax(worst, fabs(cells[L * T + t].target_prob - model.acts.probs[t * V + targets[t]]));
+    CHECK_MSG(worst < 1e-6, "the last depth differs from the model's probabilities by %g", worst);
+    free(stream);
+    gpt_free(&model);
+}
+
 // ---- bin/attn
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -348,6 +397,8 @@ void suite_lens(void) {
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
              test_ablation_against_double);
+    run_test("lens: the logit lens against double precision; its last row is the model's",
+             test_lens_against_double);
     run_test("lens: bin/attn --ablate, from the text and from --ablate-text-file's windows",
              test_attn_ablate);
 }
