@@ -25,6 +25,7 @@
 #include "../model/interpret.h"
 #include "../viz/ablation_grid.h"
 #include "../viz/atlas.h"
+#include "../viz/attribution_chart.h"
 #include "../viz/circuits.h"
 #include "../viz/explorer.h"
 #include "../viz/heatmap.h"
@@ -656,6 +657,52 @@ static void write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
     free(cells);
 }
 
+// One row of attribution.csv; layer and head -1 when the part has none.
+static void attribution_row(FILE *file, int position, uint32_t next, uint32_t other,
+                            const char *part, int layer, int head, double value) {
+    fprintf(file, "%d,", position);
+    csv_char(file, next);
+    fputc(',', file);
+    csv_char(file, other);
+    fprintf(file, ",%s,", part);
+    if (layer >= 0) fprintf(file, "%d", layer);
+    fputc(',', file);
+    if (head >= 0) fprintf(file, "%d", head);
+    fprintf(file, ",%.6f\n", value);
+}
+
+// OUT/attribution.csv (a row per part, then their sum and the model's
+// logit difference) and OUT/attribution.png.
+static void write_attribution(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                              const PredictionWindow *window) {
+    int L = model->config.layers, NH = model->config.heads, P = o->attribute_position;
+    gpt_alloc_inference(model, 1, window->T);
+    Attribution a;
+    attribute(model, window->tokens, window->targets, window->T, P, &a);
+    uint32_t next = vocab->code_points[a.target], other = vocab->code_points[a.other];
+    AtomicFile af;
+    csv_open(&af, o->out, "attribution.csv");
+    FILE *f = af.file;
+    fprintf(f, "position,next_char,other_char,part,layer,head,contribution\n");
+    attribution_row(f, P, next, other, "token_embedding", -1, -1, a.token_embedding);
+    attribution_row(f, P, next, other, "position_embedding", -1, -1, a.position_embedding);
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++) attribution_row(f, P, next, other, "head", l, h, a.heads[l * NH + h]);
+        attribution_row(f, P, next, other, "mlp", l, -1, a.mlps[l]);
+    }
+    attribution_row(f, P, next, other, "rest", -1, -1, a.rest);
+    attribution_row(f, P, next, other, "total", -1, -1, attribution_total(&a));
+    attribution_row(f, P, next, other, "logit_difference", -1, -1, a.logit_diff);
+    csv_commit(&af);
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/attribution.png", o->out);
+    if (!attribution_write_png(path, &a, window->chars[P], next, other, err, sizeof err))
+        die("%s", err);
+    printf("wrote %s/attribution.csv and attribution.png (position %d: logit difference %.4f, "
+           "the parts add up to %.4f)\n", o->out, P, a.logit_diff, attribution_total(&a));
+    attribution_free(&a);
+}
+
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
@@ -685,6 +732,7 @@ int main(int argc, char **argv) {
     if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
     if (o.ablate) write_ablation(&o, &model, &window, &ablation_set);
     if (o.lens) write_lens(&o, &model, &vocab, &window);
+    if (o.attribute_position >= 0) write_attribution(&o, &model, &vocab, &window);
 
     free(ablation_set.tokens), free(ablation_set.targets);
     free(window.tokens), free(window.targets);

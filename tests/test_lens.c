@@ -306,6 +306,80 @@ static void test_lens_against_double(void) {
     gpt_free(&model);
 }
 
+// ---- attribution
+
+// r centred(part) . u, in double.
+static double ref_contribution(const double *part, const double *u, double rstd, int C) {
+    double mean = 0, sum = 0;
+    for (int c = 0; c < C; c++) mean += part[c] / C;
+    for (int c = 0; c < C; c++) sum += (part[c] - mean) * u[c];
+    return rstd * sum;
+}
+
+static void test_attribution_against_double(void) {
+    GPT model = tiny_model();
+    const ParameterTensors *p = &model.params;
+    int L = model.config.layers, NH = model.config.heads, C = model.config.dim;
+    int V = model.config.vocab_size, hs = C / NH;
+    int tokens[W * T], targets[W * T];
+    tiny_windows(tokens, targets);
+    double *stream = xmalloc(sizeof(double) * (L + 1) * T * C);
+    double *att = xmalloc(sizeof(double) * L * T * C), *mlp = xmalloc(sizeof(double) * L * T * C);
+    double *logits = xmalloc(sizeof(double) * T * V), *u = xmalloc(sizeof(double) * C);
+    double *part = xmalloc(sizeof(double) * C);
+    ref_forward(&model, tokens, T, NULL,
+                &(RefRecord){.stream = stream, .att_out = att, .mlp_out = mlp, .logits = logits});
+    double worst = 0, worst_sum = 0;
+    for (int P = 0; P < T; P++) {
+        Attribution a;
+        attribute(&model, tokens, targets, T, P, &a);
+        CHECK(a.position == P && a.target == targets[P] && a.layers == L && a.num_heads == NH);
+        int other = -1;
+        const double *lg = logits + P * V;
+        for (int v = 0; v < V; v++)
+            if (v != targets[P] && (other < 0 || lg[v] > lg[other])) other = v;
+        CHECK_MSG(a.other == other, "position %d: other %d, want %d", P, a.other, other);
+        worst = fmax(worst, fabs(a.logit_diff - (lg[targets[P]] - lg[other])));
+        // the sum of the parts is the model's logit difference
+        worst_sum = fmax(worst_sum, fabs(attribution_total(&a) - a.logit_diff));
+        // each part
+        const double *x = stream + ((long)L * T + P) * C;
+        double mean = 0, var = 0, bias = 0;
+        for (int c = 0; c < C; c++) mean += x[c] / C;
+        for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean) / C;
+        double rstd = 1 / sqrt(var + 1e-5);
+        for (int c = 0; c < C; c++) {
+            double diff = (double)p->wte[targets[P] * C + c] - p->wte[other * C + c];
+            u[c] = diff * p->lnf_w[c];
+            bias += diff * p->lnf_b[c];
+        }
+        for (int c = 0; c < C; c++) part[c] = p->wte[tokens[P] * C + c];
+        worst = fmax(worst, fabs(a.token_embedding - ref_contribution(part, u, rstd, C)));
+        for (int c = 0; c < C; c++) part[c] = p->wpe[P * C + c];
+        worst = fmax(worst, fabs(a.position_embedding - ref_contribution(part, u, rstd, C)));
+        double rest = bias;
+        for (int l = 0; l < L; l++) {
+            for (int h = 0; h < NH; h++) {
+                for (int c = 0; c < C; c++) {
+                    part[c] = 0;
+                    for (int d = h * hs; d < (h + 1) * hs; d++)
+                        part[c] += (double)p->w_o[(l * C + c) * C + d] * att[((long)l * T + P) * C + d];
+                }
+                worst = fmax(worst, fabs(a.heads[l * NH + h] - ref_contribution(part, u, rstd, C)));
+            }
+            worst = fmax(worst, fabs(a.mlps[l] - ref_contribution(mlp + ((long)l * T + P) * C, u, rstd, C)));
+            for (int c = 0; c < C; c++) part[c] = p->b_o[l * C + c];
+            rest += ref_contribution(part, u, rstd, C);
+        }
+        worst = fmax(worst, fabs(a.rest - rest));
+        attribution_free(&a);
+    }
+    CHECK_MSG(worst < 2e-5, "attribution off by %g", worst);
+    CHECK_MSG(worst_sum < 2e-5, "the parts add up to within %g of the logit difference", worst_sum);
+    free(stream), free(att), free(mlp), free(logits), free(u), free(part);
+    gpt_free(&model);
+}
+
 // ---- bin/attn
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -393,12 +467,116 @@ static void test_attn_ablate(void) {
     }
 }
 
+// Split a CSV line into fields in place (a quoted field loses its quotes,
+// a doubled quote in it becomes one); returns how many.
+static int csv_fields(char *line, char **fields, int max) {
+    int n = 0;
+    char *r = line, *w = line;
+    while (n < max) {
+        fields[n++] = w;
+        if (*r == '"') {
+            r++;
+            while (*r && !(*r == '"' && r[1] != '"')) {
+                if (*r == '"') r++;
+                *w++ = *r++;
+            }
+            if (*r == '"') r++;
+        } else {
+            while (*r && *r != ',') *w++ = *r++;
+        }
+        int more = *r == ',';
+        *w++ = '\0';
+        if (!more) break;
+        r++;
+    }
+    return n;
+}
+
+// logit_lens.csv and attribution.csv read back against interpret.h here;
+// the attribution's parts add up to its logit difference.
+static void test_attn_lens_attribution(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
+    const char *dir = make_temp_dir();
+    char cmd[2048], path[600];
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text '%s' --out %s/out --lens --attribute-position 5",
+             ckpt, PHRASE, dir);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+    GPT model;
+    Vocab vocab;
+    int ids[64], n = (int)strlen(PHRASE), wt = 16;
+    load_ids(ckpt, &model, &vocab, PHRASE, ids, n);
+    gpt_alloc_inference(&model, 1, wt);
+    LensCell cells[3 * 16];
+    logit_lens(&model, ids, ids + 1, wt, cells);
+    snprintf(path, sizeof path, "%s/out/logit_lens.csv", dir);
+    char *csv = read_text_file(path), *rows[64], *f[16];
+    CHECK_MSG(csv, "no %s", path);
+    if (csv) {
+        CHECK(!strncmp(csv, "layer,position,char,next_char,predicted_char,predicted_prob,next_char_prob\n", 75));
+        int count = csv_rows(csv, rows, 64);
+        CHECK_MSG(count == 3 * wt, "%d rows", count);
+        for (int r = 0; r < count; r++) {
+            CHECK(csv_fields(rows[r], f, 16) == 7);
+            int d = r / wt, t = r % wt;
+            const char *layer = d == 0 ? "embed" : d == 1 ? "0" : "1";
+            char want_char[2] = {PHRASE[t], 0}, want_next[2] = {PHRASE[t + 1], 0};
+            char want_top[2] = {(char)vocab.code_points[cells[r].top], 0};
+            CHECK_MSG(!strcmp(f[0], layer) && atoi(f[1]) == t && !strcmp(f[2], want_char) &&
+                          !strcmp(f[3], want_next) && !strcmp(f[4], want_top),
+                      "row %d: %s,%s,%s,%s,%s", r, f[0], f[1], f[2], f[3], f[4]);
+            CHECK_NEAR(atof(f[5]), cells[r].top_prob, 1e-6);
+            CHECK_NEAR(atof(f[6]), cells[r].target_prob, 1e-6);
+        }
+        free(csv);
+    }
+    Attribution a;
+    attribute(&model, ids, ids + 1, wt, 5, &a);
+    snprintf(path, sizeof path, "%s/out/attribution.csv", dir);
+    csv = read_text_file(path);
+    CHECK_MSG(csv, "no %s", path);
+    if (csv) {
+        CHECK(!strncmp(csv, "position,next_char,other_char,part,layer,head,contribution\n", 59));
+        int count = csv_rows(csv, rows, 64);
+        CHECK_MSG(count == 2 + 2 * 3 + 3, "%d rows", count);
+        double sum = 0, total = 0, diff = 0;
+        for (int r = 0; r < count; r++) {
+            CHECK(csv_fields(rows[r], f, 16) == 7);
+            char next[2] = {PHRASE[6], 0}, other[2] = {(char)vocab.code_points[a.other], 0};
+            CHECK(atoi(f[0]) == 5 && !strcmp(f[1], next) && !strcmp(f[2], other));
+            double v = atof(f[6]), want = NAN;
+            if (!strcmp(f[3], "token_embedding")) want = a.token_embedding;
+            if (!strcmp(f[3], "position_embedding")) want = a.position_embedding;
+            if (!strcmp(f[3], "head")) want = a.heads[atoi(f[4]) * 2 + atoi(f[5])];
+            if (!strcmp(f[3], "mlp")) want = a.mlps[atoi(f[4])];
+            if (!strcmp(f[3], "rest")) want = a.rest;
+            if (!strcmp(f[3], "total")) want = total = v;
+            if (!strcmp(f[3], "logit_difference")) want = diff = a.logit_diff;
+            CHECK_MSG(!isnan(want) && fabs(v - want) <= 1e-6, "row %d (%s): %g, want %g", r, f[3], v, want);
+            if (r < count - 2) sum += v;
+        }
+        CHECK_NEAR(sum, total, 1e-5);
+        CHECK_NEAR(total, diff, 2e-5);
+        free(csv);
+    }
+    attribution_free(&a);
+    const char *pictures[] = {"logit_lens.png", "attribution.png"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/out/%s", dir, pictures[i]);
+        CHECK_MSG(file_size(path) > 1000, "no %s", path);
+    }
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
 void suite_lens(void) {
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
              test_ablation_against_double);
     run_test("lens: the logit lens against double precision; its last row is the model's",
              test_lens_against_double);
+    run_test("lens: attribution against double precision; the parts add up to the logit difference",
+             test_attribution_against_double);
     run_test("lens: bin/attn --ablate, from the text and from --ablate-text-file's windows",
              test_attn_ablate);
+    run_test("lens: bin/attn --lens and --attribute-position read back", test_attn_lens_attribution);
 }
