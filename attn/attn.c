@@ -30,6 +30,7 @@
 #include "../viz/explorer.h"
 #include "../viz/heatmap.h"
 #include "../viz/logit_lens.h"
+#include "../viz/position_circuit.h"
 #include "../viz/score_grid.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
@@ -174,6 +175,7 @@ static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, co
     uint32_t *shown = xmalloc(sizeof(uint32_t) * n);
     for (int i = 0; i < n; i++) shown[i] = vocab->code_points[ids[i]];
     if (!circuits_write(path, model, o->layer, o->head, ids, shown, n, err, sizeof err)) die("%s", err);
+    if (!position_circuits_write(path, model, o->layer, o->head, err, sizeof err)) die("%s", err);
     printf("wrote %s/scores.csv, %s/score_*.png and %s/circuits/ (%d of %d characters)\n", o->out,
            o->out, o->out, n, vocab->size);
     free(ids);

@@ -495,7 +495,7 @@ static void test_attn_program(void) {
     snprintf(path, sizeof path, "%s/one", dir);
     CHECK(folder_entries(path) == 2 + 1 + NUM_SCORES + 1 + 1);
     snprintf(path, sizeof path, "%s/one/circuits", dir);
-    CHECK(folder_entries(path) == 2); // the chosen head's circuits, singular_values.csv
+    CHECK(folder_entries(path) == 3); // the chosen head's circuits and positions, singular_values.csv
     snprintf(path, sizeof path, "%s/one/layer1_head0.png", dir);
     int width, height, channels;
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);

@@ -16,6 +16,8 @@
 #include "../infer/checkpoint.h"
 #include "../model/gpt.h"
 #include "../model/interpret.h"
+#include "../viz/circuits.h"
+#include "../viz/position_circuit.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -380,6 +382,57 @@ static void test_attribution_against_double(void) {
     gpt_free(&model);
 }
 
+// ---- the position path
+
+static void test_position_circuit_against_double(void) {
+    GPT model = tiny_model();
+    int C = model.config.dim, NH = model.config.heads, hs = C / NH, Tc = model.config.context;
+    float qk[6 * 6];
+    double worst = 0, largest = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < NH; h++) {
+            circuit_qk_positions(&model, l, h, Tc, qk);
+            const float *wq = model.params.w_q + l * C * C, *wk = model.params.w_k + l * C * C;
+            for (int i = 0; i < Tc; i++)
+                for (int j = 0; j < Tc; j++) {
+                    const float *pi = model.params.wpe + i * C, *pj = model.params.wpe + j * C;
+                    double sum = 0;
+                    for (int d = h * hs; d < (h + 1) * hs; d++) {
+                        double q = 0, k = 0;
+                        for (int c = 0; c < C; c++) {
+                            q += (double)wq[d * C + c] * pi[c];
+                            k += (double)wk[d * C + c] * pj[c];
+                        }
+                        sum += q * k;
+                    }
+                    worst = fmax(worst, fabs(sum / sqrt(hs) - qk[i * Tc + j]));
+                    largest = fmax(largest, fabs(sum));
+                }
+        }
+    CHECK_MSG(worst < 1e-5 && largest > 0.1, "off by %g (largest %g)", worst, largest);
+    // the picture: cell (i, j) has the colour of its score, the future grey
+    Image image;
+    position_circuit_render(&image, &model, 1, 0);
+    circuit_qk_positions(&model, 1, 0, Tc, qk);
+    int cell = position_circuit_cell(Tc), x0, y0;
+    position_circuit_origin(&x0, &y0);
+    double top = 0;
+    for (int i = 0; i < Tc; i++)
+        for (int j = 0; j <= i; j++) top = fmax(top, fabs(qk[i * Tc + j]));
+    int wrong = 0;
+    for (int i = 0; i < Tc; i++)
+        for (int j = 0; j < Tc; j++) {
+            uint8_t want[3] = {225, 225, 225};
+            if (j <= i) diverging_rgb(qk[i * Tc + j] / top, want);
+            const uint8_t *px = image.rgb + ((size_t)(y0 + i * cell + cell / 2) * image.width +
+                                             x0 + j * cell + cell / 2) * 3;
+            wrong += memcmp(px, want, 3) != 0;
+        }
+    CHECK_MSG(wrong == 0, "%d cells of the wrong colour", wrong);
+    image_free(&image);
+    gpt_free(&model);
+}
+
 // ---- bin/attn
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -576,6 +629,8 @@ void suite_lens(void) {
              test_lens_against_double);
     run_test("lens: attribution against double precision; the parts add up to the logit difference",
              test_attribution_against_double);
+    run_test("lens: the QK circuit of the positions against double precision, its picture",
+             test_position_circuit_against_double);
     run_test("lens: bin/attn --ablate, from the text and from --ablate-text-file's windows",
              test_attn_ablate);
     run_test("lens: bin/attn --lens and --attribute-position read back", test_attn_lens_attribution);
