@@ -18,6 +18,7 @@
 #include "../model/interpret.h"
 #include "../viz/circuits.h"
 #include "../viz/position_circuit.h"
+#include "../viz/unifont.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -433,6 +434,35 @@ static void test_position_circuit_against_double(void) {
     gpt_free(&model);
 }
 
+// ---- labels
+
+// A no-break space shows a mark (the shouldered open box, U+237D, in
+// Unifont), not the blank glyph, and the built-in font does not count it
+// as a character it lacks.
+static void test_no_break_space_label(void) {
+    char err[512];
+    for (int unifont = 0; unifont < 2; unifont++) {
+        if (unifont && !file_exists(UNIFONT_DEFAULT_PATH)) continue;
+        CHECK_MSG(label_font_select(unifont ? UNIFONT_DEFAULT_PATH : "builtin", err, sizeof err),
+                  "%s", err);
+        LabelGlyph nbsp, space, mark;
+        label_font_glyph(0xA0, &nbsp);
+        label_font_glyph(' ', &space);
+        int ink = 0;
+        for (int y = 0; y < nbsp.h; y++) ink += nbsp.rows[y] != 0;
+        CHECK_MSG(ink >= 2, "%s: U+00A0 shows %d inked rows", unifont ? "Unifont" : "built-in", ink);
+        CHECK(memcmp(nbsp.rows, space.rows, sizeof nbsp.rows) != 0); // not the space's mark
+        uint32_t chars[2] = {0xA0, 'a'};
+        CHECK(label_font_boxes(chars, 2) == 0);
+        if (unifont) {
+            label_font_glyph(0x237D, &mark);
+            CHECK(nbsp.w == mark.w && !memcmp(nbsp.rows, mark.rows, sizeof nbsp.rows));
+        }
+    }
+    if (!file_exists(UNIFONT_DEFAULT_PATH)) skip_test("unifont not installed: the built-in font only");
+    label_font_select(NULL, err, sizeof err);
+}
+
 // ---- bin/attn
 
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -621,6 +651,180 @@ static void test_attn_lens_attribution(void) {
     vocab_free(&vocab);
 }
 
+// Every bad input to the new flags exits with one line naming it, before
+// anything is written: no output folder when it was missing, a folder of
+// the user's left as it was.
+static void test_attn_bad_analysis_input(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
+    const char *dir = make_temp_dir();
+    char cmd[4096], log[600], one[600], bad[600], path[800];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    snprintf(one, sizeof one, "%s/one.txt", dir);
+    write_file_bytes(one, "a", 1);
+    snprintf(bad, sizeof bad, "%s/bad.txt", dir);
+    write_file_bytes(bad, "to be \xC3\xA9t\xC3\xA9", 11); // e with an acute accent
+    struct {
+        const char *args;
+        int status;
+        const char *says;
+    } cases[] = {
+        {"--text a --ablate", 1, "--ablate: the text has 1 character, need at least 2"},
+        {"--text a --lens", 1, "--lens: the text has 1 character"},
+        {"--text a --attribute-position 0", 1, "--attribute-position: the text has 1 character"},
+        {"--text 'to be' --attribute-position 4", 1, "--attribute-position 4 is out of range"},
+        {"--text 'to be' --attribute-position -2", 2, "out of range"},
+        {"--text 'to be' --ablate-text-file ONE", 1, "1 character, need at least 2"},
+        {"--text 'to be' --ablate-text-file BAD", 1, "U+00E9"},
+        {"--text 'to be' --ablate-text-file /nonexistent/val.txt", 1, "/nonexistent/val.txt"},
+        {"--text 'to be' --ablate --ablate-windows 5", 2, "--ablate-text-file"},
+        {"--text 'to be' --ablate-windows 0 --ablate-text-file ONE", 2, "out of range"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char args[1600];
+        const char *at_one = strstr(cases[c].args, "ONE"), *at_bad = strstr(cases[c].args, "BAD");
+        const char *at = at_one ? at_one : at_bad;
+        if (at)
+            snprintf(args, sizeof args, "%.*s%s%s", (int)(at - cases[c].args), cases[c].args,
+                     at_one ? one : bad, at + 3);
+        else
+            snprintf(args, sizeof args, "%s", cases[c].args);
+        for (int existing = 0; existing < 2; existing++) {
+            char out[700];
+            snprintf(out, sizeof out, "%s/out%zu_%d", dir, c, existing);
+            if (existing) {
+                CHECK(mkdir(out, 0777) == 0);
+                snprintf(path, sizeof path, "%s/index.html", out);
+                write_file_bytes(path, "mine\n", 5);
+            }
+            snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --out %s %s", ckpt, out, args);
+            int status = run_command(cmd, log);
+            char *said = read_text_file(log);
+            CHECK_MSG(status == cases[c].status, "'%s': exit %d", args, status);
+            CHECK_MSG(said && !strncmp(said, "error: ", 7) && strstr(said, cases[c].says) &&
+                          strchr(said, '\n') == said + strlen(said) - 1,
+                      "'%s' said: %s", args, said ? said : "");
+            free(said);
+            if (existing) {
+                char *mine = read_text_file(path);
+                CHECK_MSG(mine && !strcmp(mine, "mine\n"), "'%s': index.html changed", args);
+                free(mine);
+            } else {
+                CHECK_MSG(!file_exists(out), "'%s' created %s", args, out);
+            }
+        }
+    }
+}
+
+// Folder entries of dir but "." and "..".
+static int entries(const char *dir) {
+    char cmd[700], list[700];
+    snprintf(list, sizeof list, "%s.count", dir);
+    snprintf(cmd, sizeof cmd, "ls -A %s | wc -l", dir);
+    if (run_command(cmd, list) != 0) return -1;
+    char *text = read_text_file(list);
+    int n = text ? atoi(text) : -1;
+    free(text);
+    remove(list);
+    return n;
+}
+
+// --out: a folder of the user's is refused (one line, nothing written)
+// unless --force; a new or empty folder, or one bin/attn wrote (its
+// marker), is written into.
+static void test_attn_out_folder(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
+    const char *dir = make_temp_dir();
+    char cmd[2048], log[600], out[600], path[700], marker[800];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    snprintf(out, sizeof out, "%s/mine", dir);
+    CHECK(mkdir(out, 0777) == 0);
+    const char *names[] = {"index.html", "overview.png"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, names[i]);
+        write_file_bytes(path, "mine\n", 5);
+    }
+    snprintf(marker, sizeof marker, "%s/.written-by-bin-attn", out);
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s --html", ckpt, out);
+    CHECK(run_command(cmd, log) == 1);
+    char *said = read_text_file(log);
+    CHECK_MSG(said && strstr(said, "holds files that bin/attn did not write") &&
+                  strstr(said, "--force") && strchr(said, '\n') == said + strlen(said) - 1,
+              "said: %s", said ? said : "");
+    free(said);
+    CHECK(entries(out) == 2 && !file_exists(marker));
+    snprintf(path, sizeof path, "%s/overview.png", out);
+    CHECK(file_size(path) == 5);
+    // --force writes into it, and marks it
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s --html --force", ckpt, out);
+    CHECK(run_command(cmd, NULL) == 0);
+    CHECK(file_size(path) > 100 && file_exists(marker));
+    // then without --force: bin/attn wrote it
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s --lens", ckpt, out);
+    CHECK(run_command(cmd, NULL) == 0);
+    // an empty folder, and a new one under a new parent
+    const char *fresh[] = {"empty", "new/sub"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, fresh[i]);
+        if (i == 0) CHECK(mkdir(path, 0777) == 0);
+        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s", ckpt, path);
+        CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+        snprintf(marker, sizeof marker, "%s/.written-by-bin-attn", path);
+        CHECK(file_exists(marker));
+    }
+}
+
+// A model large enough that its products and attention split across
+// threads: 2 layers of 4 heads, 64 wide, context 32.
+static const char *save_wider_model(void) {
+    static char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", make_temp_dir());
+    Vocab vocab;
+    GPT model;
+    char err[512];
+    CHECK(vocab_build(&vocab, (const unsigned char *)VOCAB_TEXT, strlen(VOCAB_TEXT), err, sizeof err));
+    GPTConfig cfg = {vocab.size, 32, 2, 4, 64};
+    build_model(&model, &cfg, (RandomWeights){7, 0.1f, 8});
+    CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    return path;
+}
+
+// Every file, bit for bit, for 1 and 2 threads.
+static void test_attn_threads(void) {
+    const char *ckpt = save_wider_model();
+    const char *dir = make_temp_dir();
+    char cmd[4096], file[600];
+    snprintf(file, sizeof file, "%s/long.txt", dir);
+    const char *long_text = PHRASE "\nwhether tis nobler in the mind to suffer\nthe slings and arrows "
+                            "of outrageous fortune, or to take arms against a sea of troubles";
+    write_file_bytes(file, long_text, strlen(long_text));
+    for (int threads = 1; threads <= 2; threads++) {
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d bin/attn --ckpt %s --text '%s' --out %s/t%d "
+                 "--ablate-text-file %s --lens --attribute-position 20 --html --raw", threads, ckpt,
+                 PHRASE, dir, threads, file);
+        CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+    }
+    snprintf(cmd, sizeof cmd, "cd %s/t1 && find . -type f | sort > ../files1 && cd ../t2 && "
+             "find . -type f | sort > ../files2 && cmp -s ../files1 ../files2", dir);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "the two runs wrote different files");
+    snprintf(cmd, sizeof cmd, "cd %s && for f in $(cat files1); do cmp -s t1/$f t2/$f || echo $f; done "
+             "| grep -q . && exit 1; grep -c . files1", dir);
+    char count[600];
+    snprintf(count, sizeof count, "%s/count", dir);
+    CHECK_MSG(run_command(cmd, count) == 0, "files differ between 1 and 2 threads: %s",
+              read_text_file(count));
+    char *n = read_text_file(count);
+    CHECK_MSG(n && atoi(n) > 40, "only %s files", n ? n : "0");
+    free(n);
+    const char *names[] = {"ablation.csv", "ablation.png", "logit_lens.csv", "logit_lens.png",
+                           "attribution.csv", "attribution.png", "circuits/positions_layer1_head3.png"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(file, sizeof file, "%s/t1/%s", dir, names[i]);
+        CHECK_MSG(file_exists(file), "no %s", names[i]);
+    }
+}
+
 void suite_lens(void) {
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
@@ -631,7 +835,13 @@ void suite_lens(void) {
              test_attribution_against_double);
     run_test("lens: the QK circuit of the positions against double precision, its picture",
              test_position_circuit_against_double);
+    run_test("lens: a no-break space shows a mark in both label fonts", test_no_break_space_label);
     run_test("lens: bin/attn --ablate, from the text and from --ablate-text-file's windows",
              test_attn_ablate);
     run_test("lens: bin/attn --lens and --attribute-position read back", test_attn_lens_attribution);
+    run_test("lens: bin/attn bad input to the new flags: one line, nothing written",
+             test_attn_bad_analysis_input);
+    run_test("lens: bin/attn --out refuses a folder of the user's, unless --force; its marker",
+             test_attn_out_folder);
+    run_test("lens: bin/attn's files the same for 1 and 2 threads", test_attn_threads);
 }
