@@ -224,18 +224,27 @@ static void free_explorer_snapshots(ExplorerSnapshots *shown) {
     memset(shown, 0, sizeof *shown);
 }
 
-// The explorer: view 0 is this text (the model holds its attention), then
-// the training snapshots.
-static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
-                           const HeadScores *scores, const ExplorerSnapshots *shown) {
+// The attention of the model's last forward (batch row 0, T positions),
+// (L, NH, T, T): the text's, for the explorer, kept before the analyses
+// run other forwards.
+static float *text_attention(const GPT *model, int T) {
     int L = model->config.layers, NH = model->config.heads;
-    char err[2048], path[4200];
-    ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
-    char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
     size_t per_head = (size_t)T * T;
     float *attn = xmalloc(sizeof(float) * L * NH * per_head);
     for (int h = 0; h < L * NH; h++)
         memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0), per_head * sizeof(float));
+    return attn;
+}
+
+// The explorer: view 0 is this text (attn, its attention), then the
+// training snapshots; the analyses' views when there are any.
+static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
+                           const float *attn, const HeadScores *scores,
+                           const ExplorerSnapshots *shown, const ExplorerAnalyses *analyses) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
+    ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
+    char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
     views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
     for (int v = 0; v < shown->count; v++) {
         const Snapshot *s = &shown->snaps[v];
@@ -243,9 +252,9 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
         views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
     }
     snprintf(path, sizeof path, "%s/index.html", o->out);
-    if (!explorer_write(path, L, NH, views, shown->count + 1, err, sizeof err)) die("%s", err);
+    if (!explorer_write(path, L, NH, views, shown->count + 1, analyses, err, sizeof err))
+        die("%s", err);
     printf("wrote %s (%d training snapshot%s)\n", path, shown->count, shown->count == 1 ? "" : "s");
-    free(attn);
     free(labels);
     free(views);
 }
@@ -571,8 +580,24 @@ static int strongest_heads(const GPTConfig *cfg, const double *mean_loss, int *u
 
 // OUT/ablation.csv (a row per head, then per layer "attn" and "mlp") and
 // OUT/ablation.png. The means come from the windows averaged over.
+// What the analyses found, for the explorer; each part NULL when not asked for.
+typedef struct {
+    double *zero_loss, *mean_loss; // (units)
+    double loss;
+    long positions;
+    int windows;
+    LensCell *lens;                // (L+1,T)
+    Attribution *attributions;     // (T)
+} Findings;
+
+static void free_findings(Findings *f, int T) {
+    for (int t = 0; f->attributions && t < T; t++) attribution_free(&f->attributions[t]);
+    free(f->attributions), free(f->lens), free(f->zero_loss), free(f->mean_loss);
+    memset(f, 0, sizeof *f);
+}
+
 static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWindow *window,
-                           const AblationWindows *set) {
+                           const AblationWindows *set, Findings *found) {
     const GPTConfig *cfg = &model->config;
     int L = cfg->layers, NH = cfg->heads, units = ablation_units(cfg);
     int T = set->T > window->T ? set->T : window->T;
@@ -612,7 +637,12 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
     if (!ablation_write_png(path, &picture, err, sizeof err)) die("%s", err);
     printf("wrote %s/ablation.csv and ablation.png (%d heads, %d layers' attention and MLP; %d "
            "window%s of %d)\n", o->out, L * NH, L, set->W, set->W == 1 ? "" : "s", set->T);
-    free(means), free(zero_loss), free(mean_loss), free(clean), free(increase);
+    found->zero_loss = zero_loss;
+    found->mean_loss = mean_loss;
+    found->loss = loss;
+    found->positions = (long)set->W * set->T;
+    found->windows = set->W;
+    free(means), free(clean), free(increase);
 }
 
 // A character as a CSV field: always quoted (a comma, a quote or a newline
@@ -628,9 +658,10 @@ static void csv_char(FILE *file, uint32_t cp) {
     fputc('"', file);
 }
 
-// OUT/logit_lens.csv (a row per depth and position) and OUT/logit_lens.png.
-static void write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
-                       const PredictionWindow *window) {
+// OUT/logit_lens.csv (a row per depth and position) and OUT/logit_lens.png;
+// returns the cells (L+1,T).
+static LensCell *write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                            const PredictionWindow *window) {
     int L = model->config.layers, T = window->T;
     gpt_alloc_inference(model, 1, T);
     LensCell *cells = xmalloc(sizeof(LensCell) * (L + 1) * T);
@@ -656,7 +687,7 @@ static void write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
     snprintf(path, sizeof path, "%s/logit_lens.png", o->out);
     if (!logit_lens_write_png(path, &picture, err, sizeof err)) die("%s", err);
     printf("wrote %s/logit_lens.csv and logit_lens.png (%d positions, %d rows)\n", o->out, T, L + 1);
-    free(cells);
+    return cells;
 }
 
 // One row of attribution.csv; layer and head -1 when the part has none.
@@ -674,13 +705,16 @@ static void attribution_row(FILE *file, int position, uint32_t next, uint32_t ot
 }
 
 // OUT/attribution.csv (a row per part, then their sum and the model's
-// logit difference) and OUT/attribution.png.
-static void write_attribution(const AttnOptions *o, GPT *model, const Vocab *vocab,
-                              const PredictionWindow *window) {
+// logit difference) and OUT/attribution.png. Returns the attributions (T):
+// with --html every position's, for the explorer; else only P's.
+static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                                      const PredictionWindow *window) {
     int L = model->config.layers, NH = model->config.heads, P = o->attribute_position;
     gpt_alloc_inference(model, 1, window->T);
-    Attribution a;
-    attribute(model, window->tokens, window->targets, window->T, P, &a);
+    Attribution *all = xcalloc((size_t)window->T, sizeof(Attribution));
+    for (int t = 0; t < window->T; t++)
+        if (t == P || o->html) attribute(model, window->tokens, window->targets, window->T, t, &all[t]);
+    Attribution a = all[P];
     uint32_t next = vocab->code_points[a.target], other = vocab->code_points[a.other];
     AtomicFile af;
     csv_open(&af, o->out, "attribution.csv");
@@ -702,7 +736,7 @@ static void write_attribution(const AttnOptions *o, GPT *model, const Vocab *voc
         die("%s", err);
     printf("wrote %s/attribution.csv and attribution.png (position %d: logit difference %.4f, "
            "the parts add up to %.4f)\n", o->out, P, a.logit_diff, attribution_total(&a));
-    attribution_free(&a);
+    return all;
 }
 
 int main(int argc, char **argv) {
@@ -731,11 +765,20 @@ int main(int argc, char **argv) {
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
     write_out_marker(&o);
-    if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
-    if (o.ablate) write_ablation(&o, &model, &window, &ablation_set);
-    if (o.lens) write_lens(&o, &model, &vocab, &window);
-    if (o.attribute_position >= 0) write_attribution(&o, &model, &vocab, &window);
+    float *attention = o.html ? text_attention(&model, text.T) : NULL;
+    Findings found = {0};
+    if (o.ablate) write_ablation(&o, &model, &window, &ablation_set, &found);
+    if (o.lens) found.lens = write_lens(&o, &model, &vocab, &window);
+    if (o.attribute_position >= 0) found.attributions = write_attribution(&o, &model, &vocab, &window);
+    ExplorerAnalyses analyses = {window.T, window.chars, vocab.code_points, found.zero_loss,
+                                 found.mean_loss, found.loss, found.positions, found.windows,
+                                 found.lens, found.attributions, o.attribute_position};
+    if (o.html)
+        write_explorer(&o, &model, text.window, text.T, attention, scores, &snapshots,
+                       analyses_asked(&o) ? &analyses : NULL);
 
+    free_findings(&found, window.T);
+    free(attention);
     free(ablation_set.tokens), free(ablation_set.targets);
     free(window.tokens), free(window.targets);
     free_explorer_snapshots(&snapshots);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../base/util.h"
 #include "../data/vocab.h"
@@ -825,6 +826,104 @@ static void test_attn_threads(void) {
     }
 }
 
+// ---- the explorer's views in headless Chromium
+
+static const char *find_chromium(void) {
+    static const char *const candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
+                                             "/usr/bin/google-chrome"};
+    for (int i = 0; i < 3; i++)
+        if (access(candidates[i], X_OK) == 0) return candidates[i];
+    return NULL;
+}
+
+// The number after `key` (e.g. data-total=") at or after from, NAN if none.
+static double attribute_value(const char *from, const char *key) {
+    const char *at = from ? strstr(from, key) : NULL;
+    return at ? atof(at + strlen(key)) : NAN;
+}
+
+static int occurrences(const char *text, const char *key) {
+    int n = 0;
+    for (const char *at = text; (at = strstr(at, key)); at += strlen(key)) n++;
+    return n;
+}
+
+// The page with --ablate, --lens and --attribute-position: its views in
+// the DOM hold what interpret.h computes here; #pos=P chooses the
+// attribution's position; still no request of any kind.
+static void test_explorer_analyses(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
+    const char *dir = make_temp_dir();
+    char cmd[4096], path[600], log[600];
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text '%s' --out %s --html --ablate --lens "
+             "--attribute-position 3", ckpt, PHRASE, dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    snprintf(path, sizeof path, "%s/index.html", dir);
+    char *page = read_text_file(path);
+    CHECK(page && strstr(page, "\"analyses\"") && strstr(page, "default-src 'none'") &&
+          !strstr(page, "http:") && !strstr(page, "https:") && !strstr(page, "src="));
+    free(page);
+    const char *chromium = find_chromium();
+    if (!chromium) {
+        skip_test("chromium not installed");
+        return;
+    }
+    GPT model;
+    Vocab vocab;
+    int ids[64], n = (int)strlen(PHRASE), wt = 16;
+    load_ids(ckpt, &model, &vocab, PHRASE, ids, n);
+    gpt_alloc_inference(&model, 1, wt);
+    Attribution a;
+    attribute(&model, ids, ids + 1, wt, 5, &a);
+    LensCell cells[3 * 16];
+    logit_lens(&model, ids, ids + 1, wt, cells);
+    float *means = ablation_means(&model, ids, 1, wt);
+    double zero[8], mean[8];
+    double clean = ablation_losses(&model, ids, ids + 1, 1, wt, means, zero, mean);
+
+    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
+    snprintf(log, sizeof log, "%s/dom.html", dir);
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
+             "--dump-dom 'file://%s/index.html#pos=5'", chromium, sandbox, dir, dir);
+    CHECK(run_command(cmd, log) == 0);
+    char *dom = read_text_file(log);
+    CHECK(dom);
+    if (dom) {
+        CHECK_MSG(strstr(dom, "data-ready=\"1\"") && strstr(dom, "data-resources=\"0\""),
+                  "the page's script did not finish, or fetched something");
+        CHECK_MSG(!strstr(dom, "Content Security Policy") && !strstr(dom, "Uncaught"),
+                  "the page failed: %.2000s", dom);
+        // the views, after the scripts (whose source holds the same attribute names)
+        const char *views = strstr(dom, "<div id=\"analyses\"");
+        CHECK_MSG(views, "no analyses section");
+        if (!views) views = "";
+        // attribution: position 5 (from the fragment), its numbers and bars
+        const char *box = strstr(views, "id=\"attribution\"");
+        CHECK_MSG(box, "no attribution view");
+        CHECK(attribute_value(box, "data-position=\"") == 5);
+        CHECK_NEAR(attribute_value(box, "data-logit-diff=\""), a.logit_diff, 1e-5);
+        CHECK_NEAR(attribute_value(box, "data-total=\""), a.logit_diff, 3e-5);
+        CHECK(occurrences(views, "class=\"bar\"") == 2 + 2 * 3 + 1);
+        CHECK_NEAR(attribute_value(strstr(views, "data-part=\"layer 1 head 0\""), "data-value=\""),
+                   a.heads[2], 1e-5);
+        // lens: a cell per depth and position, its probability
+        CHECK(occurrences(views, "data-depth=") == 3 * wt);
+        char key[64];
+        snprintf(key, sizeof key, "data-depth=\"2\" data-pos=\"7\"");
+        CHECK_NEAR(attribute_value(strstr(views, key), "data-next-prob=\""), cells[2 * wt + 7].target_prob, 1e-6);
+        // ablation: a cell per unit, mean-ablated to begin with
+        CHECK(occurrences(views, "data-unit=") == 8);
+        CHECK_NEAR(attribute_value(strstr(views, "data-unit=\"6\""), "data-increase=\""), mean[6] - clean, 1e-6);
+        CHECK_NEAR(attribute_value(strstr(views, "data-unit=\"1\""), "data-increase=\""), mean[1] - clean, 1e-6);
+        free(dom);
+    }
+    attribution_free(&a);
+    free(means);
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
 void suite_lens(void) {
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
@@ -844,4 +943,6 @@ void suite_lens(void) {
     run_test("lens: bin/attn --out refuses a folder of the user's, unless --force; its marker",
              test_attn_out_folder);
     run_test("lens: bin/attn's files the same for 1 and 2 threads", test_attn_threads);
+    run_test("lens: the explorer's ablation, lens and attribution views in headless Chromium",
+             test_explorer_analyses);
 }
