@@ -51,7 +51,7 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
         {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
         {"--text", "TEXT", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
         {"--text-file", "FILE", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
-        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
+        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents): new, empty or one bin/attn wrote, unless --force", 0, -1, 0},
         {"--layer", "L", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
         {"--head", "H", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
         {"--cell", "PIXELS", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
@@ -290,7 +290,12 @@ static AttnOptions parse_options(int argc, char **argv) {
                       "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
                       "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
                       "OUT/index.html. A text longer than the model's context is cut to its last\n"
-                      "context characters.",
+                      "context characters. Why a head matters, on the text's first context+1\n"
+                      "characters: --ablate (OUT/ablation.csv, .png), --lens (OUT/logit_lens.csv,\n"
+                      ".png), --attribute-position P (OUT/attribution.csv, .png), also in the\n"
+                      "explorer; and each head's QK circuit of the positions,\n"
+                      "OUT/circuits/positions_layer{l}_head{h}.png (docs/atlas.md). OUT must be new,\n"
+                      "empty or written by bin/attn (its OUT/.written-by-bin-attn), or --force.",
                       help_table, NUM_OPTIONS);
         exit(0);
     }

@@ -17,6 +17,7 @@
 #define CELL_H 34
 #define PANEL_GAP 24
 #define BAR_W 16
+#define BAR_SPACING 84 // from the heads' colour bar to the layers'
 #define STRIP_H 14
 
 static const uint8_t WHITE[3] = {255, 255, 255};
@@ -47,7 +48,7 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
     l->panel_w = l->label_w + (p->heads + 2) * CELL_W;
     l->grid_h = p->layers * CELL_H;
     l->grids_y = PAD + TITLE_H + 2 * LINE_H + 4;
-    l->bar_x = PAD + 2 * l->panel_w + PANEL_GAP;
+    l->bar_x = PAD + 2 * l->panel_w + PANEL_GAP; // the heads' bar, then the layers'
     int grids_bottom = l->grids_y + 2 * LINE_H + (l->grid_h > 100 ? l->grid_h : 100);
     l->cw = bw + 1 > 8 ? bw + 1 : 8;
     l->strip_label_w = font_text_width(22, 1) + 8;
@@ -55,7 +56,7 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
     l->line_h = bh + 4 + p->strips * STRIP_H + 8;
     l->strip_y = grids_bottom + 16;
     int strip_w = PAD + l->strip_label_w + ABLATION_STRIP_CHARS * l->cw + PAD;
-    l->width = l->bar_x + BAR_W + 4 + font_text_width(7, 1) + PAD;
+    l->width = l->bar_x + BAR_SPACING + BAR_W + 4 + font_text_width(7, 1) + PAD;
     if (strip_w > l->width && l->lines) l->width = strip_w;
     int note_w = PAD + font_text_width(120, 1) + PAD;
     if (note_w > l->width) l->width = note_w;
@@ -76,8 +77,9 @@ static void draw_cell(Image *image, int x, int y, double value, double top) {
     draw_text_rgb(image, text, tx, ty, scale, fabs(t) > 0.6 ? WHITE : INK);
 }
 
+// top[0] scales the heads' cells, top[1] the whole layers'.
 static void draw_panel(Image *image, const AblationLayout *l, const AblationPicture *p, int x0,
-                       const double *losses, double top, const char *subtitle) {
+                       const double *losses, const double top[2], const char *subtitle) {
     int L = p->layers, NH = p->heads;
     draw_text(image, subtitle, x0, l->grids_y, 1);
     int grid_x = x0 + l->label_w, grid_y = l->grids_y + 2 * LINE_H;
@@ -92,14 +94,15 @@ static void draw_panel(Image *image, const AblationLayout *l, const AblationPict
         draw_text(image, text, x0, grid_y + layer * CELL_H + (CELL_H - 9) / 2, 1);
         for (int c = 0; c < NH + 2; c++)
             draw_cell(image, grid_x + c * CELL_W, grid_y + layer * CELL_H,
-                      losses[column_unit(layer, c, L, NH)] - p->loss, top);
+                      losses[column_unit(layer, c, L, NH)] - p->loss, top[c >= NH]);
     }
     // the whole-layer columns stand apart: a line before them
     static const uint8_t grey[3] = {150, 150, 150};
     fill_rect(image, grid_x + NH * CELL_W - 2, grid_y - 2, 2, L * CELL_H + 2, grey);
 }
 
-static void draw_bar(Image *image, int x, int y, int h, double top) {
+static void draw_bar(Image *image, int x, int y, int h, double top, const char *label) {
+    draw_text(image, label, x, y - LINE_H + 2, 1);
     uint8_t rgb[3];
     for (int r = 0; r < h; r++) {
         diverging_rgb(1.0 - 2.0 * r / (h - 1), rgb);
@@ -163,16 +166,20 @@ void ablation_render(Image *image, const AblationPicture *p) {
               "(attn) or MLP (mlp), is ablated; red: worse, blue: better.", PAD, PAD + TITLE_H, 1);
     draw_text(image, "Zero: its output set to 0 at every position; mean: set to its mean over "
               "the positions.", PAD, PAD + TITLE_H + LINE_H, 1);
-    int units = p->layers * (p->heads + 2);
-    double top = 1e-9;
+    // heads on one scale, whole layers on another: a layer's MLP costs far
+    // more than any head, and would leave the heads' cells all white
+    int units = p->layers * (p->heads + 2), heads = p->layers * p->heads;
+    double top[2] = {1e-9, 1e-9};
     for (int u = 0; u < units; u++) {
-        top = fmax(top, fabs(p->zero_loss[u] - p->loss));
-        top = fmax(top, fabs(p->mean_loss[u] - p->loss));
+        top[u >= heads] = fmax(top[u >= heads], fabs(p->zero_loss[u] - p->loss));
+        top[u >= heads] = fmax(top[u >= heads], fabs(p->mean_loss[u] - p->loss));
     }
     draw_panel(image, &l, p, PAD, p->zero_loss, top, "zero-ablated: loss increase");
     draw_panel(image, &l, p, PAD + l.panel_w + PANEL_GAP / 2, p->mean_loss, top,
                "mean-ablated: loss increase");
-    draw_bar(image, l.bar_x, l.grids_y + 2 * LINE_H, l.grid_h > 100 ? l.grid_h : 100, top);
+    int bar_h = l.grid_h > 100 ? l.grid_h : 100;
+    draw_bar(image, l.bar_x, l.grids_y + 2 * LINE_H, bar_h, top[0], "heads");
+    draw_bar(image, l.bar_x + BAR_SPACING, l.grids_y + 2 * LINE_H, bar_h, top[1], "attn, mlp");
     if (l.lines) draw_strips(image, &l, p);
 }
 
