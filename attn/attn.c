@@ -51,7 +51,9 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
         {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
         {"--text", "TEXT", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
         {"--text-file", "FILE", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
-        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents): new, empty or one bin/attn wrote, unless --force", 0, -1, 0},
+        {"--out", "OUT", OPT_STRING, &o->out,
+         "output folder (created with its parents): new, empty or one bin/attn wrote, unless "
+         "--force", 0, -1, 0},
         {"--layer", "L", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
         {"--head", "H", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
         {"--cell", "PIXELS", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
@@ -81,7 +83,8 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "at most N windows of --ablate-text-file, spread evenly over it", 1, 1000000, 0},
         {"--lens", NULL, OPT_FLAG, &o->lens,
          "also write OUT/logit_lens.csv and OUT/logit_lens.png: the prediction after the "
-         "embeddings and after every block, at each of the text's first context positions", 0, -1, 0},
+         "embeddings and after every block, at each of the text's first context positions", 0,
+         -1, 0},
         {"--attribute-position", "P", OPT_INT, &o->attribute_position,
          "also write OUT/attribution.csv and OUT/attribution.png: what each head, MLP and "
          "embedding adds to logit(next) - logit(most likely other) at position P (0 is the "
@@ -306,7 +309,8 @@ static AttnOptions parse_options(int argc, char **argv) {
     if (note) fprintf(stderr, "note: %s\n", note);
     if (o.ablate_text_file) o.ablate = 1;
     if (option_given(table, "--ablate-windows") && !o.ablate_text_file)
-        usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that text's)");
+        usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that "
+                    "text's)");
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;
@@ -608,7 +612,8 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
     int T = set->T > window->T ? set->T : window->T;
     gpt_alloc_inference(model, set->W < 12 ? set->W : 12, T);
     float *means = ablation_means(model, set->tokens, set->W, set->T);
-    double *zero_loss = xmalloc(sizeof(double) * units), *mean_loss = xmalloc(sizeof(double) * units);
+    double *zero_loss = xmalloc(sizeof(double) * units);
+    double *mean_loss = xmalloc(sizeof(double) * units);
     double loss = ablation_losses(model, set->tokens, set->targets, set->W, set->T, means,
                                   zero_loss, mean_loss);
     AtomicFile af;
@@ -673,7 +678,8 @@ static LensCell *write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab
     logit_lens(model, window->tokens, window->targets, T, cells);
     AtomicFile af;
     csv_open(&af, o->out, "logit_lens.csv");
-    fprintf(af.file, "layer,position,char,next_char,predicted_char,predicted_prob,next_char_prob\n");
+    fprintf(af.file,
+            "layer,position,char,next_char,predicted_char,predicted_prob,next_char_prob\n");
     for (int d = 0; d <= L; d++)
         for (int t = 0; t < T; t++) {
             const LensCell *c = &cells[d * T + t];
@@ -691,7 +697,8 @@ static LensCell *write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab
     char path[4200], err[2048];
     snprintf(path, sizeof path, "%s/logit_lens.png", o->out);
     if (!logit_lens_write_png(path, &picture, err, sizeof err)) die("%s", err);
-    printf("wrote %s/logit_lens.csv and logit_lens.png (%d positions, %d rows)\n", o->out, T, L + 1);
+    printf("wrote %s/logit_lens.csv and logit_lens.png (%d positions, %d rows)\n", o->out, T,
+           L + 1);
     return cells;
 }
 
@@ -718,7 +725,8 @@ static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vo
     gpt_alloc_inference(model, 1, window->T);
     Attribution *all = xcalloc((size_t)window->T, sizeof(Attribution));
     for (int t = 0; t < window->T; t++)
-        if (t == P || o->html) attribute(model, window->tokens, window->targets, window->T, t, &all[t]);
+        if (t == P || o->html)
+            attribute(model, window->tokens, window->targets, window->T, t, &all[t]);
     Attribution a = all[P];
     uint32_t next = vocab->code_points[a.target], other = vocab->code_points[a.other];
     AtomicFile af;
@@ -728,7 +736,8 @@ static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vo
     attribution_row(f, P, next, other, "token_embedding", -1, -1, a.token_embedding);
     attribution_row(f, P, next, other, "position_embedding", -1, -1, a.position_embedding);
     for (int l = 0; l < L; l++) {
-        for (int h = 0; h < NH; h++) attribution_row(f, P, next, other, "head", l, h, a.heads[l * NH + h]);
+        for (int h = 0; h < NH; h++)
+            attribution_row(f, P, next, other, "head", l, h, a.heads[l * NH + h]);
         attribution_row(f, P, next, other, "mlp", l, -1, a.mlps[l]);
     }
     attribution_row(f, P, next, other, "rest", -1, -1, a.rest);
@@ -774,7 +783,8 @@ int main(int argc, char **argv) {
     Findings found = {0};
     if (o.ablate) write_ablation(&o, &model, &window, &ablation_set, &found);
     if (o.lens) found.lens = write_lens(&o, &model, &vocab, &window);
-    if (o.attribute_position >= 0) found.attributions = write_attribution(&o, &model, &vocab, &window);
+    if (o.attribute_position >= 0)
+        found.attributions = write_attribution(&o, &model, &vocab, &window);
     ExplorerAnalyses analyses = {window.T, window.chars, vocab.code_points, found.zero_loss,
                                  found.mean_loss, found.loss, found.positions, found.windows,
                                  found.lens, found.attributions, o.attribute_position};

@@ -305,7 +305,8 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
             // head h's output: its hs channels of att_out through columns h*hs.. of W_O
             for (int c = 0; c < C; c++) {
                 double sum = 0;
-                for (int d = h * hs; d < (h + 1) * hs; d++) sum += (double)w_o[(long)c * C + d] * att_out[d];
+                for (int d = h * hs; d < (h + 1) * hs; d++)
+                    sum += (double)w_o[(long)c * C + d] * att_out[d];
                 part[c] = sum;
             }
             a->heads[l * NH + h] = contribution(part, u, rstd, C);

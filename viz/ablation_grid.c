@@ -60,7 +60,8 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
     if (strip_w > l->width && l->lines) l->width = strip_w;
     int note_w = PAD + font_text_width(120, 1) + PAD;
     if (note_w > l->width) l->width = note_w;
-    l->height = l->lines ? l->strip_y + 2 * LINE_H + l->lines * l->line_h + PAD : grids_bottom + PAD;
+    l->height = l->lines ? l->strip_y + 2 * LINE_H + l->lines * l->line_h + PAD
+                         : grids_bottom + PAD;
 }
 
 // A value in a cell: diverging colour scaled by top, the value printed.

@@ -88,7 +88,8 @@ void attribution_render(Image *image, const Attribution *a, uint32_t current, ui
         fill_rect(image, v >= 0 ? zero_x : zero_x - len, y + 2, len, ROW_H - 4, rgb);
         snprintf(text, sizeof text, "%+.3f", v);
         int tw = font_text_width((int)strlen(text), 1);
-        draw_text(image, text, v >= 0 ? zero_x + len + 4 : zero_x - len - 4 - tw, y + (ROW_H - 9) / 2 + 1, 1);
+        int tx = v >= 0 ? zero_x + len + 4 : zero_x - len - 4 - tw;
+        draw_text(image, text, tx, y + (ROW_H - 9) / 2 + 1, 1);
     }
     fill_rect(image, zero_x, top - 2, 1, n * ROW_H + 4, INK);
     int y = top + n * ROW_H + 6;

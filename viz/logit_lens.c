@@ -25,7 +25,9 @@ int logit_lens_cell(void) {
 }
 
 // One line of the picture: the characters, L+1 rows of cells, the next characters.
-static int line_height(const LensPicture *p) { return (p->layers + 3) * logit_lens_cell() + LINE_GAP; }
+static int line_height(const LensPicture *p) {
+    return (p->layers + 3) * logit_lens_cell() + LINE_GAP;
+}
 
 static int lines_of(const LensPicture *p) { return (p->T + LENS_LINE_CHARS - 1) / LENS_LINE_CHARS; }
 
@@ -47,7 +49,8 @@ static void draw_char(Image *image, uint32_t cp, int x, int y, int cell, const u
 void logit_lens_render(Image *image, const LensPicture *p) {
     int cell = logit_lens_cell(), L = p->layers, lines = lines_of(p);
     int columns = p->T < LENS_LINE_CHARS ? p->T : LENS_LINE_CHARS;
-    int bar_x = PAD + LABEL_W + columns * cell + 16, bar_h = (L + 1) * cell > 100 ? (L + 1) * cell : 100;
+    int bar_x = PAD + LABEL_W + columns * cell + 16;
+    int bar_h = (L + 1) * cell > 100 ? (L + 1) * cell : 100;
     int width = bar_x + BAR_W + 4 + font_text_width(3, 1) + PAD;
     int note_w = PAD + font_text_width(112, 1) + PAD;
     if (note_w > width) width = note_w;

@@ -115,8 +115,8 @@ void position_circuit_render(Image *image, const GPT *model, int layer, int head
               PAD, y + FONT_H + 3, 1);
     draw_text(image, "token embeddings and, past layer 0, the other layers. Blue negative, white",
               PAD, y + 2 * (FONT_H + 3), 1);
-    draw_text(image, "0, red positive, scaled to the largest |value| a query sees; grey: the future.",
-              PAD, y + 3 * (FONT_H + 3), 1);
+    draw_text(image, "0, red positive, scaled to the largest |value| a query sees; grey: the "
+              "future.", PAD, y + 3 * (FONT_H + 3), 1);
 }
 
 int position_circuits_write(const char *dir, const GPT *model, int only_layer, int only_head,
@@ -125,7 +125,8 @@ int position_circuits_write(const char *dir, const GPT *model, int only_layer, i
     char path[4200];
     for (int l = 0; l < L; l++)
         for (int h = 0; h < NH; h++) {
-            if ((only_layer >= 0 && l != only_layer) || (only_head >= 0 && h != only_head)) continue;
+            if ((only_layer >= 0 && l != only_layer) || (only_head >= 0 && h != only_head))
+                continue;
             Image image;
             position_circuit_render(&image, model, l, h);
             snprintf(path, sizeof path, "%s/positions_layer%d_head%d.png", dir, l, h);
