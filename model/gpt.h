@@ -237,7 +237,8 @@ struct ForwardHooks {
     void *state; // the caller's
     // 0, or run only blocks first_layer.. : the stream into that block is
     // what the last forward (over the same tokens) left in the buffers, so
-    // only what a change from that block on alters is recomputed.
+    // only what a change from that block on alters is recomputed (stream
+    // then sees depths first_layer + 1 .. L).
     int first_layer;
 };
 
