@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "../data/vocab.h"
@@ -21,10 +22,15 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
+#include "../model/interpret.h"
+#include "../viz/ablation_grid.h"
 #include "../viz/atlas.h"
+#include "../viz/attribution_chart.h"
 #include "../viz/circuits.h"
 #include "../viz/explorer.h"
 #include "../viz/heatmap.h"
+#include "../viz/logit_lens.h"
+#include "../viz/position_circuit.h"
 #include "../viz/score_grid.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
@@ -35,16 +41,20 @@ typedef struct {
     const char *precision;
     Precision products; // --precision, checked
     Bf16Kernel bf16;    // what bf16 products run on (GPT_BF16_KERNEL may limit it)
+    int ablate, ablate_windows, lens, attribute_position, force;
+    const char *ablate_text_file;
 } AttnOptions;
 
-#define NUM_OPTIONS 13
+#define NUM_OPTIONS 19
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
         {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
         {"--text", "TEXT", OPT_STRING, &o->text, "the text to look at", 0, -1, 0},
         {"--text-file", "FILE", OPT_STRING, &o->text_file, "read the text from this file", 0, -1, 0},
-        {"--out", "OUT", OPT_STRING, &o->out, "output folder (created with its parents)", 0, -1, 0},
+        {"--out", "OUT", OPT_STRING, &o->out,
+         "output folder (created with its parents): new, empty or one bin/attn wrote, unless "
+         "--force", 0, -1, 0},
         {"--layer", "L", OPT_INT, &o->layer, "draw only this layer (-1: all)", -1, 100000, 0},
         {"--head", "H", OPT_INT, &o->head, "draw only this head (-1: all)", -1, 100000, 0},
         {"--cell", "PIXELS", OPT_INT, &o->cell, "pixels per cell (every character is labelled from 9 px with Unifont, from 10 with "
@@ -63,6 +73,25 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "training snapshots for the explorer's slider; unset: the checkpoint's folder/attn "
          "when it exists", 0, -1, 0},
         {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--ablate", NULL, OPT_FLAG, &o->ablate,
+         "also write OUT/ablation.csv and OUT/ablation.png: the loss over the text's first "
+         "context+1 characters with each head, and each layer's attention and MLP, zeroed or "
+         "replaced by its mean", 0, -1, 0},
+        {"--ablate-text-file", "FILE", OPT_STRING, &o->ablate_text_file,
+         "--ablate with the losses averaged over windows of this text instead (the validation "
+         "split, say)", 0, -1, 0},
+        {"--ablate-windows", "N", OPT_INT, &o->ablate_windows,
+         "at most N windows of --ablate-text-file, spread evenly over it", 1, 1000000, 0},
+        {"--lens", NULL, OPT_FLAG, &o->lens,
+         "also write OUT/logit_lens.csv and OUT/logit_lens.png: the prediction after the "
+         "embeddings and after every block, at each of the text's first context positions", 0,
+         -1, 0},
+        {"--attribute-position", "P", OPT_INT, &o->attribute_position,
+         "also write OUT/attribution.csv and OUT/attribution.png: what each head, MLP and "
+         "embedding adds to logit(next) - logit(most likely other) at position P (0 is the "
+         "text's first character; -1: none)", -1, 100000000, 0},
+        {"--force", NULL, OPT_FLAG, &o->force,
+         "write into OUT even when it holds files bin/attn did not write", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -71,7 +100,8 @@ static AttnOptions default_options(void) {
     return (AttnOptions){.ckpt = "out/model.safetensors", .out = "attn_out",
                          .colormap = "viridis", .layer = -1, .head = -1,
                          .cell = HEATMAP_DEFAULT_CELL,
-                         .precision = "fp32"};
+                         .precision = "fp32", .ablate_windows = 600,
+                         .attribute_position = -1};
 }
 
 // The text's code points, every one in the vocabulary (else a one-line
@@ -149,6 +179,7 @@ static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, co
     uint32_t *shown = xmalloc(sizeof(uint32_t) * n);
     for (int i = 0; i < n; i++) shown[i] = vocab->code_points[ids[i]];
     if (!circuits_write(path, model, o->layer, o->head, ids, shown, n, err, sizeof err)) die("%s", err);
+    if (!position_circuits_write(path, model, o->layer, o->head, err, sizeof err)) die("%s", err);
     printf("wrote %s/scores.csv, %s/score_*.png and %s/circuits/ (%d of %d characters)\n", o->out,
            o->out, o->out, n, vocab->size);
     free(ids);
@@ -197,18 +228,27 @@ static void free_explorer_snapshots(ExplorerSnapshots *shown) {
     memset(shown, 0, sizeof *shown);
 }
 
-// The explorer: view 0 is this text (the model holds its attention), then
-// the training snapshots.
-static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
-                           const HeadScores *scores, const ExplorerSnapshots *shown) {
+// The attention of the model's last forward (batch row 0, T positions),
+// (L, NH, T, T): the text's, for the explorer, kept before the analyses
+// run other forwards.
+static float *text_attention(const GPT *model, int T) {
     int L = model->config.layers, NH = model->config.heads;
-    char err[2048], path[4200];
-    ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
-    char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
     size_t per_head = (size_t)T * T;
     float *attn = xmalloc(sizeof(float) * L * NH * per_head);
     for (int h = 0; h < L * NH; h++)
         memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0), per_head * sizeof(float));
+    return attn;
+}
+
+// The explorer: view 0 is this text (attn, its attention), then the
+// training snapshots; the analyses' views when there are any.
+static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_t *window, int T,
+                           const float *attn, const HeadScores *scores,
+                           const ExplorerSnapshots *shown, const ExplorerAnalyses *analyses) {
+    int L = model->config.layers, NH = model->config.heads;
+    char err[2048], path[4200];
+    ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
+    char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
     views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
     for (int v = 0; v < shown->count; v++) {
         const Snapshot *s = &shown->snaps[v];
@@ -216,11 +256,17 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
         views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
     }
     snprintf(path, sizeof path, "%s/index.html", o->out);
-    if (!explorer_write(path, L, NH, views, shown->count + 1, err, sizeof err)) die("%s", err);
+    if (!explorer_write(path, L, NH, views, shown->count + 1, analyses, err, sizeof err))
+        die("%s", err);
     printf("wrote %s (%d training snapshot%s)\n", path, shown->count, shown->count == 1 ? "" : "s");
-    free(attn);
     free(labels);
     free(views);
+}
+
+static int option_given(const Option table[NUM_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return table[i].given;
+    return 0;
 }
 
 // The flags, parsed and checked (--help prints the usage and exits 0);
@@ -248,7 +294,12 @@ static AttnOptions parse_options(int argc, char **argv) {
                       "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
                       "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
                       "OUT/index.html. A text longer than the model's context is cut to its last\n"
-                      "context characters.",
+                      "context characters. Why a head matters, on the text's first context+1\n"
+                      "characters: --ablate (OUT/ablation.csv, .png), --lens (OUT/logit_lens.csv,\n"
+                      ".png), --attribute-position P (OUT/attribution.csv, .png), also in the\n"
+                      "explorer; and each head's QK circuit of the positions,\n"
+                      "OUT/circuits/positions_layer{l}_head{h}.png (docs/atlas.md). OUT must be new,\n"
+                      "empty or written by bin/attn (its OUT/.written-by-bin-attn), or --force.",
                       help_table, NUM_OPTIONS);
         exit(0);
     }
@@ -257,6 +308,10 @@ static AttnOptions parse_options(int argc, char **argv) {
     o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
     const char *note = precision_note(o.products, o.bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
+    if (o.ablate_text_file) o.ablate = 1;
+    if (option_given(table, "--ablate-windows") && !o.ablate_text_file)
+        usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that "
+                    "text's)");
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;
@@ -326,6 +381,130 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
     return t;
 }
 
+// ---- what the analyses read: the prediction window and the ablation's windows
+
+// The text's first min(n, context + 1) characters: position t (0..T-1)
+// reads characters 0..t and predicts character t + 1. What --ablate (the
+// one window), --lens and --attribute-position look at.
+typedef struct {
+    int *tokens, *targets;  // (T)
+    const uint32_t *chars;  // (T + 1)
+    int T;
+} PredictionWindow;
+
+// The windows --ablate averages over: tokens and targets (W,T).
+typedef struct {
+    int *tokens, *targets;
+    int W, T;
+} AblationWindows;
+
+static int analyses_asked(const AttnOptions *o) {
+    return o->ablate || o->lens || o->attribute_position >= 0;
+}
+
+// The flag that asked for a prediction window (for its errors).
+static const char *analysis_flag(const AttnOptions *o) {
+    return o->ablate ? "--ablate" : o->lens ? "--lens" : "--attribute-position";
+}
+
+// Checked: at least 2 characters, and --attribute-position inside the window.
+static PredictionWindow prediction_window(const AttnOptions *o, const GPT *model,
+                                          const Vocab *vocab, const AttnText *text) {
+    PredictionWindow w = {0};
+    if (!analyses_asked(o)) return w;
+    if (text->num_chars < 2)
+        die("%s: the text has 1 character, need at least 2 (each position predicts the next)",
+            analysis_flag(o));
+    w.T = text->num_chars - 1 < model->config.context ? text->num_chars - 1 : model->config.context;
+    if (o->attribute_position >= w.T)
+        die("--attribute-position %d is out of range: the text's first %d positions predict the "
+            "character after them (0..%d)", o->attribute_position, w.T, w.T - 1);
+    w.chars = text->chars;
+    w.tokens = xmalloc(sizeof(int) * w.T);
+    w.targets = xmalloc(sizeof(int) * w.T);
+    for (int t = 0; t < w.T; t++) {
+        w.tokens[t] = vocab_id(vocab, text->chars[t]);
+        w.targets[t] = vocab_id(vocab, text->chars[t + 1]);
+    }
+    return w;
+}
+
+// --ablate-text-file's windows: W = min(--ablate-windows, (n-1)/T) windows
+// of T + 1 characters (T = min(context, n - 1)), the first at the start,
+// the last at the end, the others spread evenly between; without the flag,
+// the prediction window alone.
+static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
+                                        const Vocab *vocab, const PredictionWindow *window) {
+    AblationWindows set = {0};
+    if (!o->ablate) return set;
+    if (!o->ablate_text_file) {
+        set.W = 1;
+        set.T = window->T;
+        set.tokens = xmalloc(sizeof(int) * set.T);
+        set.targets = xmalloc(sizeof(int) * set.T);
+        memcpy(set.tokens, window->tokens, sizeof(int) * set.T);
+        memcpy(set.targets, window->targets, sizeof(int) * set.T);
+        return set;
+    }
+    size_t len;
+    char *file_text = read_whole_file(o->ablate_text_file, &len);
+    int n;
+    uint32_t *chars = decode_text(o->ablate_text_file, file_text, len, vocab, &n);
+    free(file_text);
+    if (n < 2)
+        die("--ablate-text-file %s: 1 character, need at least 2 (each position predicts the next)",
+            o->ablate_text_file);
+    set.T = n - 1 < model->config.context ? n - 1 : model->config.context;
+    int most = (n - 1) / set.T;
+    set.W = o->ablate_windows < most ? o->ablate_windows : most;
+    set.tokens = xmalloc(sizeof(int) * set.W * set.T);
+    set.targets = xmalloc(sizeof(int) * set.W * set.T);
+    for (int w = 0; w < set.W; w++) {
+        long start = set.W > 1 ? (long)w * (n - 1 - set.T) / (set.W - 1) : 0;
+        for (int t = 0; t < set.T; t++) {
+            set.tokens[(long)w * set.T + t] = vocab_id(vocab, chars[start + t]);
+            set.targets[(long)w * set.T + t] = vocab_id(vocab, chars[start + t + 1]);
+        }
+    }
+    free(chars);
+    return set;
+}
+
+// ---- the output folder
+
+// Left in every folder bin/attn writes: it may write there again.
+#define OUT_MARKER ".written-by-bin-attn"
+
+// --out must be a new or empty folder, or one bin/attn wrote (its marker
+// is there), unless --force: a user's files are never replaced unasked.
+static void check_out_folder(const AttnOptions *o) {
+    struct stat out_stat;
+    if (stat(o->out, &out_stat) != 0) return; // created when written
+    if (!S_ISDIR(out_stat.st_mode)) die("--out %s: not a folder", o->out);
+    if (o->force) return;
+    DIR *dir = opendir(o->out);
+    if (!dir) die("--out %s: cannot read the folder: %s", o->out, strerror(errno));
+    int others = 0, marked = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, OUT_MARKER)) marked = 1;
+        else others++;
+    }
+    closedir(dir);
+    if (others && !marked)
+        die("--out %s: the folder holds files that bin/attn did not write (no %s in it); give a "
+            "new or empty folder, or --force to write into it", o->out, OUT_MARKER);
+}
+
+static void write_out_marker(const AttnOptions *o) {
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/%s", o->out, OUT_MARKER);
+    const char *note = "bin/attn wrote this folder and may write into it again.\n";
+    if (!file_exists(path) && !write_file_atomic(path, note, strlen(note), err, sizeof err))
+        die("%s", err);
+}
+
 // What the user should know once every input has passed (an error is the
 // only line a bad input prints): the text was cut to the context, the
 // labels use the built-in font.
@@ -377,6 +556,204 @@ static void write_pictures(const AttnOptions *o, const GPT *model, const Vocab *
     free(tags);
 }
 
+// ---- the analyses: ablation, the logit lens, attribution
+
+// A CSV file written atomically; dies with a one-line message.
+static void csv_commit(AtomicFile *af) {
+    char err[2048];
+    if (ferror(af->file)) atomic_file_write_failed(af);
+    if (!atomic_file_commit(af, err, sizeof err)) die("%s", err);
+}
+
+static void csv_open(AtomicFile *af, const char *out, const char *name) {
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/%s", out, name);
+    if (!atomic_file_open(af, path, err, sizeof err)) die("%s", err);
+}
+
+// The heads shown in the ablation picture's strip: the (up to) 3 whose mean
+// ablation raises the loss most (the lower unit first on a tie).
+#define ABLATION_STRIPS 3
+static int strongest_heads(const GPTConfig *cfg, const double *mean_loss, int *units) {
+    int heads = cfg->layers * cfg->heads, n = heads < ABLATION_STRIPS ? heads : ABLATION_STRIPS;
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int u = 0; u < heads; u++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= units[j] == u;
+            if (!taken && (best < 0 || mean_loss[u] > mean_loss[best])) best = u;
+        }
+        units[k] = best;
+    }
+    return n;
+}
+
+// OUT/ablation.csv (a row per head, then per layer "attn" and "mlp") and
+// OUT/ablation.png. The means come from the windows averaged over.
+// What the analyses found, for the explorer; each part NULL when not asked for.
+typedef struct {
+    double *zero_loss, *mean_loss; // (units)
+    double loss;
+    long positions;
+    int windows;
+    LensCell *lens;                // (L+1,T)
+    Attribution *attributions;     // (T)
+} Findings;
+
+static void free_findings(Findings *f, int T) {
+    for (int t = 0; f->attributions && t < T; t++) attribution_free(&f->attributions[t]);
+    free(f->attributions), free(f->lens), free(f->zero_loss), free(f->mean_loss);
+    memset(f, 0, sizeof *f);
+}
+
+static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWindow *window,
+                           const AblationWindows *set, Findings *found) {
+    const GPTConfig *cfg = &model->config;
+    int L = cfg->layers, NH = cfg->heads, units = ablation_units(cfg);
+    int T = set->T > window->T ? set->T : window->T;
+    gpt_alloc_inference(model, set->W < 12 ? set->W : 12, T);
+    float *means = ablation_means(model, set->tokens, set->W, set->T);
+    double *zero_loss = xmalloc(sizeof(double) * units);
+    double *mean_loss = xmalloc(sizeof(double) * units);
+    double loss = ablation_losses(model, set->tokens, set->targets, set->W, set->T, means,
+                                  zero_loss, mean_loss);
+    AtomicFile af;
+    csv_open(&af, o->out, "ablation.csv");
+    fprintf(af.file, "layer,head,loss,zero_ablated_loss,mean_ablated_loss\n");
+    for (int l = 0; l < L; l++)
+        for (int c = 0; c < NH + 2; c++) {
+            int u = c < NH ? l * NH + c : L * NH + 2 * l + (c - NH);
+            char head[16];
+            if (c < NH) snprintf(head, sizeof head, "%d", c);
+            else snprintf(head, sizeof head, "%s", c == NH ? "attn" : "mlp");
+            fprintf(af.file, "%d,%s,%.6f,%.6f,%.6f\n", l, head, loss, zero_loss[u], mean_loss[u]);
+        }
+    csv_commit(&af);
+
+    // the strip: the prediction window, each of the strongest heads mean-ablated
+    int strip_units[ABLATION_STRIPS], strips = strongest_heads(cfg, mean_loss, strip_units);
+    float *clean = xmalloc(sizeof(float) * window->T);
+    float *increase = xmalloc(sizeof(float) * strips * window->T);
+    ablated_loss(model, window->tokens, window->targets, 1, window->T, 0, ABLATE_NONE, NULL, clean);
+    for (int k = 0; k < strips; k++) {
+        float *row = increase + (long)k * window->T;
+        ablated_loss(model, window->tokens, window->targets, 1, window->T, strip_units[k],
+                     ABLATE_MEAN, means, row);
+        for (int t = 0; t < window->T; t++) row[t] -= clean[t];
+    }
+    AblationPicture picture = {L, NH, loss, zero_loss, mean_loss, (long)set->W * set->T, set->W,
+                               window->T, window->chars + 1, strips, strip_units, increase};
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/ablation.png", o->out);
+    if (!ablation_write_png(path, &picture, err, sizeof err)) die("%s", err);
+    printf("wrote %s/ablation.csv and ablation.png (%d heads, %d layers' attention and MLP; %d "
+           "window%s of %d)\n", o->out, L * NH, L, set->W, set->W == 1 ? "" : "s", set->T);
+    found->zero_loss = zero_loss;
+    found->mean_loss = mean_loss;
+    found->loss = loss;
+    found->positions = (long)set->W * set->T;
+    found->windows = set->W;
+    free(means), free(clean), free(increase);
+}
+
+// A character as a CSV field: always quoted (a comma, a quote or a newline
+// is a character like any other here), a quote doubled.
+static void csv_char(FILE *file, uint32_t cp) {
+    char utf8[8];
+    int n = utf8_encode(cp, utf8);
+    fputc('"', file);
+    for (int i = 0; i < n; i++) {
+        if (utf8[i] == '"') fputc('"', file);
+        fputc(utf8[i], file);
+    }
+    fputc('"', file);
+}
+
+// OUT/logit_lens.csv (a row per depth and position) and OUT/logit_lens.png;
+// returns the cells (L+1,T).
+static LensCell *write_lens(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                            const PredictionWindow *window) {
+    int L = model->config.layers, T = window->T;
+    gpt_alloc_inference(model, 1, T);
+    LensCell *cells = xmalloc(sizeof(LensCell) * (L + 1) * T);
+    logit_lens(model, window->tokens, window->targets, T, cells);
+    AtomicFile af;
+    csv_open(&af, o->out, "logit_lens.csv");
+    fprintf(af.file,
+            "layer,position,char,next_char,predicted_char,predicted_prob,next_char_prob\n");
+    for (int d = 0; d <= L; d++)
+        for (int t = 0; t < T; t++) {
+            const LensCell *c = &cells[d * T + t];
+            if (d == 0) fprintf(af.file, "embed,%d,", t);
+            else fprintf(af.file, "%d,%d,", d - 1, t);
+            csv_char(af.file, window->chars[t]);
+            fputc(',', af.file);
+            csv_char(af.file, window->chars[t + 1]);
+            fputc(',', af.file);
+            csv_char(af.file, vocab->code_points[c->top]);
+            fprintf(af.file, ",%.6f,%.6f\n", c->top_prob, c->target_prob);
+        }
+    csv_commit(&af);
+    LensPicture picture = {L, T, window->chars, cells, vocab->code_points};
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/logit_lens.png", o->out);
+    if (!logit_lens_write_png(path, &picture, err, sizeof err)) die("%s", err);
+    printf("wrote %s/logit_lens.csv and logit_lens.png (%d positions, %d rows)\n", o->out, T,
+           L + 1);
+    return cells;
+}
+
+// One row of attribution.csv; layer and head -1 when the part has none.
+static void attribution_row(FILE *file, int position, uint32_t next, uint32_t other,
+                            const char *part, int layer, int head, double value) {
+    fprintf(file, "%d,", position);
+    csv_char(file, next);
+    fputc(',', file);
+    csv_char(file, other);
+    fprintf(file, ",%s,", part);
+    if (layer >= 0) fprintf(file, "%d", layer);
+    fputc(',', file);
+    if (head >= 0) fprintf(file, "%d", head);
+    fprintf(file, ",%.6f\n", value);
+}
+
+// OUT/attribution.csv (a row per part, then their sum and the model's
+// logit difference) and OUT/attribution.png. Returns the attributions (T):
+// with --html every position's, for the explorer; else only P's.
+static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vocab *vocab,
+                                      const PredictionWindow *window) {
+    int L = model->config.layers, NH = model->config.heads, P = o->attribute_position;
+    gpt_alloc_inference(model, 1, window->T);
+    Attribution *all = xcalloc((size_t)window->T, sizeof(Attribution));
+    for (int t = 0; t < window->T; t++)
+        if (t == P || o->html)
+            attribute(model, window->tokens, window->targets, window->T, t, &all[t]);
+    Attribution a = all[P];
+    uint32_t next = vocab->code_points[a.target], other = vocab->code_points[a.other];
+    AtomicFile af;
+    csv_open(&af, o->out, "attribution.csv");
+    FILE *f = af.file;
+    fprintf(f, "position,next_char,other_char,part,layer,head,contribution\n");
+    attribution_row(f, P, next, other, "token_embedding", -1, -1, a.token_embedding);
+    attribution_row(f, P, next, other, "position_embedding", -1, -1, a.position_embedding);
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++)
+            attribution_row(f, P, next, other, "head", l, h, a.heads[l * NH + h]);
+        attribution_row(f, P, next, other, "mlp", l, -1, a.mlps[l]);
+    }
+    attribution_row(f, P, next, other, "rest", -1, -1, a.rest);
+    attribution_row(f, P, next, other, "total", -1, -1, attribution_total(&a));
+    attribution_row(f, P, next, other, "logit_difference", -1, -1, a.logit_diff);
+    csv_commit(&af);
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/attribution.png", o->out);
+    if (!attribution_write_png(path, &a, window->chars[P], next, other, err, sizeof err))
+        die("%s", err);
+    printf("wrote %s/attribution.csv and attribution.png (position %d: logit difference %.4f, "
+           "the parts add up to %.4f)\n", o->out, P, a.logit_diff, attribution_total(&a));
+    return all;
+}
+
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
@@ -390,17 +767,36 @@ int main(int argc, char **argv) {
     load_model(&o, &model, &vocab);
     gpt_set_precision(&model, o.products, o.bf16);
     AttnText text = read_text(&o, &model, &vocab);
+    PredictionWindow window = prediction_window(&o, &model, &vocab, &text);
+    AblationWindows ablation_set = ablation_windows(&o, &model, &vocab, &window);
     struct stat out_stat;
     if (stat(o.out, &out_stat) == 0 && !S_ISDIR(out_stat.st_mode))
         die("--out %s: not a folder", o.out);
     ExplorerSnapshots snapshots = {0};
     if (o.html) snapshots = read_explorer_snapshots(&o, &model);
+    check_out_folder(&o);
     print_notes(&text);
 
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
-    if (o.html) write_explorer(&o, &model, text.window, text.T, scores, &snapshots);
+    write_out_marker(&o);
+    float *attention = o.html ? text_attention(&model, text.T) : NULL;
+    Findings found = {0};
+    if (o.ablate) write_ablation(&o, &model, &window, &ablation_set, &found);
+    if (o.lens) found.lens = write_lens(&o, &model, &vocab, &window);
+    if (o.attribute_position >= 0)
+        found.attributions = write_attribution(&o, &model, &vocab, &window);
+    ExplorerAnalyses analyses = {window.T, window.chars, vocab.code_points, found.zero_loss,
+                                 found.mean_loss, found.loss, found.positions, found.windows,
+                                 found.lens, found.attributions, o.attribute_position};
+    if (o.html)
+        write_explorer(&o, &model, text.window, text.T, attention, scores, &snapshots,
+                       analyses_asked(&o) ? &analyses : NULL);
 
+    free_findings(&found, window.T);
+    free(attention);
+    free(ablation_set.tokens), free(ablation_set.targets);
+    free(window.tokens), free(window.targets);
     free_explorer_snapshots(&snapshots);
     free(scores);
     free(text.chars);

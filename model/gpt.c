@@ -320,9 +320,13 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     f->project_qkv(f, l, b);
     int rows = f->attend(f, l, b);
     long rc = (long)rows * C;
+    const ForwardHooks *hooks = f->hooks;
+    if (hooks && hooks->attention_output) hooks->attention_output(hooks, l, b->att_out, rows);
     f->linear(f, l, WEIGHT_O, b->proj_out, b->att_out, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.att_proj);
+    if (hooks && hooks->sublayer_output)
+        hooks->sublayer_output(hooks, l, SUBLAYER_ATTENTION, b->proj_out, rows);
     residual_forward(b->residual2, b->x_in, b->proj_out, rc);
     // x += GELU(LN2(x) W_fc^T + b_fc) W_proj^T + b_proj
     layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p->ln2_w + l * C,
@@ -332,6 +336,8 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     f->linear(f, l, WEIGHT_PROJ, b->proj_out, b->fc_gelu, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
+    if (hooks && hooks->sublayer_output)
+        hooks->sublayer_output(hooks, l, SUBLAYER_MLP, b->proj_out, rows);
     residual_forward(b->x_out, b->residual2, b->proj_out, rc);
     return rows;
 }
@@ -340,20 +346,27 @@ int transformer_forward(const Forward *f) {
     const GPTConfig *cfg = &f->model->config;
     const ParameterTensors *p = &f->model->params;
     int C = cfg->dim, rows = f->rows;
-    BlockBuffers b = f->buffers(f, 0);
-    // With dropout (nanoGPT's four places): the embedding sum, the attention
-    // probabilities, and the outputs of W_O and of the MLP projection, each
-    // before it joins the residual stream.
-    float *x = (float *)b.x_in;
-    f->embed(f, x);
-    if (f->dropout) {
-        DropoutMask m = dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
-        dropout_forward(x, x, (long)rows * C, 0, &m);
+    const ForwardHooks *hooks = f->hooks;
+    int first = hooks ? hooks->first_layer : 0;
+    BlockBuffers b = f->buffers(f, first);
+    if (first == 0) {
+        // With dropout (nanoGPT's four places): the embedding sum, the
+        // attention probabilities, and the outputs of W_O and of the MLP
+        // projection, each before it joins the residual stream.
+        float *x = (float *)b.x_in;
+        f->embed(f, x);
+        if (f->dropout) {
+            DropoutMask m =
+                dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
+            dropout_forward(x, x, (long)rows * C, 0, &m);
+        }
+        if (hooks && hooks->stream) hooks->stream(hooks, 0, x, rows);
     }
-    for (int l = 0; l < cfg->layers; l++) {
-        if (l > 0)
+    for (int l = first; l < cfg->layers; l++) {
+        if (l > first)
             b = f->buffers(f, l);
         rows = block_forward(f, l, &b);
+        if (hooks && hooks->stream) hooks->stream(hooks, l + 1, b.x_out, rows);
     }
     // logits (rows,V) = LN_f(x) . wte^T (tied)
     layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, b.x_out, p->lnf_w, p->lnf_b, rows, C);
@@ -449,11 +462,20 @@ static void batch_linear(const Forward *f, int l, LinearWeight w, float *out, co
 }
 
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
+    return gpt_forward_hooked(model, tokens, targets, B, T, NULL);
+}
+
+float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
+                         const ForwardHooks *hooks) {
     const GPTConfig *cfg = &model->config;
     int V = cfg->vocab_size;
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
+    if (hooks && hooks->first_layer > 0 &&
+        (model->cur_B != B || model->cur_T != T || hooks->first_layer >= cfg->layers))
+        die("gpt_forward_hooked: from block %d of %d over %dx%d, after a forward over %dx%d",
+            hooks->first_layer, cfg->layers, B, T, model->cur_B, model->cur_T);
     if (model->cur_B != B || model->cur_T != T)
         activation_layout(cfg, &model->acts, B, T, model->acts_memory);
     model->cur_B = B;
@@ -473,7 +495,8 @@ float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int 
                  .project_qkv = batch_project_qkv,
                  .attend = batch_attend,
                  .linear = batch_linear,
-                 .state = &batch};
+                 .state = &batch,
+                 .hooks = hooks};
     transformer_forward(&f);
     if (targets) {
         memcpy(model->targets, targets, (size_t)BT * sizeof(int));

@@ -220,6 +220,31 @@ typedef struct {
     float *x_out;                   // (R,C) the stream out of the block
 } BlockBuffers;
 
+// ---- hooks: what the interpretability tools (model/interpret.h) change or
+// read inside the one forward. NULL in training, evaluation and sampling,
+// where they cost one pointer test per layer; each function may be NULL.
+// rows is the forward's R (fewer in the KV cache's last layer).
+typedef enum { SUBLAYER_ATTENTION, SUBLAYER_MLP } Sublayer;
+typedef struct ForwardHooks ForwardHooks;
+struct ForwardHooks {
+    // att_out (rows,C): layer l's heads concatenated, before W_O; may be
+    // changed (a head's slice zeroed or replaced by its mean: ablation).
+    void (*attention_output)(const ForwardHooks *h, int l, float *att_out, int rows);
+    // out (rows,C): what layer l's attention (W_O's output, its bias
+    // included) or MLP (the projection's output, bias included) adds to the
+    // stream, before it is added; may be changed (a whole sublayer ablated).
+    void (*sublayer_output)(const ForwardHooks *h, int l, Sublayer s, float *out, int rows);
+    // x (rows,C): the stream at depth d, 0 after the embeddings, d after
+    // block d-1 (d = 1..L); read only.
+    void (*stream)(const ForwardHooks *h, int depth, const float *x, int rows);
+    void *state; // the caller's
+    // 0, or run only blocks first_layer.. : the stream into that block is
+    // what the last forward (over the same tokens) left in the buffers, so
+    // only what a change from that block on alters is recomputed (stream
+    // then sees depths first_layer + 1 .. L).
+    int first_layer;
+};
+
 typedef struct Forward Forward;
 struct Forward {
     const GPT *model;
@@ -241,6 +266,7 @@ struct Forward {
     // (or the unembedding, tied to wte, no bias).
     void (*linear)(const Forward *f, int l, LinearWeight w, float *out, const float *inp, int rows);
     void *state;                    // the caller's
+    const ForwardHooks *hooks;      // NULL: none
 };
 // Runs the forward; returns the rows whose logits it wrote (the last
 // layer's rows that went on).
@@ -251,6 +277,10 @@ int transformer_forward(const Forward *f);
 // and returns it; with targets NULL, leaves the logits' softmax in
 // acts.probs and returns -1.
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T);
+// The same with hooks (NULL: exactly gpt_forward). With hooks->first_layer
+// > 0 the last forward must have been over the same tokens, B and T.
+float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
+                         const ForwardHooks *hooks);
 void gpt_zero_grad(GPT *model);
 // Backward of the last forward's mean loss; accumulates into grads.
 void gpt_backward(GPT *model, const int *tokens);

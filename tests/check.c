@@ -66,6 +66,7 @@ SUITE(suite_bf16);
 SUITE(suite_bf16_attention);
 SUITE(suite_inference);
 SUITE(suite_atlas);
+SUITE(suite_lens);
 SUITE(suite_recipes);
 SUITE(suite_mpi);
 SUITE(suite_threads);
@@ -89,7 +90,7 @@ int main(int argc, char **argv) {
                   {"robust-fuzz", suite_robust_fuzz},
                   {"layout", suite_layout}, {"bf16", suite_bf16},
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
-                  {"atlas", suite_atlas}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
+                  {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
                   {"threads", suite_threads}, {"optimizer", suite_optimizer}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;

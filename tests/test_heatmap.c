@@ -441,8 +441,9 @@ static void test_attn_program(void) {
     free(said);
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text %s --out %s --raw", ckpt, text, b);
     CHECK(run_command(cmd, NULL) == 0);
-    // heads, overview, raw tensor; scores.csv, a picture per score, circuits/
-    CHECK(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1);
+    // heads, overview, raw tensor; scores.csv, a picture per score, circuits/;
+    // the marker that lets bin/attn write there again
+    CHECK(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1 + 1);
     const char *names[] = {"layer0_head0.png", "layer0_head1.png", "layer1_head0.png",
                            "layer1_head1.png", "overview.png", "attention.safetensors"};
     for (int i = 0; i < 6; i++) {
@@ -492,9 +493,9 @@ static void test_attn_program(void) {
              "--colormap magma --cell 8 --font builtin", ckpt, path, dir);
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(path, sizeof path, "%s/one", dir);
-    CHECK(folder_entries(path) == 2 + 1 + NUM_SCORES + 1);
+    CHECK(folder_entries(path) == 2 + 1 + NUM_SCORES + 1 + 1);
     snprintf(path, sizeof path, "%s/one/circuits", dir);
-    CHECK(folder_entries(path) == 2); // the chosen head's circuits, singular_values.csv
+    CHECK(folder_entries(path) == 3); // the chosen head's circuits and positions, singular_values.csv
     snprintf(path, sizeof path, "%s/one/layer1_head0.png", dir);
     int width, height, channels;
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
@@ -586,11 +587,12 @@ static void test_attn_bad_input(void) {
     CHECK_MSG(said && strstr(said, "cannot create"), "said: %s", said ? said : "");
     free(said);
 
-    // a folder that fails part-way (a folder sits where the third image goes):
-    // the images already written are removed again, nothing temporary remains
+    // a folder that fails part-way (a folder sits where the third image goes;
+    // --force, as bin/attn did not make it): the images already written are
+    // removed again, nothing temporary remains
     snprintf(path, sizeof path, "%s/layer1_head0.png", out);
     CHECK(mkdir(out, 0777) == 0 && mkdir(path, 0777) == 0);
-    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s --raw", ckpt, out);
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to be' --out %s --raw --force", ckpt, out);
     CHECK(run_command(cmd, log) == 1);
     CHECK_MSG(folder_entries(out) == 1, "%d entries left in %s", folder_entries(out), out);
     said = read_text_file(log);

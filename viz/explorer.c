@@ -116,13 +116,129 @@ static const char *const page_tail =
     " const v=n('view');setView(v!==null&&v>=0&&v<D.views.length?v:0);\n"
     " const l=n('layer'),h=n('head');if(l!==null&&h!==null&&l>=0&&l<L&&h>=0&&h<NH)select(l,h);else select(-1,-1);\n"
     " const q=n('q'),k=n('k'),V=D.views[S.view];if(q!==null&&k!==null&&S.layer>=0&&q>=0&&k>=0&&q<V.T&&k<V.T){S.q=q;S.k=k;readout(S.layer,S.head,q,k);draw();}}\n"
-    "window.addEventListener('hashchange',fragment);fragment();\n"
+    "window.addEventListener('hashchange',fragment);fragment();\n";
+
+// What ends the page's script.
+static const char *const page_end =
     "document.body.dataset.resources=performance.getEntriesByType('resource').length;\n"
     "document.body.dataset.ready='1';\n"
     "</script></body></html>\n";
 
+// The views of D.analyses, when bin/attn had them: written into the script
+// before page_end, so that a page without them is as it always was.
+static const char *const analyses_script =
+    "(function(){const A=D.analyses,T=A.T,W=A.window;\n"
+    "const sec=document.createElement('div');sec.id='analyses';document.body.appendChild(sec);\n"
+    "const out=document.createElement('div');out.id='aread';out.style.cssText='font-family:monospace;"
+    "min-height:1.4em;margin:6px 0;white-space:pre';out.textContent='hover a cell of the views below';sec.appendChild(out);\n"
+    "function esc(c){return shown(c).replace(/&/g,'&amp;').replace(/</g,'&lt;').replace(/\"/g,'&quot;');}\n"
+    "function dcol(x){x=Math.max(-1,Math.min(1,x));const t=Math.abs(x),e=x<0?[33,102,172]:[178,24,43];"
+    "return 'rgb('+e.map(v=>Math.round(255+t*(v-255))).join(',')+')';}\n"
+    "function sign(x,n){return (x>=0?'+':'')+x.toFixed(n);}\n"
+    "function heading(t){const h=document.createElement('h3');h.textContent=t;sec.appendChild(h);return h;}\n"
+    "heading('Why a head matters, on the text\\'s first '+(T+1)+' characters (each position predicting the next)');\n"
+    "if(A.ablation){const b=A.ablation;let top=1e-9,kind='mean';\n"
+    " b.units.forEach(u=>{top=Math.max(top,Math.abs(u.zero-b.loss),Math.abs(u.mean-b.loss));});\n"
+    " heading('ablation: the loss increase without each head, or a layer\\'s whole attention or MLP ('+b.positions+' predictions in '+b.windows+' window'+(b.windows>1?'s':'')+', loss '+b.loss.toFixed(4)+' unchanged)');\n"
+    " const k=document.createElement('select');k.id='ablationkind';k.add(new Option('mean-ablated','mean'));k.add(new Option('zero-ablated','zero'));sec.appendChild(k);\n"
+    " const t=document.createElement('table');t.id='ablation';sec.appendChild(t);\n"
+    " function fill(){let s='<tr><th>layer</th>';for(let h=0;h<NH;h++)s+='<th>head '+h+'</th>';s+='<th>attn</th><th>mlp</th></tr>';\n"
+    "  for(let l=0;l<L;l++){s+='<tr><td>'+l+'</td>';for(let c=0;c<NH+2;c++){const i=l*(NH+2)+c,u=b.units[i],d=(kind==='mean'?u.mean:u.zero)-b.loss;\n"
+    "   s+='<td data-unit=\"'+i+'\" data-increase=\"'+d.toFixed(6)+'\" style=\"background:'+dcol(d/top)+(Math.abs(d/top)>0.6?';color:#fff':'')+'\">'+sign(d,3)+'</td>';}s+='</tr>';}\n"
+    "  t.innerHTML=s;}\n"
+    " k.onchange=()=>{kind=k.value;fill();};fill();\n"
+    " t.onmouseover=e=>{const c=e.target.closest('td[data-unit]');if(!c)return;const u=b.units[+c.dataset.unit];\n"
+    "  out.textContent='layer '+u.layer+' '+(u.head==='attn'||u.head==='mlp'?u.head:'head '+u.head)+': loss '+b.loss.toFixed(6)+' unchanged, '+u.zero.toFixed(6)+' zero-ablated, '+u.mean.toFixed(6)+' mean-ablated';};}\n"
+    "let showAttr=null;\n"
+    "if(A.lens){const n=A.lens;heading('logit lens: the most likely next character after the embeddings and each block, on the colour of the true one\\'s probability (click a column for its attribution)');\n"
+    " const t=document.createElement('table');t.id='lens';t.style.fontFamily='monospace';sec.appendChild(t);\n"
+    " let s='<tr><th>text</th>';for(let i=0;i<T;i++)s+='<th data-pos=\"'+i+'\">'+esc(W[i])+'</th>';s+='</tr>';\n"
+    " for(let d=0;d<=L;d++){s+='<tr><th>'+(d?'block '+(d-1):'embed')+'</th>';for(let i=0;i<T;i++){const j=d*T+i,p=n.nextProb[j];\n"
+    "  s+='<td data-depth=\"'+d+'\" data-pos=\"'+i+'\" data-next-prob=\"'+p.toFixed(6)+'\" style=\"text-align:center;background:'+color(p)+';color:'+(p<0.5?'#fff':'#222')+'\">'+esc(n.top[j])+'</td>';}s+='</tr>';}\n"
+    " s+='<tr><th>next</th>';for(let i=0;i<T;i++)s+='<th>'+esc(W[i+1])+'</th>';t.innerHTML=s+'</tr>';\n"
+    " t.onmouseover=e=>{const c=e.target.closest('td[data-depth]');if(!c)return;const d=+c.dataset.depth,i=+c.dataset.pos,j=d*T+i;\n"
+    "  out.textContent=(d?'after block '+(d-1):'after the embeddings')+', position '+i+' \\''+shown(W[i])+'\\': most likely next \\''+shown(n.top[j])+'\\' '+n.topProb[j].toFixed(6)+', true next \\''+shown(W[i+1])+'\\' '+n.nextProb[j].toFixed(6);};\n"
+    " t.onclick=e=>{const c=e.target.closest('[data-pos]');if(c&&showAttr)showAttr(+c.dataset.pos);};}\n"
+    "if(A.attribution){const at=A.attribution;heading('attribution: what each part of the final stream adds to logit(true next) - logit(the most likely other)');\n"
+    " const box=document.createElement('div');box.id='attribution';sec.appendChild(box);\n"
+    " showAttr=p=>{const a=at[p];let top=1e-9;a.parts.forEach(x=>{top=Math.max(top,Math.abs(x[1]));});\n"
+    "  box.dataset.position=p;box.dataset.logitDiff=a.diff.toFixed(6);box.dataset.total=a.total.toFixed(6);\n"
+    "  let s='<p>position '+p+', reading \\''+esc(W[p])+'\\': logit(\\''+esc(a.next)+'\\') - logit(\\''+esc(a.other)+'\\') = '+a.diff.toFixed(4)+'; the parts add up to '+a.total.toFixed(4)+'</p><table>';\n"
+    "  a.parts.forEach(x=>{const v=x[1],w=Math.round(200*Math.abs(v)/top),bar='<div style=\"display:inline-block;height:10px;width:'+w+'px;background:'+dcol(v>=0?0.8:-0.8)+'\"></div>';\n"
+    "   s+='<tr class=\"bar\" data-part=\"'+x[0]+'\" data-value=\"'+v.toFixed(6)+'\" title=\"'+x[0]+': '+sign(v,6)+'\"><td style=\"text-align:left\">'+x[0]+'</td>'"
+    "+'<td style=\"width:200px;text-align:right\">'+(v<0?bar:'')+'</td><td style=\"width:200px;text-align:left\">'+(v>=0?bar:'')+'</td><td>'+sign(v,4)+'</td></tr>';});\n"
+    "  box.innerHTML=s+'</table>';};\n"
+    " box.onmouseover=e=>{const r=e.target.closest('tr[data-part]');if(r)out.textContent=r.dataset.part+': '+sign(+r.dataset.value,6);};\n"
+    " const f=new URLSearchParams(location.hash.slice(1)),p=f.has('pos')?parseInt(f.get('pos'),10):A.chosen;\n"
+    " showAttr(p>=0&&p<T?p:A.chosen);}\n"
+    "})();\n";
+
+static void json_code_points(FILE *out, const uint32_t *chars, int n) {
+    fputc('[', out);
+    for (int i = 0; i < n; i++) fprintf(out, "%s%u", i ? "," : "", (unsigned)chars[i]);
+    fputc(']', out);
+}
+
+// ,"analyses":{...}: the window, and each part asked for (else null).
+static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
+    int T = a->T;
+    fprintf(out, ",\n\"analyses\":{\"T\":%d,\"chosen\":%d,\"window\":", T, a->chosen_position);
+    json_code_points(out, a->chars, T + 1);
+    fputs(",\n\"ablation\":", out);
+    if (a->zero_loss) {
+        fprintf(out, "{\"loss\":%.9g,\"positions\":%ld,\"windows\":%d,\"units\":[", a->loss,
+                a->positions, a->windows);
+        for (int l = 0; l < L; l++)
+            for (int c = 0; c < NH + 2; c++) {
+                int u = c < NH ? l * NH + c : L * NH + 2 * l + (c - NH);
+                fprintf(out, "%s{\"layer\":%d,\"head\":", l + c ? "," : "", l);
+                if (c < NH) fprintf(out, "%d", c);
+                else fprintf(out, "\"%s\"", c == NH ? "attn" : "mlp");
+                fprintf(out, ",\"zero\":%.9g,\"mean\":%.9g}", a->zero_loss[u], a->mean_loss[u]);
+            }
+        fputs("]}", out);
+    } else {
+        fputs("null", out);
+    }
+    fputs(",\n\"lens\":", out);
+    if (a->lens) {
+        int n = (L + 1) * T;
+        fputs("{\"top\":[", out);
+        for (int i = 0; i < n; i++) fprintf(out, "%s%u", i ? "," : "", (unsigned)a->code_points[a->lens[i].top]);
+        fputs("],\"topProb\":[", out);
+        for (int i = 0; i < n; i++) fprintf(out, "%s%.6g", i ? "," : "", a->lens[i].top_prob);
+        fputs("],\"nextProb\":[", out);
+        for (int i = 0; i < n; i++) fprintf(out, "%s%.6g", i ? "," : "", a->lens[i].target_prob);
+        fputs("]}", out);
+    } else {
+        fputs("null", out);
+    }
+    fputs(",\n\"attribution\":", out);
+    if (a->attributions) {
+        fputc('[', out);
+        for (int t = 0; t < T; t++) {
+            const Attribution *p = &a->attributions[t];
+            fprintf(out, "%s\n{\"next\":%u,\"other\":%u,\"diff\":%.9g,\"total\":%.9g,\"parts\":[",
+                    t ? "," : "", (unsigned)a->code_points[p->target],
+                    (unsigned)a->code_points[p->other], p->logit_diff, attribution_total(p));
+            fprintf(out, "[\"token embedding\",%.9g],[\"position embedding\",%.9g]",
+                    p->token_embedding, p->position_embedding);
+            for (int l = 0; l < L; l++) {
+                for (int h = 0; h < NH; h++)
+                    fprintf(out, ",[\"layer %d head %d\",%.9g]", l, h, p->heads[l * NH + h]);
+                fprintf(out, ",[\"layer %d mlp\",%.9g]", l, p->mlps[l]);
+            }
+            fprintf(out, ",[\"rest\",%.9g]]}", p->rest);
+        }
+        fputc(']', out);
+    } else {
+        fputs("null", out);
+    }
+    fputc('}', out);
+}
+
 int explorer_write(const char *path, int L, int NH, const ExplorerView *views, int num_views,
-                   char *err, size_t err_len) {
+                   const ExplorerAnalyses *analyses, char *err, size_t err_len) {
     AtomicFile af;
     if (!atomic_file_open(&af, path, err, err_len)) return 0;
     FILE *out = af.file;
@@ -178,8 +294,12 @@ int explorer_write(const char *path, int L, int NH, const ExplorerView *views, i
         base64_floats(out, view->attn, (size_t)L * NH * view->T * view->T);
         fputs("\"}", out);
     }
-    fputs("]}", out);
+    fputs("]", out);
+    if (analyses) analyses_json(out, L, NH, analyses);
+    fputs("}", out);
     fputs(page_tail, out);
+    if (analyses) fputs(analyses_script, out);
+    fputs(page_end, out);
     if (ferror(out)) atomic_file_write_failed(&af);
     return atomic_file_commit(&af, err, err_len);
 }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../model/interpret.h"
 #include "scores.h"
 
 typedef struct {
@@ -30,8 +31,31 @@ typedef struct {
     const HeadScores *scores; // (L*NH)
 } ExplorerView;
 
+// What bin/attn --ablate, --lens and --attribute-position found, for the
+// page's views under the heads: the ablation grid (zero or mean, hover for
+// the losses), the logit lens (hover for the probabilities, click a column
+// to choose its position) and the attribution bars of the chosen position.
+// Each part NULL when it was not asked for. Without analyses (NULL) the
+// page is byte for byte what it was before they existed.
+typedef struct {
+    int T;                         // predictions in the window
+    const uint32_t *chars;         // (T + 1) the window's characters
+    const uint32_t *code_points;   // (V) each id's character
+    // ablation, units in interpret.h's order
+    const double *zero_loss, *mean_loss;
+    double loss;
+    long positions;
+    int windows;
+    const LensCell *lens;          // (L+1,T)
+    const Attribution *attributions; // (T) one per position
+    int chosen_position;           // shown first
+} ExplorerAnalyses;
+
 // Write the page to path (atomically). Returns 0 with a message.
+// analyses may be NULL. A fragment #pos=P chooses the attribution's
+// position (its box, id "attribution", carries data-position,
+// data-logit-diff and data-total; each bar data-part and data-value).
 int explorer_write(const char *path, int layers, int heads, const ExplorerView *views,
-                   int num_views, char *err, size_t err_len);
+                   int num_views, const ExplorerAnalyses *analyses, char *err, size_t err_len);
 
 #endif

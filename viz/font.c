@@ -120,6 +120,9 @@ static const char *const newline_mark[FONT_H] = {"....#", "....#", "..#.#", ".##
                                                  "#####", ".##..", "..#.."};
 static const char *const tab_mark[FONT_H] = {".....", ".....", "..#.#", "...##",
                                              "#####", "...##", "..#.#"};
+// no-break space (U+00A0): the open box with shoulders, as U+237D
+static const char *const no_break_space_mark[FONT_H] = {".....", ".....", ".....", ".....",
+                                                        "##.##", ".#.#.", ".###."};
 static const char *const missing_box[FONT_H] = {"#####", "#...#", "#...#", "#...#", "#...#",
                                                 "#...#", "#...#", "#...#", "#####"};
 
@@ -146,6 +149,7 @@ void font_label_glyph(uint32_t cp, uint8_t rows[FONT_H]) {
     if (cp == ' ') decode(space_mark, rows);
     else if (cp == '\n') decode(newline_mark, rows);
     else if (cp == '\t') decode(tab_mark, rows);
+    else if (cp == 0xA0) decode(no_break_space_mark, rows);
     else if (!font_glyph(cp, rows)) decode(missing_box, rows);
 }
 

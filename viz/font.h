@@ -20,7 +20,8 @@
 int font_glyph(uint32_t cp, uint8_t rows[FONT_H]);
 
 // The glyph a label shows for a character of the text: a visible mark for
-// space (an open box), newline (a return arrow) and tab (an arrow to a bar),
+// space (an open box), newline (a return arrow), tab (an arrow to a bar) and
+// no-break space (U+00A0, an open box with shoulders),
 // the font's glyph for the rest of printable ASCII, and a full-height box
 // for anything the font lacks (control characters, non-ASCII).
 void font_label_glyph(uint32_t cp, uint8_t rows[FONT_H]);

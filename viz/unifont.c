@@ -166,9 +166,10 @@ void label_font_box(int *w, int *h) {
     *h = chosen == 2 ? UNIFONT_H : FONT_H;
 }
 
-// What Unifont draws for cp in a label: visible marks for space, newline and tab.
+// What Unifont draws for cp in a label: visible marks for space, newline,
+// tab and no-break space (U+237D, the shouldered open box).
 static uint32_t unifont_shown(uint32_t cp) {
-    return cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp;
+    return cp == ' ' ? 0x2423 : cp == '\n' ? 0x21B5 : cp == '\t' ? 0x21E5 : cp == 0xA0 ? 0x237D : cp;
 }
 
 int label_font_boxes(const uint32_t *chars, int n) {
@@ -179,7 +180,7 @@ int label_font_boxes(const uint32_t *chars, int n) {
         uint8_t builtin_rows[FONT_H];
         uint16_t rows[UNIFONT_H];
         if (chosen == 1)
-            boxes += cp != ' ' && cp != '\n' && cp != '\t' && !font_glyph(cp, builtin_rows);
+            boxes += cp != ' ' && cp != '\n' && cp != '\t' && cp != 0xA0 && !font_glyph(cp, builtin_rows);
         else
             boxes += !unifont_glyph(&unifont, unifont_shown(cp), rows);
     }

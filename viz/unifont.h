@@ -60,7 +60,8 @@ int label_font_is_unifont(void);
 // The box every glyph fits in: 16 x 16 for Unifont, FONT_W x FONT_H built in.
 void label_font_box(int *w, int *h);
 // The glyph a label shows for cp: visible marks for space (U+2423 open box),
-// newline (U+21B5) and tab (U+21E5); Unifont's glyph (8 or 16 px wide) or
+// newline (U+21B5), tab (U+21E5) and no-break space (U+237D, the open box
+// with shoulders); Unifont's glyph (8 or 16 px wide) or
 // the built-in one; a box the height of the font for a character it lacks.
 void label_font_glyph(uint32_t cp, LabelGlyph *glyph);
 // How many of the n characters label_font_glyph shows as that box.

@@ -1,0 +1,332 @@
+// interpret.c: ablation, the logit lens and direct logit attribution, as
+// hooks on the one forward (interpret.h).
+#include "interpret.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/util.h"
+
+// ---- windows through the model, a batch at a time
+
+// Runs the W windows through the hooked forward, model->batch_size at a
+// time; each position's loss into losses (W,T) when targets are given.
+static void run_windows(GPT *model, const int *tokens, const int *targets, int W, int T,
+                        const ForwardHooks *hooks, float *losses) {
+    int B = model->batch_size;
+    for (int w0 = 0; w0 < W; w0 += B) {
+        int n = W - w0 < B ? W - w0 : B;
+        long at = (long)w0 * T;
+        gpt_forward_hooked(model, tokens + at, targets ? targets + at : NULL, n, T, hooks);
+        if (targets && losses) memcpy(losses + at, model->acts.losses, sizeof(float) * n * T);
+    }
+}
+
+// ---- ablation
+
+int ablation_units(const GPTConfig *cfg) { return cfg->layers * (cfg->heads + 2); }
+
+void ablation_unit(const GPTConfig *cfg, int unit, int *layer, int *head) {
+    int heads = cfg->layers * cfg->heads;
+    if (unit < heads) {
+        *layer = unit / cfg->heads;
+        *head = unit % cfg->heads;
+    } else {
+        *layer = (unit - heads) / 2;
+        *head = (unit - heads) % 2 ? -2 : -1;
+    }
+}
+
+// The means' three rows per layer, (L,3,C).
+enum { MEAN_ATT_OUT, MEAN_ATTENTION, MEAN_MLP, NUM_MEANS };
+
+// Sums in double of the three, (L,3,C), over `positions` rows so far.
+typedef struct {
+    int C;
+    double *sums;
+    long positions;
+} MeanSums;
+
+static void add_rows(double *sum, const float *x, int rows, int C) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) sum[c] += x[(long)r * C + c];
+}
+
+static void sum_att_out(const ForwardHooks *h, int l, float *att_out, int rows) {
+    MeanSums *m = h->state;
+    add_rows(m->sums + ((long)l * NUM_MEANS + MEAN_ATT_OUT) * m->C, att_out, rows, m->C);
+    m->positions += rows; // counted once per layer; divided by L below
+}
+
+static void sum_sublayer(const ForwardHooks *h, int l, Sublayer s, float *out, int rows) {
+    MeanSums *m = h->state;
+    int which = s == SUBLAYER_ATTENTION ? MEAN_ATTENTION : MEAN_MLP;
+    add_rows(m->sums + ((long)l * NUM_MEANS + which) * m->C, out, rows, m->C);
+}
+
+float *ablation_means(GPT *model, const int *tokens, int W, int T) {
+    int L = model->config.layers, C = model->config.dim;
+    long n = (long)L * NUM_MEANS * C;
+    MeanSums sums = {C, xcalloc((size_t)n, sizeof(double)), 0};
+    ForwardHooks hooks = {.attention_output = sum_att_out, .sublayer_output = sum_sublayer,
+                          .state = &sums};
+    run_windows(model, tokens, NULL, W, T, &hooks, NULL);
+    float *means = xmalloc(sizeof(float) * n);
+    double positions = (double)sums.positions / L;
+    for (long i = 0; i < n; i++) means[i] = (float)(sums.sums[i] / positions);
+    free(sums.sums);
+    return means;
+}
+
+// The unit being ablated, and how.
+typedef struct {
+    int layer, head; // head -1: the whole attention, -2: the MLP
+    int hs, C;
+    AblationKind kind;
+    const float *means;
+} Ablation;
+
+static void ablate_head(const ForwardHooks *h, int l, float *att_out, int rows) {
+    const Ablation *a = h->state;
+    if (l != a->layer || a->head < 0) return;
+    const float *mean = a->means + ((long)l * NUM_MEANS + MEAN_ATT_OUT) * a->C + a->head * a->hs;
+    for (int r = 0; r < rows; r++) {
+        float *slice = att_out + (long)r * a->C + a->head * a->hs;
+        for (int d = 0; d < a->hs; d++) slice[d] = a->kind == ABLATE_MEAN ? mean[d] : 0.0f;
+    }
+}
+
+static void ablate_sublayer(const ForwardHooks *h, int l, Sublayer s, float *out, int rows) {
+    const Ablation *a = h->state;
+    int which = s == SUBLAYER_ATTENTION ? -1 : -2;
+    if (l != a->layer || a->head != which) return;
+    const float *mean =
+        a->means + ((long)l * NUM_MEANS + (which == -1 ? MEAN_ATTENTION : MEAN_MLP)) * a->C;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < a->C; c++)
+            out[(long)r * a->C + c] = a->kind == ABLATE_MEAN ? mean[c] : 0.0f;
+}
+
+double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, int T, int unit,
+                    AblationKind kind, const float *means, float *position_losses) {
+    const GPTConfig *cfg = &model->config;
+    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .kind = kind, .means = means};
+    ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
+                          .state = &a};
+    if (kind != ABLATE_NONE) ablation_unit(cfg, unit, &a.layer, &a.head);
+    float *losses = position_losses ? position_losses : xmalloc(sizeof(float) * W * T);
+    run_windows(model, tokens, targets, W, T, kind == ABLATE_NONE ? NULL : &hooks, losses);
+    double sum = 0;
+    for (long i = 0; i < (long)W * T; i++) sum += losses[i];
+    if (!position_losses) free(losses);
+    return sum / ((double)W * T);
+}
+
+double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
+                       const float *means, double *zero_loss, double *mean_loss) {
+    const GPTConfig *cfg = &model->config;
+    int units = ablation_units(cfg), B = model->batch_size;
+    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means};
+    ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
+                          .state = &a};
+    double *sums = xcalloc((size_t)2 * units, sizeof(double)), clean = 0;
+    for (int w0 = 0; w0 < W; w0 += B) {
+        int n = W - w0 < B ? W - w0 : B;
+        long at = (long)w0 * T;
+        gpt_forward(model, tokens + at, targets + at, n, T);
+        for (long i = 0; i < (long)n * T; i++) clean += model->acts.losses[i];
+        // from the last block down: a unit's forward rewrites the stream
+        // from its block on, and the units after it read only what lies under
+        for (int l = cfg->layers - 1; l >= 0; l--)
+            for (int u = 0; u < units; u++) {
+                ablation_unit(cfg, u, &a.layer, &a.head);
+                if (a.layer != l) continue;
+                hooks.first_layer = l;
+                for (int k = 0; k < 2; k++) {
+                    a.kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
+                    gpt_forward_hooked(model, tokens + at, targets + at, n, T, &hooks);
+                    double *sum = &sums[k * units + u];
+                    for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
+                }
+            }
+    }
+    double positions = (double)W * T;
+    for (int u = 0; u < units; u++) {
+        zero_loss[u] = sums[u] / positions;
+        mean_loss[u] = sums[units + u] / positions;
+    }
+    free(sums);
+    return clean / positions;
+}
+
+// ---- the logit lens
+
+// The stream at every depth, (L+1,T,C), of a forward over one window.
+typedef struct {
+    float *x;
+    long depth_size;
+} StreamCopy;
+
+static void copy_stream(const ForwardHooks *h, int depth, const float *x, int rows) {
+    StreamCopy *s = h->state;
+    memcpy(s->x + depth * s->depth_size, x, sizeof(float) * s->depth_size);
+    (void)rows;
+}
+
+// logits (V) = LN_f(x) . wte^T for one row x (C), in double; LN_f's 1/std
+// into *rstd when not NULL.
+static void unembed_row(const GPT *model, const float *x, double *logits, double *rstd) {
+    int C = model->config.dim, V = model->config.vocab_size;
+    const ParameterTensors *p = &model->params;
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; c++) mean += x[c];
+    mean /= C;
+    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
+    double r = 1.0 / sqrt(var / C + 1e-5);
+    if (rstd) *rstd = r;
+    double *ln = xmalloc(sizeof(double) * C);
+    for (int c = 0; c < C; c++) ln[c] = (x[c] - mean) * r * p->lnf_w[c] + p->lnf_b[c];
+    for (int v = 0; v < V; v++) {
+        double sum = 0;
+        for (int c = 0; c < C; c++) sum += ln[c] * p->wte[(long)v * C + c];
+        logits[v] = sum;
+    }
+    free(ln);
+}
+
+void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCell *cells) {
+    int L = model->config.layers, C = model->config.dim, V = model->config.vocab_size;
+    StreamCopy copy = {xmalloc(sizeof(float) * (L + 1) * T * C), (long)T * C};
+    ForwardHooks hooks = {.stream = copy_stream, .state = &copy};
+    gpt_forward_hooked(model, tokens, NULL, 1, T, &hooks);
+    double *logits = xmalloc(sizeof(double) * V);
+    for (int d = 0; d <= L; d++)
+        for (int t = 0; t < T; t++) {
+            unembed_row(model, copy.x + d * copy.depth_size + (long)t * C, logits, NULL);
+            double top = logits[0], sum = 0;
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (logits[v] > top) top = logits[v], best = v;
+            for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
+            LensCell *cell = &cells[d * T + t];
+            cell->top = best;
+            cell->top_prob = 1.0 / sum;
+            cell->target_prob = exp(logits[targets[t]] - top) / sum;
+        }
+    free(logits);
+    free(copy.x);
+}
+
+// ---- direct logit attribution
+
+// Row `position` of what one forward over a window writes: each layer's
+// att_out (L,C) and MLP output (L,C), and the last stream (C).
+typedef struct {
+    int position, C, L;
+    float *att_out, *mlp_out, *x_last;
+} PositionCopy;
+
+static void copy_att_out(const ForwardHooks *h, int l, float *att_out, int rows) {
+    PositionCopy *p = h->state;
+    memcpy(p->att_out + (long)l * p->C, att_out + (long)p->position * p->C, sizeof(float) * p->C);
+    (void)rows;
+}
+
+static void copy_mlp_out(const ForwardHooks *h, int l, Sublayer s, float *out, int rows) {
+    PositionCopy *p = h->state;
+    if (s == SUBLAYER_MLP)
+        memcpy(p->mlp_out + (long)l * p->C, out + (long)p->position * p->C, sizeof(float) * p->C);
+    (void)rows;
+}
+
+static void copy_last_stream(const ForwardHooks *h, int depth, const float *x, int rows) {
+    PositionCopy *p = h->state;
+    if (depth == p->L)
+        memcpy(p->x_last, x + (long)p->position * p->C, sizeof(float) * p->C);
+    (void)rows;
+}
+
+// r centred(part) . u for a part given in double (C).
+static double contribution(const double *part, const double *u, double rstd, int C) {
+    double mean = 0, sum = 0;
+    for (int c = 0; c < C; c++) mean += part[c];
+    mean /= C;
+    for (int c = 0; c < C; c++) sum += (part[c] - mean) * u[c];
+    return rstd * sum;
+}
+
+static double float_contribution(const float *part, const double *u, double rstd, int C,
+                                 double *scratch) {
+    for (int c = 0; c < C; c++) scratch[c] = part[c];
+    return contribution(scratch, u, rstd, C);
+}
+
+void attribute(GPT *model, const int *tokens, const int *targets, int T, int position,
+               Attribution *a) {
+    const GPTConfig *cfg = &model->config;
+    int L = cfg->layers, NH = cfg->heads, C = cfg->dim, V = cfg->vocab_size, hs = C / NH;
+    const ParameterTensors *p = &model->params;
+    PositionCopy copy = {position, C, L, xmalloc(sizeof(float) * L * C),
+                         xmalloc(sizeof(float) * L * C), xmalloc(sizeof(float) * C)};
+    ForwardHooks hooks = {.attention_output = copy_att_out, .sublayer_output = copy_mlp_out,
+                          .stream = copy_last_stream, .state = &copy};
+    gpt_forward_hooked(model, tokens, NULL, 1, T, &hooks);
+
+    memset(a, 0, sizeof *a);
+    a->layers = L;
+    a->num_heads = NH;
+    a->position = position;
+    a->target = targets[position];
+    const float *logits = model->scratch.logits + (long)position * V;
+    a->other = -1;
+    for (int v = 0; v < V; v++)
+        if (v != a->target && (a->other < 0 || logits[v] > logits[a->other])) a->other = v;
+    a->logit_diff = (double)logits[a->target] - logits[a->other];
+
+    double *u = xmalloc(sizeof(double) * C), *part = xmalloc(sizeof(double) * C);
+    double *logits_unused = xmalloc(sizeof(double) * V), rstd;
+    unembed_row(model, copy.x_last, logits_unused, &rstd);
+    const float *w_target = p->wte + (long)a->target * C, *w_other = p->wte + (long)a->other * C;
+    double bias = 0;
+    for (int c = 0; c < C; c++) {
+        double diff = (double)w_target[c] - w_other[c];
+        u[c] = diff * p->lnf_w[c];
+        bias += diff * p->lnf_b[c];
+    }
+    a->token_embedding = float_contribution(p->wte + (long)tokens[position] * C, u, rstd, C, part);
+    a->position_embedding = float_contribution(p->wpe + (long)position * C, u, rstd, C, part);
+    a->heads = xcalloc((size_t)L * NH, sizeof(double));
+    a->mlps = xcalloc((size_t)L, sizeof(double));
+    a->rest = bias;
+    for (int l = 0; l < L; l++) {
+        const float *w_o = p->w_o + (long)l * C * C, *att_out = copy.att_out + (long)l * C;
+        for (int h = 0; h < NH; h++) {
+            // head h's output: its hs channels of att_out through columns h*hs.. of W_O
+            for (int c = 0; c < C; c++) {
+                double sum = 0;
+                for (int d = h * hs; d < (h + 1) * hs; d++)
+                    sum += (double)w_o[(long)c * C + d] * att_out[d];
+                part[c] = sum;
+            }
+            a->heads[l * NH + h] = contribution(part, u, rstd, C);
+        }
+        a->mlps[l] = float_contribution(copy.mlp_out + (long)l * C, u, rstd, C, part);
+        a->rest += float_contribution(p->b_o + (long)l * C, u, rstd, C, part);
+    }
+    free(u), free(part), free(logits_unused);
+    free(copy.att_out), free(copy.mlp_out), free(copy.x_last);
+}
+
+double attribution_total(const Attribution *a) {
+    double sum = a->token_embedding + a->position_embedding + a->rest;
+    for (int i = 0; i < a->layers * a->num_heads; i++) sum += a->heads[i];
+    for (int l = 0; l < a->layers; l++) sum += a->mlps[l];
+    return sum;
+}
+
+void attribution_free(Attribution *a) {
+    free(a->heads);
+    free(a->mlps);
+    a->heads = a->mlps = NULL;
+}

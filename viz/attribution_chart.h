@@ -1,0 +1,24 @@
+// attribution_chart.h: which heads wrote one prediction, as a bar chart
+// (model/interpret.h computes the parts). One bar per part of the final
+// stream: the token and position embeddings, each head and each layer's
+// MLP in layer order, the rest (the b_O biases and ln_f's bias); then their
+// sum and the model's logit difference, which it should equal. Bars grow
+// from a zero line, red for what raises logit(next) - logit(other), blue
+// for what lowers it, each with its value.
+#ifndef ATTN_ATTRIBUTION_CHART_H
+#define ATTN_ATTRIBUTION_CHART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/interpret.h"
+#include "draw.h"
+
+// current: the character at the position; next and other: those of
+// a->target and a->other.
+void attribution_render(Image *image, const Attribution *a, uint32_t current, uint32_t next,
+                        uint32_t other);
+int attribution_write_png(const char *path, const Attribution *a, uint32_t current, uint32_t next,
+                          uint32_t other, char *err, size_t err_len);
+
+#endif
