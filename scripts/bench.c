@@ -275,7 +275,7 @@ static double bench_training(const Shape *shape, Precision precision, double pea
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
-    AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};
+    AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
     int *inputs = xmalloc(sizeof(int) * B * T), *targets = xmalloc(sizeof(int) * B * T);
     Rng rng;
     rng_seed(&rng, 7);
