@@ -665,7 +665,7 @@ static void test_several_files(void) {
     write_file_bytes(path, "\xff\xfe", 2); // ignored: hidden
     Corpus corpus;
     int files = 0;
-    CHECK_MSG(corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK_MSG(corpus_load_files(&corpus, folder, 0.1, NULL, &files, err, sizeof err), "%s", err);
     CHECK(files == 2);
     size_t la = strlen(a_text), lb = strlen(b_text);
     CHECK(corpus.num_tokens == la + 1 + lb);
@@ -680,7 +680,7 @@ static void test_several_files(void) {
     // a comma-separated list, in the order given
     char list[1300];
     snprintf(list, sizeof list, "%s/b.txt,%s/a.txt", folder, folder);
-    CHECK_MSG(corpus_load_files(&corpus, list, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK_MSG(corpus_load_files(&corpus, list, 0.1, NULL, &files, err, sizeof err), "%s", err);
     CHECK(files == 2 && corpus.vocab.code_points[corpus.tokens[0]] == 'b');
     corpus_free(&corpus);
     // the first line of bin/train's output counts files and characters
@@ -708,7 +708,7 @@ static void test_several_files(void) {
     // a binary file is named
     snprintf(path, sizeof path, "%s/c.bin", folder);
     write_file_bytes(path, "ab\0cd", 5);
-    CHECK(!corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err));
+    CHECK(!corpus_load_files(&corpus, folder, 0.1, NULL, &files, err, sizeof err));
     CHECK_MSG(strstr(err, "c.bin") && strstr(err, "NUL"), "%s", err);
     snprintf(args, sizeof args, "--data %s", folder);
     snprintf(out, sizeof out, "%s/never", tmp);

@@ -249,6 +249,7 @@ static void check_flags_and_split_batch(Run *run) {
 typedef struct {
     size_t chars;  // in all its files, before the validation split
     int num_files;
+    SkippedFiles skipped; // --skip-bad-files: the files left out, and why
     int appended;  // characters a fine-tuned run added to its checkpoint's vocabulary
 } CorpusLoaded;
 
@@ -260,7 +261,8 @@ static CorpusLoaded load_corpus(Run *run, const Vocab *ckpt_vocab, const Vocab *
     const TrainOptions *o = &run->o;
     Corpus *corpus = &run->corpus;
     CorpusLoaded loaded = {0};
-    if (!corpus_load_files(corpus, o->data, o->val_fraction, &loaded.num_files, err, sizeof err))
+    if (!corpus_load_files(corpus, o->data, o->val_fraction, o->skip_bad_files ? &loaded.skipped : NULL,
+                           &loaded.num_files, err, sizeof err))
         die("%s", err);
     loaded.chars = corpus->num_tokens;
     // a fine-tuned run numbers its characters as its checkpoint does
@@ -333,21 +335,32 @@ static void open_run_log(Run *run) {
 static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
                           const GPTConfig *cfg) {
     const TrainOptions *o = &run->o;
-    char files[32];
-    snprintf(files, sizeof files, " (%d file%s)", loaded->num_files, loaded->num_files == 1 ? "" : "s");
+    char files[64], skipped[32] = "";
+    int num_skipped = loaded->skipped.count;
+    if (num_skipped) snprintf(skipped, sizeof skipped, ", %d skipped", num_skipped);
+    snprintf(files, sizeof files, " (%d file%s%s)", loaded->num_files, loaded->num_files == 1 ? "" : "s",
+             skipped);
     printf("corpus %s%s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
            files, loaded->chars, cfg->vocab_size, run->train.len, run->val.len);
+    for (int i = 0; i < num_skipped; i++)
+        printf("skipped %s: %s\n", loaded->skipped.paths[i], loaded->skipped.reasons[i]);
     int appended = loaded->appended;
     if (o->init_from && !o->resume)
         printf("fine-tuning %s: %d new character%s appended to its vocabulary of %d\n",
                o->init_from, appended, appended == 1 ? "" : "s", cfg->vocab_size - appended);
-    if (recipe)
-        printf("recipe for %g minutes (flags given win): --layers %d --heads %d --dim %d "
+    if (recipe) {
+        // the budget given, and the recipe's own when it is another (the
+        // largest one below it)
+        char found_for[64] = "";
+        if (recipe->minutes != o->minutes)
+            snprintf(found_for, sizeof found_for, ": the %g-minute one", (double)recipe->minutes);
+        printf("recipe for %g minute%s%s (flags given win): --layers %d --heads %d --dim %d "
                "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
                "--weight-decay %g\n",
-               (double)recipe->minutes, o->layers, o->heads, o->dim, o->context, o->batch,
+               (double)o->minutes, o->minutes == 1.0f ? "" : "s", found_for, o->layers, o->heads, o->dim, o->context, o->batch,
                (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
                (double)o->weight_decay);
+    }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
@@ -454,6 +467,7 @@ void run_start(Run *run, int argc, char **argv) {
     run->train = corpus_train(&run->corpus);
     run->val = corpus_val(&run->corpus);
     print_summary(run, recipe, &loaded, &cfg);
+    skipped_files_free(&loaded.skipped);
 
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     note_label_font(run);

@@ -27,7 +27,7 @@ TrainOptions train_default_options(void) {
 
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
     Option table[NUM_TRAIN_OPTIONS] = {
-        {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files in name order) or a "
+        {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files and its subfolders', in path order) or a "
          "comma-separated list of files and folders", 0, -1, 0},
         {"--out", "DIR", OPT_STRING, &o->out, "output folder for checkpoints and log.csv", 0, -1, 0},
         {"--layers", "N", OPT_INT, &o->layers, "transformer blocks", 1, 1024, 0},
