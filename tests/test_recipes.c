@@ -362,7 +362,7 @@ static double run_on_machine(BudgetMachine m, float minutes, int wsd, int warmup
 // wsd lands within 3% of the budget (at 97-100% of it) on a steady
 // machine, one that becomes twice as slow or twice as fast halfway, and
 // with snapshots that take a tenth of the time; the cosine, whose --iters
-// comes from the first steps' speed, lands 35% late on the machine that
+// comes from the first steps' speed, lands 43% late on the machine that
 // slows down, and at its aim (97% of the budget) with the snapshots
 // counted (they took 10% more before they were).
 static void test_time_budget_lands_on_time(void) {
