@@ -148,10 +148,19 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_
 int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
                           int heatmaps_every, int warmup, float fraction, int *iters) {
     if (step < warmup) return 0;
-    // the wall time per step between the oldest and the newest recent ends,
-    // less the evaluations and snapshots between them
-    int n = budget->recent_count, newest = (budget->recent_next + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
-    int oldest = (budget->recent_next + BUDGET_RECENT_STEPS - n) % BUDGET_RECENT_STEPS;
+    // the wall time per step from the oldest recent end within the last 5%
+    // of the budget to the newest, less the evaluations and snapshots
+    // between them
+    int newest = (budget->recent_next + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
+    int oldest = newest, n = 1;
+    while (n < budget->recent_count) {
+        int before = (oldest + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
+        if (budget->recent_end[newest] - budget->recent_end[before] >
+            BUDGET_RECENT_FRACTION * budget->budget_seconds)
+            break;
+        oldest = before;
+        n++;
+    }
     double per_step = budget->first_step_seconds;
     if (n > 1)
         per_step = ((budget->recent_end[newest] - budget->recent_end[oldest]) -

@@ -33,8 +33,10 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 #define BUDGET_MIN_MINUTES 0.1
 #define BUDGET_MAX_MINUTES 10080.0 // a week
 
-// Steps whose times wsd's decision averages: the most recent ones.
-#define BUDGET_RECENT_STEPS 256
+// Steps whose times wsd's decision averages: those of the last 5% of the
+// budget, at most this many.
+#define BUDGET_RECENT_STEPS 4096
+#define BUDGET_RECENT_FRACTION 0.05
 
 typedef struct {
     double budget_seconds;  // --minutes in seconds, 0 when off
