@@ -211,17 +211,17 @@ static int train_as(int procs, const char *flags, const char *capture) {
 // A run stopped at step 4 (between its evaluations and saves) by `before`
 // processes and resumed by `after`: the same log.csv losses and model and
 // optimizer bytes as one process's uninterrupted run with --accum 2.
-static void check_resume_with_other_count(int before, int after) {
+static void check_resume_with_other_count(int before, int after, const char *extra) {
     if (!have_mpi()) return;
     const char *dir = make_temp_dir();
     char flags[1024], whole[512], resumed[512], out[512];
     snprintf(whole, sizeof whole, "%s/whole", dir);
     snprintf(resumed, sizeof resumed, "%s/resumed", dir);
     snprintf(out, sizeof out, "%s/out.txt", dir);
-    snprintf(flags, sizeof flags, TINY " --batch 8 --iters 12 --eval-every 6 --out %s", whole);
+    snprintf(flags, sizeof flags, TINY " %s --batch 8 --iters 12 --eval-every 6 --out %s", extra, whole);
     CHECK(train_as(1, flags, NULL) == 0);
-    snprintf(flags, sizeof flags, TINY " --batch 8 --iters 12 --eval-every 6 --stop-at 4 --out %s",
-             resumed);
+    snprintf(flags, sizeof flags, TINY " %s --batch 8 --iters 12 --eval-every 6 --stop-at 4 --out %s",
+             extra, resumed);
     int status = train_as(before, flags, out);
     char *text = CHECKED_OUTPUT(out);
     CHECK_MSG(status == 0, "the first part exited %d:\n%s", status, text ? text : "");
@@ -246,8 +246,12 @@ static void check_resume_with_other_count(int before, int after) {
     CHECK_MSG(same_tensors(whole, resumed, "optimizer.safetensors"), "optimizer moments differ");
 }
 
-static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2); }
-static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1); }
+static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2, ""); }
+static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1, ""); }
+// the other ranks start Muon's momentum from rank 0's saved one
+static void test_muon_resume_one_process_with_two(void) {
+    check_resume_with_other_count(1, 2, "--optimizer muon --warmup 2");
+}
 
 // One process resumes the run in the folder `run` to 40 steps past
 // log.csv's last row (the checkpoint is at or before it), output into out,
@@ -563,6 +567,8 @@ void suite_mpi(void) {
              test_resume_one_process_with_two);
     run_test("mpi: 2 processes stopped, 1 resumes = the uninterrupted run, bit for bit",
              test_resume_two_processes_with_one);
+    run_test("mpi: 1 process stopped with Muon, 2 resume = the uninterrupted run, bit for bit",
+             test_muon_resume_one_process_with_two);
     run_test("mpi: a rank that cannot read the corpus ends every rank, printed once",
              test_corpus_unreadable_on_one_rank);
     run_test("mpi: a rank with another corpus is refused", test_different_corpus_refused);
