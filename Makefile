@@ -36,7 +36,7 @@ KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c 
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
 MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c model/interpret.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
-OPTIM_SRC = optim/adamw.c
+OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c

@@ -1,11 +1,14 @@
-// corpus_files.c: --data as several files or a folder, joined into one
-// corpus (each file checked on its own, so an error names it).
+// corpus_files.c: --data as several files or a folder (and its subfolders),
+// joined into one corpus (each file checked on its own, so an error names
+// it, or with --skip-bad-files the file is skipped and named).
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dataset.h"
 
@@ -42,25 +45,85 @@ static int compare_paths(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-// A folder's regular files (not hidden ones), in sorted path order.
-static int add_folder(PathList *list, const char *dir, char *err, size_t err_len) {
+void skipped_files_free(SkippedFiles *skipped) {
+    for (int i = 0; i < skipped->count; i++) {
+        free(skipped->paths[i]);
+        free(skipped->reasons[i]);
+    }
+    free(skipped->paths);
+    free(skipped->reasons);
+    memset(skipped, 0, sizeof *skipped);
+}
+
+// Note that `path` is skipped, and why (`reason` starts with the path, as
+// every error here does: it is dropped).
+static void skip_file(SkippedFiles *skipped, const char *path, const char *reason) {
+    size_t n = strlen(path);
+    if (!strncmp(reason, path, n) && !strncmp(reason + n, ": ", 2)) reason += n + 2;
+    skipped->paths = grow(skipped->paths, sizeof(char *) * (size_t)(skipped->count + 1));
+    skipped->reasons = grow(skipped->reasons, sizeof(char *) * (size_t)(skipped->count + 1));
+    skipped->paths[skipped->count] = copy_string(path);
+    skipped->reasons[skipped->count++] = copy_string(reason);
+}
+
+// The folders already read, by device and inode: a symbolic link back up
+// the tree (or a second link to a folder) is read once.
+typedef struct {
+    dev_t *devices;
+    ino_t *inodes;
+    int count;
+} Visited;
+
+static int visit(Visited *visited, const struct stat *st) {
+    for (int i = 0; i < visited->count; i++)
+        if (visited->devices[i] == st->st_dev && visited->inodes[i] == st->st_ino) return 0;
+    visited->devices = grow(visited->devices, sizeof(dev_t) * (size_t)(visited->count + 1));
+    visited->inodes = grow(visited->inodes, sizeof(ino_t) * (size_t)(visited->count + 1));
+    visited->devices[visited->count] = st->st_dev;
+    visited->inodes[visited->count++] = st->st_ino;
+    return 1;
+}
+
+// dir's regular files and, recursively, its folders' (not hidden ones;
+// symbolic links followed, each folder once). Other entries (FIFOs,
+// sockets, devices, broken links) are not text files and are passed over.
+static int add_tree(PathList *list, const char *dir, Visited *visited, char *err, size_t err_len) {
     DIR *d = opendir(dir);
     if (!d) {
         set_error(err, err_len, "%s: %s", dir, strerror(errno));
         return 0;
     }
-    int first = list->count;
+    int ok = 1;
     struct dirent *entry;
-    while ((entry = readdir(d))) {
+    while (ok && (entry = readdir(d))) {
         if (entry->d_name[0] == '.') continue;
         size_t len = strlen(dir) + strlen(entry->d_name) + 2;
         char *path = grow(NULL, len);
         snprintf(path, len, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", entry->d_name);
         struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) path_list_add(list, path);
+        if (stat(path, &st) != 0) {
+            // a broken link: nothing to read
+        } else if (S_ISREG(st.st_mode)) {
+            path_list_add(list, path);
+        } else if (S_ISDIR(st.st_mode) && visit(visited, &st)) {
+            ok = add_tree(list, path, visited, err, err_len);
+        }
         free(path);
     }
     closedir(d);
+    return ok;
+}
+
+// A folder's files, its subfolders' included, in sorted path order.
+static int add_folder(PathList *list, const char *dir, char *err, size_t err_len) {
+    int first = list->count;
+    Visited visited = {0};
+    struct stat st;
+    int ok = stat(dir, &st) == 0 && visit(&visited, &st);
+    ok = ok && add_tree(list, dir, &visited, err, err_len);
+    free(visited.devices);
+    free(visited.inodes);
+    if (!ok) return 0;
     if (list->count == first) {
         set_error(err, err_len, "%s: is a directory with no files in it", dir);
         return 0;
@@ -69,34 +132,58 @@ static int add_folder(PathList *list, const char *dir, char *err, size_t err_len
     return 1;
 }
 
-static int add_path(PathList *list, const char *path, char *err, size_t err_len) {
+// One item of a comma-separated --data: a folder, or a regular file. A
+// FIFO or device is refused here, before any file is opened (opening a
+// FIFO waits for a writer). Returns 0 with a message; *special is set when
+// the item exists but is not a regular file or folder (what
+// --skip-bad-files may skip).
+static int add_path(PathList *list, const char *path, int *special, char *err, size_t err_len) {
     struct stat st;
+    *special = 0;
     if (stat(path, &st) != 0) {
         set_error(err, err_len, "%s: %s", path, strerror(errno));
         return 0;
     }
     if (S_ISDIR(st.st_mode)) return add_folder(list, path, err, err_len);
+    if (!S_ISREG(st.st_mode)) {
+        set_error(err, err_len, "%s: not a regular file (%s)", path,
+                  S_ISFIFO(st.st_mode) ? "a named pipe" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                                 : "a device");
+        *special = 1;
+        return 0;
+    }
     path_list_add(list, path);
     return 1;
 }
 
-// The whole file into *text at *len (grown as needed). Returns 0 with a
-// message naming the file.
-static int append_file(const char *path, unsigned char **text, size_t *len, size_t *capacity,
-                       char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+// The whole file into *text at *len + sep (grown as needed), checked alone
+// (UTF-8, no NUL, not empty). Returns the bytes it holds, or 0 with a
+// message naming the file (and *len as it was). Never blocks on a file
+// that turned into a FIFO since it was listed.
+static size_t read_one_file(const char *path, unsigned char **text, size_t len, size_t sep,
+                            size_t *capacity, char *err, size_t err_len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         set_error(err, err_len, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return 0;
     }
-    size_t start = *len;
+    if (!S_ISREG(st.st_mode)) {
+        set_error(err, err_len, "%s: not a regular file", path);
+        close(fd);
+        return 0;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) die("%s: fdopen: %s", path, strerror(errno));
+    size_t start = len + sep, end = start;
     for (;;) {
-        if (*capacity - *len < 65536) {
-            *capacity = *capacity * 2 + 65536;
+        if (*capacity < end + 65536) {
+            *capacity = *capacity * 2 + end + 65536;
             *text = grow(*text, *capacity);
         }
-        size_t got = fread(*text + *len, 1, *capacity - *len, f);
-        *len += got;
+        size_t got = fread(*text + end, 1, *capacity - end, f);
+        end += got;
         if (got == 0) break;
     }
     int failed = ferror(f);
@@ -105,23 +192,19 @@ static int append_file(const char *path, unsigned char **text, size_t *len, size
         set_error(err, err_len, "%s: read error", path);
         return 0;
     }
-    if (*len == start) {
+    if (end == start) {
         set_error(err, err_len, "%s: empty file", path);
         return 0;
     }
-    // this file alone: valid UTF-8, no NUL (the messages name it)
+    // this file alone: no NUL, valid UTF-8 (the messages name it)
     Corpus one;
-    char reason[512];
-    if (!corpus_from_text(&one, *text + start, *len - start, path, 0.0, reason, sizeof reason)) {
-        set_error(err, err_len, "%s", reason);
-        return 0;
-    }
+    if (!corpus_from_text(&one, *text + start, end - start, path, 0.0, err, err_len)) return 0;
     corpus_free(&one);
-    return 1;
+    return end - start;
 }
 
-int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, int *num_files,
-                      char *err, size_t err_len) {
+int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, SkippedFiles *skipped,
+                      int *num_files, char *err, size_t err_len) {
     memset(corpus, 0, sizeof *corpus);
     *num_files = 0;
     struct stat st;
@@ -130,24 +213,44 @@ int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, int
         *num_files = 1;
         return corpus_load(corpus, spec, val_fraction, err, err_len); // one file, as always
     }
+    // every path listed (and checked) before any file is opened
     PathList list = {0};
     int ok = 1;
     if (is_path) {
         ok = add_folder(&list, spec, err, err_len);
     } else {
         char *items = copy_string(spec), *save = NULL;
-        for (char *item = strtok_r(items, ",", &save); item && ok; item = strtok_r(NULL, ",", &save))
-            ok = add_path(&list, item, err, err_len);
+        for (char *item = strtok_r(items, ",", &save); item && ok; item = strtok_r(NULL, ",", &save)) {
+            int special;
+            ok = add_path(&list, item, &special, err, err_len);
+            if (!ok && special && skipped) {
+                skip_file(skipped, item, err);
+                ok = 1;
+            }
+        }
         free(items);
     }
     unsigned char *text = NULL;
     size_t len = 0, capacity = 0;
+    int files = 0;
     for (int i = 0; ok && i < list.count; i++) {
-        if (i > 0) {
-            if (len == capacity) text = grow(text, capacity = capacity * 2 + 65536);
-            text[len++] = '\n';
+        size_t sep = files > 0; // a newline between files
+        size_t got = read_one_file(list.paths[i], &text, len, sep, &capacity, err, err_len);
+        if (got) {
+            if (sep) text[len] = '\n';
+            len += sep + got;
+            files++;
+        } else if (skipped) {
+            skip_file(skipped, list.paths[i], err);
+        } else {
+            ok = 0;
         }
-        ok = append_file(list.paths[i], &text, &len, &capacity, err, err_len);
+    }
+    if (ok && files == 0) {
+        set_error(err, err_len, "%s: no text file in it: all %d skipped (the first: %s: %s)", spec,
+                  skipped ? skipped->count : 0, skipped && skipped->count ? skipped->paths[0] : "",
+                  skipped && skipped->count ? skipped->reasons[0] : "");
+        ok = 0;
     }
     if (ok) {
         if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
@@ -158,7 +261,7 @@ int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, int
             ok = corpus_from_text(corpus, text, len, spec, val_fraction, err, err_len);
         }
     }
-    if (ok) *num_files = list.count;
+    if (ok) *num_files = files;
     free(text);
     path_list_free(&list);
     return ok;

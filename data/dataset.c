@@ -120,18 +120,19 @@ int corpus_load(Corpus *corpus, const char *path, double val_fraction, char *err
 int corpus_from_text(Corpus *corpus, const unsigned char *text, size_t len, const char *path,
                      double val_fraction, char *err, size_t err_len) {
     memset(corpus, 0, sizeof *corpus);
+    // A NUL byte is valid UTF-8 but almost always means a binary file (an
+    // executable has one within its first bytes, and invalid UTF-8 later),
+    // and it cannot be stored in the checkpoint's JSON vocabulary: looked
+    // for first, so a binary file is called one.
+    const unsigned char *nul = memchr(text, 0, len);
+    if (nul) {
+        set_error(err, err_len, "%s: NUL byte at offset %zu (a binary file, not text?)", path,
+                  (size_t)(nul - text));
+        return 0;
+    }
     char reason[256];
     if (!vocab_build(&corpus->vocab, text, len, reason, sizeof reason)) {
         set_error(err, err_len, "%s: %s", path, reason);
-        return 0;
-    }
-    if (corpus->vocab.code_points[0] == 0) {
-        // A NUL byte is valid UTF-8 but almost always means a binary file,
-        // and it cannot be stored in the checkpoint's JSON vocabulary.
-        const unsigned char *nul = memchr(text, 0, len);
-        set_error(err, err_len, "%s: NUL byte at offset %zu (a binary file, not text?)", path,
-                  (size_t)(nul - text));
-        vocab_free(&corpus->vocab);
         return 0;
     }
     corpus->num_tokens = count_code_points(text, len);

@@ -27,13 +27,26 @@ void corpus_free(Corpus *corpus);
 // The same from text in memory; `path` names it in errors.
 int corpus_from_text(Corpus *corpus, const unsigned char *text, size_t len, const char *path,
                      double val_fraction, char *err, size_t err_len);
-// Load --data: one file as corpus_load; a folder (its regular files, not
-// hidden ones, in sorted name order); or a comma-separated list of files
-// and folders when `spec` itself is not a path. Several files are joined
-// with a newline between each; each is checked on its own, so an error
-// names the file. *num_files is how many were read.
-int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, int *num_files,
-                      char *err, size_t err_len);
+// Files corpus_load_files skipped, each with why ("empty file", "NUL byte
+// at offset 7 (a binary file, not text?)", ...).
+typedef struct {
+    int count;
+    char **paths, **reasons;
+} SkippedFiles;
+void skipped_files_free(SkippedFiles *skipped);
+
+// Load --data: one file as corpus_load; a folder (its regular files and its
+// subfolders' (symbolic links followed, each folder once), not hidden ones,
+// in sorted path order); or a comma-separated list of files and folders
+// when `spec` itself is not a path. Every path is listed and checked
+// before any file is opened, and no open blocks (a named pipe is refused).
+// Several files are joined with a newline between each; each is checked
+// on its own, so an error names the file. With skipped (not NULL), a file
+// that fails (unreadable, empty, not UTF-8, a NUL byte, a named pipe or
+// device in the list) is added to it instead, and the others load; the
+// load fails when none is left. *num_files is how many were read.
+int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, SkippedFiles *skipped,
+                      int *num_files, char *err, size_t err_len);
 // Fine-tuning: re-number the corpus in `base`'s ids, the corpus's characters
 // that base lacks appended after them (in code point order). Returns how many
 // were appended, or -1 (nothing changed) if the result would exceed

@@ -7,7 +7,10 @@
 
 #include "../base/util.h"
 
+const char *const schedule_names[2] = {"cosine", "wsd"};
+
 void adamw_init(AdamW *opt, size_t num_params) {
+    memset(opt, 0, sizeof *opt);
     opt->m = xcalloc(num_params, sizeof(float));
     opt->v = xcalloc(num_params, sizeof(float));
     opt->num_params = num_params;
@@ -20,12 +23,24 @@ void adamw_free(AdamW *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-float lr_at(const AdamWConfig *cfg, long it) {
-    if (it < cfg->warmup) return cfg->lr * (float)(it + 1) / (float)(cfg->warmup + 1);
-    if (it >= cfg->iters) return cfg->min_lr;
+float lr_at(const AdamWConfig *cfg, long it) { return schedule_rate(cfg, it, cfg->lr, cfg->min_lr); }
+
+float schedule_rate(const AdamWConfig *cfg, long it, float peak, float final) {
+    if (it < cfg->warmup) return peak * (float)(it + 1) / (float)(cfg->warmup + 1);
+    if (it >= cfg->iters) return final;
+    if (cfg->schedule == SCHEDULE_WSD) {
+        if (it < cfg->decay_from) return peak;
+        double left = (double)(cfg->iters - it) / (double)(cfg->iters - cfg->decay_from);
+        return (float)(final + left * (peak - final));
+    }
     double ratio = (double)(it - cfg->warmup) / (double)(cfg->iters - cfg->warmup);
     double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
-    return (float)(cfg->min_lr + coeff * (cfg->lr - cfg->min_lr));
+    return (float)(final + coeff * (peak - final));
+}
+
+int wsd_decay_from(int iters, int warmup, float fraction) {
+    long from = iters - lround((double)fraction * iters);
+    return (int)(from > warmup ? from : warmup < iters ? warmup : iters);
 }
 
 #define NORM_CHUNKS 64
@@ -80,6 +95,10 @@ void adamw_update(AdamW *opt, GPT *model, const AdamWConfig *cfg, float lr, floa
     size_t offset = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t n = model->param_sizes[t];
+        if (opt->skip[t]) {
+            offset += n;
+            continue;
+        }
         float decay = param_is_decayed(t) ? cfg->weight_decay : 0.0f;
         float *p = model->params_memory + offset, *g = model->grads_memory + offset;
         float *m = opt->m + offset, *v = opt->v + offset;

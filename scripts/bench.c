@@ -7,7 +7,8 @@
 //      iteration after warm-up, tokens/s, model GFLOP/s and its ratio to
 //      the peak of that precision;
 //   3. a breakdown by op (this program's build instruments the ops' entry
-//      points: op_timer below);
+//      points: op_timer below), and what Muon's update of the matrices
+//      (--optimizer muon) would add to the step;
 //   4. the default recipe on a busy machine: a busy loop pinned to one core
 //      while the step runs with all threads, then with one thread;
 //   5. sampling speed with the KV cache on one thread.
@@ -46,6 +47,7 @@
 #include "../base/util.h"
 #include "../infer/sampler.h"
 #include "../optim/adamw.h"
+#include "../optim/muon.h"
 #include "../base/thread_tuner.h"
 #include "bench_history.h"
 
@@ -275,7 +277,7 @@ static double bench_training(const Shape *shape, Precision precision, double pea
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
-    AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};
+    AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
     int *inputs = xmalloc(sizeof(int) * B * T), *targets = xmalloc(sizeof(int) * B * T);
     Rng rng;
     rng_seed(&rng, 7);
@@ -343,6 +345,23 @@ static double bench_training(const Shape *shape, Precision precision, double pea
            100.0 * opt_ms / (total_ms / n));
     printf("    %-26s %8.2f ms  %5.1f%%\n", "other (dropout, copies)", total_ms / n - accounted,
            100.0 * (total_ms / n - accounted) / (total_ms / n));
+    // Muon's update of the blocks' matrices (momentum, 5 Newton-Schulz
+    // steps in this precision, the update), timed apart after the
+    // breakdown (its products are linear_forward's); a Muon step is about
+    // this step plus it (AdamW's part on the matrices is a few percent)
+    Muon muon;
+    muon_init(&muon, model.num_params);
+    muon_reserve(&muon, &model);
+    double muon_seconds = 0.0;
+    for (int it = -warmup; it < n; it++) {
+        double start = now_seconds();
+        muon_update(&muon, &model, 1e-4f, 0.1f, 1.0f);
+        if (it >= 0) muon_seconds += now_seconds() - start;
+    }
+    double muon_ms = 1e3 * muon_seconds / n;
+    printf("  %-28s %10.2f ms = %.1f%% of a Muon step (median + it)\n", "Muon's update (matrices)",
+           muon_ms, 100.0 * muon_ms / (median + muon_ms));
+    muon_free(&muon);
     free(ms);
     free(inputs);
     free(targets);

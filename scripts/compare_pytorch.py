@@ -17,10 +17,12 @@
         batches, AdamW, warmup + cosine, clipping) and reports the
         validation loss over bin/train's windows at the end.
 
-    scripts/compare_pytorch.py check out/model.safetensors [--data data/tinyshakespeare.txt]
+    scripts/compare_pytorch.py check out/model.safetensors [--data FILE|DIR|A,B,...]
         Loads one of our checkpoints into the PyTorch model with
         load_state_dict(strict=True), no reshaping, and computes the
-        validation loss over the same fixed windows bin/train evaluates on.
+        validation loss over the same fixed windows bin/train evaluates on:
+        its --data, --batch, --eval-batches and --val-fraction are the run's
+        (read from optimizer.safetensors beside the checkpoint) unless given.
 
 Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`)
 and numpy. Not part of the tests or CI.
@@ -150,11 +152,97 @@ def load_safetensors(path):
     return tensors, meta
 
 
-def corpus_tokens(path, vocab=None):
-    text = open(path, encoding="utf-8").read()
+def file_text(path):
+    """A file's text as bin/train reads it (bytes as they are, no newline
+    translation), or raises ValueError saying why it is not text."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: not a regular file")
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        raise ValueError(f"{path}: empty file")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"{path}: NUL byte at offset {nul} (a binary file, not text?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: invalid UTF-8 at byte offset {e.start}") from None
+
+
+def tree_files(folder):
+    """A folder's files and its subfolders', as data/corpus_files.c lists
+    them: not hidden ones, links followed, each folder once, sorted paths."""
+    files, seen = [], set()
+
+    def walk(d):
+        st = os.stat(d)
+        if (st.st_dev, st.st_ino) in seen:
+            return
+        seen.add((st.st_dev, st.st_ino))
+        for name in os.listdir(d):
+            if name.startswith("."):
+                continue
+            path = d + ("" if d.endswith("/") else "/") + name
+            if os.path.isfile(path):
+                files.append(path)
+            elif os.path.isdir(path):
+                walk(path)
+    walk(folder)
+    return sorted(files, key=lambda p: p.encode("utf-8"))
+
+
+def corpus_text(spec, skip_bad_files=False):
+    """--data as bin/train joins it: one file; a folder (with its
+    subfolders); or a comma-separated list of files and folders, the files
+    joined by a newline (with --skip-bad-files the files that are not text
+    left out)."""
+    if os.path.isfile(spec) or (not os.path.exists(spec) and "," not in spec):
+        return file_text(spec)
+    paths = tree_files(spec) if os.path.isdir(spec) else []
+    if not paths:
+        for item in spec.split(","):
+            paths += tree_files(item) if os.path.isdir(item) else [item]
+    texts = []
+    for path in paths:
+        try:
+            texts.append(file_text(path))
+        except ValueError as e:
+            if not skip_bad_files:
+                raise
+            print(f"skipped {e}")
+    if not texts:
+        raise ValueError(f"{spec}: no text file in it")
+    return "\n".join(texts)
+
+
+def corpus_tokens(spec, vocab=None, skip_bad_files=False):
+    text = corpus_text(spec, skip_bad_files)
     vocab = vocab or sorted(set(text))  # by code point, as bin/train
     ids = {ch: i for i, ch in enumerate(vocab)}
     return vocab, np.array([ids[ch] for ch in text], dtype=np.int64)
+
+
+def saved_run_flags(ckpt):
+    """The flags of the run a checkpoint is from: the options saved in
+    optimizer.safetensors beside it ({} without one). A flag without a
+    value (--skip-bad-files) maps to True."""
+    path = os.path.join(os.path.dirname(os.path.abspath(ckpt)), "optimizer.safetensors")
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len))
+    items = json.loads(header.get("__metadata__", {}).get("options", "[]"))
+    flags, i = {}, 0
+    while i < len(items):
+        if i + 1 < len(items) and not items[i + 1].startswith("--"):
+            flags[items[i]] = items[i + 1]
+            i += 2
+        else:
+            flags[items[i]] = True
+            i += 1
+    return flags
 
 
 def validation_loss(model, val, T, B=12, batches=50):
@@ -179,11 +267,21 @@ def check(args):
     model = TinyGPT(config["vocab_size"], config["context"], config["layers"], config["heads"],
                     config["dim"])
     model.load_state_dict(tensors, strict=True)  # names and shapes as saved, no reshaping
-    _, tokens = corpus_tokens(args.data, json.loads(meta["vocab"]))
-    val = tokens[int(len(tokens) * (1 - args.val_fraction)):]
-    loss = validation_loss(model, val, config["context"])
+    # the run's own evaluation, unless given: its corpus, batch and split
+    run = saved_run_flags(args.ckpt)
+    data = args.data or run.get("--data", os.path.join(ROOT, "data", "tinyshakespeare.txt"))
+    batch = args.batch or int(run.get("--batch", 12))
+    batches = args.eval_batches or int(run.get("--eval-batches", 50))
+    val_fraction = args.val_fraction or float(run.get("--val-fraction", 0.1))
+    try:
+        _, tokens = corpus_tokens(data, json.loads(meta["vocab"]), "--skip-bad-files" in run)
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: {data}: {e}")
+    val = tokens[int(len(tokens) * (1 - val_fraction)):]
+    loss = validation_loss(model, val, config["context"], batch, batches)
     print(f"{args.ckpt}: loaded into PyTorch {torch.__version__} with strict=True; "
-          f"validation loss over bin/train's windows: {loss:.4f}")
+          f"validation loss over bin/train's windows ({data}, batch {batch}, {batches} batches): "
+          f"{loss:.4f}")
 
 
 def train(args):
@@ -348,8 +446,10 @@ def main():
     t.add_argument("--val-fraction", type=float, default=0.1)
     c = sub.add_parser("check")
     c.add_argument("ckpt")
-    c.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
-    c.add_argument("--val-fraction", type=float, default=0.1)
+    c.add_argument("--data", help="FILE, DIR or A,B,... (default: the run's)")
+    c.add_argument("--val-fraction", type=float, help="(default: the run's)")
+    c.add_argument("--batch", type=int, help="(default: the run's)")
+    c.add_argument("--eval-batches", type=int, help="(default: the run's)")
     args = parser.parse_args()
     if args.command == "train":
         np.random.seed(args.seed)

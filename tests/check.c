@@ -71,6 +71,7 @@ SUITE(suite_recipes);
 SUITE(suite_mpi);
 SUITE(suite_threads);
 SUITE(suite_optimizer);
+SUITE(suite_muon);
 
 int main(int argc, char **argv) {
     // An optional argument runs only the suites whose name contains it.
@@ -90,8 +91,9 @@ int main(int argc, char **argv) {
                   {"robust-fuzz", suite_robust_fuzz},
                   {"layout", suite_layout}, {"bf16", suite_bf16},
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
-                  {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes}, {"mpi", suite_mpi},
-                  {"threads", suite_threads}, {"optimizer", suite_optimizer}};
+                  {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes},
+                  {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
+                  {"muon", suite_muon}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
         printf("# %s\n", suites[i].name);

@@ -246,6 +246,38 @@ const char *make_corpus(const char *dir, const char *name, size_t bytes) {
     return path;
 }
 
+// The bytes after a safetensors file's header (its tensors): the header
+// holds the run's flags, which name the folder.
+static unsigned char *tensor_bytes(const char *path, size_t *len) {
+    size_t n;
+    unsigned char *bytes = read_file_bytes(path, &n);
+    if (!bytes || n < 8) {
+        free(bytes);
+        return NULL;
+    }
+    unsigned long long header = 0;
+    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
+    if (8 + header > n) {
+        free(bytes);
+        return NULL;
+    }
+    *len = n - 8 - header;
+    memmove(bytes, bytes + 8 + header, *len);
+    return bytes;
+}
+
+int same_tensors(const char *dir_a, const char *dir_b, const char *file) {
+    char pa[1024], pb[1024];
+    snprintf(pa, sizeof pa, "%s/%s", dir_a, file);
+    snprintf(pb, sizeof pb, "%s/%s", dir_b, file);
+    size_t la = 0, lb = 0;
+    unsigned char *a = tensor_bytes(pa, &la), *b = tensor_bytes(pb, &lb);
+    int same = a && b && la == lb && la > 0 && !memcmp(a, b, la);
+    free(a);
+    free(b);
+    return same;
+}
+
 char *log_columns(const char *run, int columns) {
     char *text = read_text_file(path_in(run, "log.csv"));
     if (!text) return NULL;

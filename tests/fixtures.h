@@ -101,6 +101,10 @@ const char *make_corpus(const char *dir, const char *name, size_t bytes);
 // too), each with the comma after it, a row a line, in a new string; NULL
 // without a log. The later columns are timings, which differ run to run.
 char *log_columns(const char *run, int columns);
+// dir_a/file and dir_b/file, safetensors files, hold the same tensors
+// byte for byte (their headers may differ: they hold the run's flags,
+// which name its folder).
+int same_tensors(const char *dir_a, const char *dir_b, const char *file);
 // The step of the optimizer state in the run folder dir that belongs to
 // its model (optimizer.safetensors, or the optimizer.prev.safetensors an
 // interrupted save keeps: then *from_prev is set), or -1 if neither

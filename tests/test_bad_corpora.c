@@ -30,6 +30,12 @@ static unsigned char *distinct_code_points(int n, size_t *len) {
     return text;
 }
 
+// The first bytes of an executable (ELF, 64-bit, little-endian): a NUL at
+// byte 7, before the first byte that is not UTF-8 (24).
+static const unsigned char elf_header[40] = {
+    0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0x3e, 0, 1, 0, 0, 0,
+    0xf0, 0x5c, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0, 0, 0};
+
 static void test_bad_corpora(void) {
     const char *dir = make_temp_dir();
     const char *capture = keep_path(path_in(dir, "out.txt"));
@@ -37,9 +43,9 @@ static void test_bad_corpora(void) {
     CHECK(mkfifo(fifo, 0644) == 0);
     write_file_bytes(path_in(dir, "empty.txt"), "", 0);
     write_file_bytes(path_in(dir, "nul.txt"), "hello\0world, hello world, hello world", 38);
-    write_file_bytes(path_in(dir, "latin1.txt"), "caf\xe9 au lait, caf\xe9 au lait, caf\xe9 au lait", 41);
+    write_file_bytes(path_in(dir, "latin1.txt"), "caf\xe9 au lait, caf\xe9 au lait, caf\xe9 au lait", 40);
     write_file_bytes(path_in(dir, "cut.txt"), "a long enough text, a long enough text \xe2\x82", 41);
-    write_file_bytes(path_in(dir, "surrogate.txt"), "text text text text text \xed\xa0\x80 text", 34);
+    write_file_bytes(path_in(dir, "surrogate.txt"), "text text text text text \xed\xa0\x80 text", 33);
     size_t len;
     unsigned char *many = distinct_code_points(65536, &len);
     write_file_bytes(path_in(dir, "many.txt"), many, len);
@@ -49,6 +55,7 @@ static void test_bad_corpora(void) {
     memset(text, 'a', 200);
     for (int i = 0; i < 200; i += 7) text[i] = 'b';
     write_file_bytes(path_in(dir, "short_val.txt"), text, 200);
+    write_file_bytes(path_in(dir, "elf"), elf_header, sizeof elf_header);
     mkdir(path_in(dir, "folder"), 0755);
     struct {
         const char *name, *message;
@@ -61,6 +68,7 @@ static void test_bad_corpora(void) {
         {"latin1.txt", "latin1.txt: invalid UTF-8 at byte offset 3 (lead byte not followed by continuation bytes)"},
         {"cut.txt", "cut.txt: invalid UTF-8 at byte offset 39 (sequence truncated by the end of the text)"},
         {"surrogate.txt", "surrogate.txt: invalid UTF-8 at byte offset 25 (UTF-16 surrogate)"},
+        {"elf", "elf: NUL byte at offset 7 (a binary file, not text?)"},
         {"many.txt", "many.txt: 65536 distinct characters, more than the limit of 65535 (token ids are uint16_t)"},
         {"short_val.txt", "need at least 33 (context 32 + 1)"},
     };
@@ -191,8 +199,105 @@ static void test_corpus_load_memory(void) {
     unlink(corpus);
 }
 
+// A folder tree for --data: text in the top folder and two levels below,
+// a hidden file, a named pipe (passed over), a symbolic link back up the
+// tree (read once), an empty file and an executable's first bytes.
+static const char *make_text_tree(void) {
+    const char *dir = keep_path(path_in(make_temp_dir(), "tree"));
+    mkdir(dir, 0755);
+    mkdir(path_in(dir, "sub"), 0755);
+    mkdir(path_in(dir, "sub/deeper"), 0755);
+    char *text = (char *)corpus_text(3000);
+    write_file_bytes(path_in(dir, "a.txt"), text, 1000);
+    write_file_bytes(path_in(dir, "sub/b.txt"), text + 1000, 1000);
+    write_file_bytes(path_in(dir, "sub/deeper/c.txt"), text + 2000, 1000);
+    free(text);
+    write_file_bytes(path_in(dir, ".hidden.txt"), "\xff", 1);
+    write_file_bytes(path_in(dir, "sub/empty.txt"), "", 0);
+    write_file_bytes(path_in(dir, "bin.dat"), elf_header, sizeof elf_header);
+    CHECK(mkfifo(path_in(dir, "sub/pipe"), 0644) == 0);
+    CHECK(symlink("..", path_in(dir, "sub/deeper/up")) == 0);
+    return dir;
+}
+
+// A folder is read with its subfolders, in sorted path order, each file
+// once (the link back up the tree followed once); a bad file stops the
+// load naming it, unless skipped: then each skipped file is named once,
+// with why, and the rest loads.
+static void test_folder_tree(void) {
+    const char *dir = make_text_tree();
+    Corpus corpus;
+    char err[1024];
+    int files;
+    CHECK(!corpus_load_files(&corpus, dir, 0.1, NULL, &files, err, sizeof err));
+    CHECK_MSG(strstr(err, "tree/bin.dat: NUL byte at offset 7 (a binary file, not text?)"), "%s", err);
+    SkippedFiles skipped = {0};
+    CHECK_MSG(corpus_load_files(&corpus, dir, 0.1, &skipped, &files, err, sizeof err), "%s", err);
+    CHECK(files == 3 && corpus.num_tokens == 3002); // a.txt, sub/b.txt, sub/deeper/c.txt and 2 newlines
+    CHECK(skipped.count == 2);
+    if (skipped.count == 2) {
+        CHECK(strstr(skipped.paths[0], "tree/bin.dat") &&
+              !strcmp(skipped.reasons[0], "NUL byte at offset 7 (a binary file, not text?)"));
+        CHECK(strstr(skipped.paths[1], "tree/sub/empty.txt") && !strcmp(skipped.reasons[1], "empty file"));
+    }
+    // in path order: a.txt, then sub/b.txt, then sub/deeper/c.txt
+    unsigned char *text = corpus_text(3000);
+    int in_order = corpus.num_tokens == 3002;
+    for (size_t i = 0; in_order && i < 3002; i++) {
+        size_t file = i / 1001, at = i % 1001;
+        uint32_t expected = at == 1000 ? '\n' : text[file * 1000 + at];
+        in_order = corpus.vocab.code_points[corpus.tokens[i]] == expected;
+    }
+    CHECK(in_order);
+    free(text);
+    skipped_files_free(&skipped);
+    corpus_free(&corpus);
+    // bin/train: the count in the first line, each file once
+    const char *capture = keep_path(path_in(dir, "../out.txt"));
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 1 --data %s --skip-bad-files --out %s/../run", dir, dir);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "tree (3 files, 2 skipped): 3002 characters") == strstr(out, "tree (") &&
+                  strstr(out, "skipped ") && strstr(strstr(out, "\n"), "/tree/bin.dat: NUL byte at offset 7") &&
+                  strstr(out, "/tree/sub/empty.txt: empty file\n") && !strstr(out, "pipe") &&
+                  !strstr(out, "hidden"), "exited %d:\n%s", status, out);
+    const char *first_line_end = strchr(out, '\n');
+    CHECK(first_line_end && memmem(out, (size_t)(first_line_end - out), "2 skipped", 9));
+    free(out);
+    // without the flag: one line naming the first bad file
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 1 --data %s --out %s/../run2", dir, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && count_lines(out) == 1 && strstr(out, "bin.dat: NUL byte at offset 7"), "%s", out);
+    free(out);
+}
+
+// A named pipe in a comma-separated --data is refused before any file is
+// opened (opening it would wait for a writer for ever), or skipped.
+static void test_fifo_in_a_list(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "text.txt", 5000));
+    const char *fifo = keep_path(path_in(dir, "fifo"));
+    CHECK(mkfifo(fifo, 0644) == 0);
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 1 --data %s,%s --out %s/run", corpus, fifo, dir);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 1 && count_lines(out) == 1 && strstr(out, "fifo: not a regular file (a named pipe)"),
+              "exited %d:\n%s", status, out);
+    free(out);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 1 --skip-bad-files --data %s,%s --out %s/run", corpus,
+                 fifo, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "(1 file, 1 skipped)") && strstr(out, "fifo: not a regular file (a named pipe)"),
+              "exited %d:\n%s", status, out);
+    free(out);
+    remove_tree(dir);
+}
+
 void suite_robust_bad_corpora(void) {
     run_test("robust: bad corpora: one line naming the file and the problem", test_bad_corpora);
+    run_test("robust: --data DIR reads its subfolders in path order; --skip-bad-files names each skipped",
+             test_folder_tree);
+    run_test("robust: a named pipe in a --data list is refused or skipped, never waited on",
+             test_fifo_in_a_list);
     run_test("robust: 65535 distinct characters train, save and sample", test_largest_vocabulary);
     run_test("robust: a corpus of one repeated character trains to loss 0",
              test_single_character_corpus);

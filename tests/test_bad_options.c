@@ -114,6 +114,8 @@ static void test_more_usage_errors(void) {
         {"--val-fraction 0", "out of range"},
         {"--threads 0", "--threads: 0 is out of range"},
         {"--eval-every 0", "out of range"},
+        {"--dropout -0.1", "--dropout -0.1: must be in [0, 1)"},
+        {"--dropout 1", "--dropout 1: must be in [0, 1)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = RUN(capture, NULL, "bin/train --data %s --out %s/run %s", corpus, dir, cases[i][0]);
@@ -154,10 +156,39 @@ static void test_model_too_big_for_memory(void) {
     }
 }
 
+// --help says what leaving --minutes unset does (0 is refused, so it must
+// not offer "0: off"); --minutes 2 names its budget, and the recipe it
+// takes when that is another budget's.
+static void test_minutes_said_right(void) {
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    CHECK(RUN(capture, NULL, "bin/train --help") == 0);
+    char *out = output_of(capture);
+    const char *minutes = strstr(out, "\n  --minutes ");
+    const char *line_end = minutes ? strstr(minutes, "--init-from") : NULL;
+    CHECK_MSG(minutes && line_end && !memmem(minutes, (size_t)(line_end - minutes), "0: off", 6),
+              "%s", out);
+    CHECK(minutes && strstr(minutes, "unset: --iters decides"));
+    free(out);
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    CHECK(RUN(capture, NULL, "bin/train --minutes 2 --stop-at 1 --sample-chars 0 --threads 1 --data %s --out %s/run",
+              corpus, dir) == 0);
+    out = output_of(capture);
+    CHECK_MSG(strstr(out, "recipe for 2 minutes: the 1-minute one (flags given win)"), "%s", out);
+    free(out);
+    CHECK(RUN(capture, NULL, "bin/train --minutes 1 --stop-at 1 --sample-chars 0 --threads 1 --data %s --out %s/run1",
+              corpus, dir) == 0);
+    out = output_of(capture);
+    CHECK_MSG(strstr(out, "recipe for 1 minute (flags given win)"), "%s", out);
+    free(out);
+    remove_tree(dir);
+}
+
 void suite_robust_bad_options(void) {
     run_test("robust: resume refuses another corpus, shape or a damaged state",
              test_resume_refuses_incompatible);
     run_test("robust: more usage errors exit 2 with one line", test_more_usage_errors);
+    run_test("robust: --minutes in --help and in the recipe line", test_minutes_said_right);
     run_test("robust: a model too big for memory is refused before allocating",
              test_model_too_big_for_memory);
 }

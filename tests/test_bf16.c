@@ -403,7 +403,7 @@ static void train_losses(Precision precision, Bf16Kernel kernel, float losses[15
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
-    AdamWConfig acfg = {1e-3f, 1e-4f, 0, 15, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};
+    AdamWConfig acfg = {1e-3f, 1e-4f, 0, 15, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
     int tokens[64], targets[64];
     Rng rng;
     rng_seed(&rng, 9);

@@ -46,7 +46,7 @@ static void test_divergence_stops_and_keeps_last_checkpoint(void) {
 
 // bin/train's run, driven from outside in a child process (output into
 // capture, like spawn): the same run_start, train_step, evaluation and
-// save_checkpoint as main, with one weight (h.0.attn.w_q.weight[0]) turned
+// run_save as main, with one weight (h.0.attn.w_q.weight[0]) turned
 // NaN right after step nan_after, as a faulty kernel or memory would.
 static void exit_at_once(int status, void *unused) {
     (void)unused;
@@ -77,9 +77,7 @@ static pid_t spawn_training_with_nan(const char *capture, long nan_after, const 
         while (run.opt.step < run.o.iters) {
             train_step(&run, lr_at(&run.adamw, run.opt.step), 0);
             if (run.opt.step == nan_after) run.model.params.w_q[0] = NAN;
-            if (run.opt.step % run.o.eval_every == 0)
-                save_checkpoint(&run.paths, &run.model, &run.corpus.vocab, &run.opt, &run.rng,
-                                run.options_json);
+            if (run.opt.step % run.o.eval_every == 0) run_save(&run);
         }
         run_free(&run);
         _exit(0);

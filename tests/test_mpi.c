@@ -30,38 +30,6 @@
 
 // ---- helpers
 
-// The bytes after a safetensors file's header (its tensors): the header
-// holds the run's flags, which name the folder.
-static unsigned char *tensor_bytes(const char *path, size_t *len) {
-    size_t n;
-    unsigned char *bytes = read_file_bytes(path, &n);
-    if (!bytes || n < 8) {
-        free(bytes);
-        return NULL;
-    }
-    unsigned long long header = 0;
-    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
-    if (8 + header > n) {
-        free(bytes);
-        return NULL;
-    }
-    *len = n - 8 - header;
-    memmove(bytes, bytes + 8 + header, *len);
-    return bytes;
-}
-
-static int same_tensors(const char *dir_a, const char *dir_b, const char *file) {
-    char pa[1024], pb[1024];
-    snprintf(pa, sizeof pa, "%s/%s", dir_a, file);
-    snprintf(pb, sizeof pb, "%s/%s", dir_b, file);
-    size_t la = 0, lb = 0;
-    unsigned char *a = tensor_bytes(pa, &la), *b = tensor_bytes(pb, &lb);
-    int same = a && b && la == lb && la > 0 && !memcmp(a, b, la);
-    free(a);
-    free(b);
-    return same;
-}
-
 static int count_occurrences(const char *text, const char *needle) {
     int n = 0;
     for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
@@ -185,8 +153,9 @@ static void test_accum_must_divide_batch(void) {
 
 // ---- with MPI
 
-// R processes with --batch B, against one with --batch B --accum R.
-static void check_processes_match_accum(int procs, int batch) {
+// R processes with --batch B, against one with --batch B --accum R (both
+// with the flags `extra`).
+static void check_processes_match_accum(int procs, int batch, const char *extra) {
     if (!have_mpi()) return;
     const char *dir = make_temp_dir();
     char cmd[2048], one[512], many[512], out[512];
@@ -194,11 +163,11 @@ static void check_processes_match_accum(int procs, int batch) {
     snprintf(many, sizeof many, "%s/many", dir);
     snprintf(out, sizeof out, "%s/mpirun.txt", dir);
     // 12 steps: evaluations and saves at 6 and 12
-    snprintf(cmd, sizeof cmd, "bin/train " TINY " --batch %d --accum %d --iters 12 --eval-every 6 --out %s",
-             batch, procs, one);
+    snprintf(cmd, sizeof cmd, "bin/train " TINY " %s --batch %d --accum %d --iters 12 --eval-every 6 --out %s",
+             extra, batch, procs, one);
     CHECK(run_command(cmd, NULL) == 0);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np %d bin-mpi/train " TINY " --batch %d --iters 12 --eval-every 6 --out %s",
-             procs, batch, many);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d bin-mpi/train " TINY " %s --batch %d --iters 12 --eval-every 6 --out %s",
+             procs, extra, batch, many);
     int status = run_command(cmd, out);
     char *text = CHECKED_OUTPUT(out);
     CHECK_MSG(status == 0, "mpirun exited %d:\n%s", status, text ? text : "");
@@ -221,8 +190,12 @@ static void check_processes_match_accum(int procs, int batch) {
     CHECK_MSG(same_tensors(one, many, "optimizer.safetensors"), "optimizer moments differ");
 }
 
-static void test_two_processes_match_accum_two(void) { check_processes_match_accum(2, 8); }
-static void test_three_processes_match_accum_three(void) { check_processes_match_accum(3, 9); }
+static void test_two_processes_match_accum_two(void) { check_processes_match_accum(2, 8, ""); }
+static void test_three_processes_match_accum_three(void) { check_processes_match_accum(3, 9, ""); }
+// Muon orthogonalises the summed gradient, so it too is the same
+static void test_muon_two_processes_match_accum_two(void) {
+    check_processes_match_accum(2, 8, "--optimizer muon --warmup 2");
+}
 
 // `flags` run by one process with --accum 2, or by 2 processes (each with
 // its one micro-batch): the same micro-batches of 4 rows either way.
@@ -238,17 +211,17 @@ static int train_as(int procs, const char *flags, const char *capture) {
 // A run stopped at step 4 (between its evaluations and saves) by `before`
 // processes and resumed by `after`: the same log.csv losses and model and
 // optimizer bytes as one process's uninterrupted run with --accum 2.
-static void check_resume_with_other_count(int before, int after) {
+static void check_resume_with_other_count(int before, int after, const char *extra) {
     if (!have_mpi()) return;
     const char *dir = make_temp_dir();
     char flags[1024], whole[512], resumed[512], out[512];
     snprintf(whole, sizeof whole, "%s/whole", dir);
     snprintf(resumed, sizeof resumed, "%s/resumed", dir);
     snprintf(out, sizeof out, "%s/out.txt", dir);
-    snprintf(flags, sizeof flags, TINY " --batch 8 --iters 12 --eval-every 6 --out %s", whole);
+    snprintf(flags, sizeof flags, TINY " %s --batch 8 --iters 12 --eval-every 6 --out %s", extra, whole);
     CHECK(train_as(1, flags, NULL) == 0);
-    snprintf(flags, sizeof flags, TINY " --batch 8 --iters 12 --eval-every 6 --stop-at 4 --out %s",
-             resumed);
+    snprintf(flags, sizeof flags, TINY " %s --batch 8 --iters 12 --eval-every 6 --stop-at 4 --out %s",
+             extra, resumed);
     int status = train_as(before, flags, out);
     char *text = CHECKED_OUTPUT(out);
     CHECK_MSG(status == 0, "the first part exited %d:\n%s", status, text ? text : "");
@@ -273,8 +246,12 @@ static void check_resume_with_other_count(int before, int after) {
     CHECK_MSG(same_tensors(whole, resumed, "optimizer.safetensors"), "optimizer moments differ");
 }
 
-static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2); }
-static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1); }
+static void test_resume_one_process_with_two(void) { check_resume_with_other_count(1, 2, ""); }
+static void test_resume_two_processes_with_one(void) { check_resume_with_other_count(2, 1, ""); }
+// the other ranks start Muon's momentum from rank 0's saved one
+static void test_muon_resume_one_process_with_two(void) {
+    check_resume_with_other_count(1, 2, "--optimizer muon --warmup 2");
+}
 
 // One process resumes the run in the folder `run` to 40 steps past
 // log.csv's last row (the checkpoint is at or before it), output into out,
@@ -581,6 +558,7 @@ void suite_mpi(void) {
     run_test("mpi: --accum must divide --batch", test_accum_must_divide_batch);
     run_test("mpi: 2 processes = --accum 2, bit for bit (TCP)", test_two_processes_match_accum_two);
     run_test("mpi: 3 processes = --accum 3, bit for bit", test_three_processes_match_accum_three);
+    run_test("mpi: 2 processes = --accum 2 with Muon, bit for bit", test_muon_two_processes_match_accum_two);
     run_test("mpi: a killed rank ends the job; one process resumes", test_killed_rank_stops_the_job);
     run_test("mpi: SIGTERM to mpirun: rank 0 saves, the run resumes", test_sigterm_saves);
     run_test("mpi: ranks with different flags are refused", test_mismatched_flags_refused);
@@ -589,6 +567,8 @@ void suite_mpi(void) {
              test_resume_one_process_with_two);
     run_test("mpi: 2 processes stopped, 1 resumes = the uninterrupted run, bit for bit",
              test_resume_two_processes_with_one);
+    run_test("mpi: 1 process stopped with Muon, 2 resume = the uninterrupted run, bit for bit",
+             test_muon_resume_one_process_with_two);
     run_test("mpi: a rank that cannot read the corpus ends every rank, printed once",
              test_corpus_unreadable_on_one_rank);
     run_test("mpi: a rank with another corpus is refused", test_different_corpus_refused);

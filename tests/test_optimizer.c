@@ -92,7 +92,7 @@ static void test_adamw_matches_double(void) {
     size_t n = model.num_params;
     AdamW opt;
     adamw_init(&opt, n);
-    AdamWConfig acfg = {1e-2f, 1e-3f, 0, 10, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f};
+    AdamWConfig acfg = {1e-2f, 1e-3f, 0, 10, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
     double *p = xmalloc(n * sizeof(double)), *m = xcalloc(n, sizeof(double)),
            *v = xcalloc(n, sizeof(double));
     for (size_t i = 0; i < n; i++) p[i] = model.params_memory[i];

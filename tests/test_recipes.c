@@ -189,6 +189,28 @@ static long number_after(const char *text, const char *marker) {
     return at ? strtol(at + strlen(marker), NULL, 10) : -1;
 }
 
+// The training rows of log (log_columns' 4 columns) found in run's log.csv
+// too: each must be the same there. Returns how many were compared.
+static int same_logged_steps(const char *log, const char *run) {
+    char *log2 = log_columns(run, 4);
+    CHECK(log2 != NULL);
+    int compared = 0;
+    for (const char *row = strchr(log, '\n'); log2 && row && row[1]; row = strchr(row + 1, '\n')) {
+        long s;
+        char val_text[64] = "";
+        float loss;
+        if (sscanf(row + 1, "%ld,%f,%63[^,]", &s, &loss, val_text) < 2 || val_text[0]) continue;
+        char key[64];
+        snprintf(key, sizeof key, "\n%ld,", s);
+        const char *other = strstr(log2, key);
+        if (!other) continue;
+        CHECK_MSG(!strncmp(other, row, strcspn(row + 1, "\n") + 1), "step %ld differs", s);
+        compared++;
+    }
+    free(log2);
+    return compared;
+}
+
 // --minutes: the run prints the --iters it chose, its log ends at that step
 // with an evaluation and the learning rate of the schedule's last step, and
 // --iters N (with the same --eval-every) trains the same steps: the losses
@@ -228,26 +250,142 @@ static void test_time_budget(void) {
         // the same run with --iters N
         snprintf(flags, sizeof flags, "%s --iters %ld --eval-every %ld", args, iters, every);
         CHECK(run_train(flags, again, NULL) == 0);
-        char *log2 = log_columns(again, 4);
-        CHECK(log2 != NULL);
-        int compared = 0;
-        for (char *row = strchr(log, '\n'); log2 && row && row[1]; row = strchr(row + 1, '\n')) {
-            long s;
-            char val_text[64] = "";
-            float loss;
-            if (sscanf(row + 1, "%ld,%f,%63[^,]", &s, &loss, val_text) < 2 || val_text[0]) continue;
-            char key[64];
-            snprintf(key, sizeof key, "\n%ld,", s);
-            const char *other = strstr(log2, key);
-            if (!other) continue;
-            CHECK_MSG(!strncmp(other, row, strcspn(row + 1, "\n") + 1), "step %ld differs", s);
-            compared++;
-        }
-        CHECK(compared >= iters / 2);
-        free(log2);
+        CHECK(same_logged_steps(log, again) >= iters / 2);
     }
     free(log);
     free(console);
+}
+
+// --schedule wsd --minutes: the run prints where its decay starts and
+// ends, and at the end the flags that repeat it; --iters N --decay-from S
+// (with its --eval-every) trains the same steps. The logged rates: the
+// peak until S, then linear to --min-lr at N. Nothing about time.
+static void test_time_budget_wsd(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], again[512], capture[512], flags[1024];
+    snprintf(dir, sizeof dir, "%s/budget", tmp);
+    snprintf(again, sizeof again, "%s/again", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    const char *args = TINY " --log-every 1 --warmup 5 --threads 1 --schedule wsd";
+    snprintf(flags, sizeof flags, "%s --minutes 0.1", args);
+    CHECK(run_train(flags, dir, capture) == 0);
+    char *console = read_text_file(capture);
+    const char *end = console ? strstr(console, "to repeat this run step for step: ") : NULL;
+    long iters = number_after(end, "--iters "), from = number_after(end, "--decay-from ");
+    long every = number_after(end, "--eval-every ");
+    CHECK_MSG(iters > from && from >= 5 && every >= 1 && strstr(console, "so the decay runs from here"),
+              "%s", console ? console : "");
+    char *log = log_columns(dir, 4);
+    CHECK(log != NULL);
+    if (iters > from && from >= 5 && every >= 1 && log) {
+        // the rates logged: step s trained at the rate of iteration s - 1
+        int checked = 0;
+        for (const char *row = strchr(log, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
+            long s;
+            float train, lr;
+            char val[64];
+            if (sscanf(row + 1, "%ld,%f,%63[^,],%f", &s, &train, val, &lr) != 4 &&
+                sscanf(row + 1, "%ld,%f,,%f", &s, &train, &lr) != 3)
+                continue;
+            long it = s - 1;
+            double expected = it < 5 ? 1e-3 * (it + 1) / 6.0
+                              : it < from ? 1e-3
+                                          : 1e-4 + (double)(iters - it) / (iters - from) * (1e-3 - 1e-4);
+            CHECK_MSG(fabs(lr - expected) <= 1e-3 * expected, "step %ld: lr %g, expected %g", s,
+                      lr, expected);
+            checked++;
+        }
+        CHECK(checked >= iters / 2);
+        snprintf(flags, sizeof flags, "%s --iters %ld --decay-from %ld --eval-every %ld", args,
+                 iters, from, every);
+        CHECK(run_train(flags, again, NULL) == 0);
+        CHECK(same_logged_steps(log, again) >= iters / 2);
+    }
+    free(log);
+    free(console);
+    remove_tree(tmp);
+}
+
+// ---- the plan against a made-up machine
+
+// Its start-up, its step time (which becomes step_after at change_at of
+// the budget), an evaluation's and a snapshot's cost, in seconds.
+typedef struct {
+    double startup, step_before, step_after, change_at, eval, snapshot;
+} BudgetMachine;
+
+// train.c's loop on the clock of machine m: the --minutes plan, its
+// evaluations (every --eval-every it chose, and the last), the snapshots
+// every heatmaps_every steps (0: none; one more at the plan when none was
+// taken yet), and with wsd the decay's start. Returns the seconds the run
+// took, as a fraction of the budget.
+static double run_on_machine(BudgetMachine m, float minutes, int wsd, int warmup, int heatmaps_every) {
+    TimeBudget b;
+    time_budget_init(&b, minutes, 0.0);
+    double now = m.startup, budget = 60.0 * minutes;
+    int iters = 1000000000, eval_every = 1000000000;
+    for (long step = 1; step <= iters; step++) {
+        double dt = now < m.change_at * budget ? m.step_before : m.step_after;
+        now += dt;
+        if (heatmaps_every > 0 && step % heatmaps_every == 0) {
+            now += m.snapshot;
+            time_budget_snapshot(&b, m.snapshot);
+        }
+        int plan_now = time_budget_step(&b, step, dt, 1, warmup, now);
+        int n;
+        if (wsd && b.planned && !b.iters_fixed &&
+            time_budget_decay_now(&b, step, now, eval_every, heatmaps_every, warmup, 0.2f, &n)) {
+            iters = n;
+            b.iters_fixed = 1;
+        }
+        if (plan_now) {
+            now += m.eval;
+            time_budget_evaluation(&b, m.eval);
+            if (heatmaps_every > 0 && !b.snapshots) {
+                now += m.snapshot;
+                time_budget_snapshot(&b, m.snapshot);
+            }
+            time_budget_plan(&b, step, now, 0, heatmaps_every, &n, &eval_every);
+            b.planned = 1;
+            if (!wsd) {
+                iters = n;
+                b.iters_fixed = 1;
+            }
+        } else if (b.planned && (step % eval_every == 0 || step == iters)) {
+            now += m.eval;
+            time_budget_evaluation(&b, m.eval);
+        }
+    }
+    return now / budget;
+}
+
+// wsd lands within 3% of the budget (at 97-100% of it) on a steady
+// machine, one that becomes twice as slow or twice as fast halfway, and
+// with snapshots that take a tenth of the time; the cosine, whose --iters
+// comes from the first steps' speed, lands 43% late on the machine that
+// slows down, and at its aim (97% of the budget) with the snapshots
+// counted (they took 10% more before they were).
+static void test_time_budget_lands_on_time(void) {
+    const BudgetMachine steady = {2.0, 0.05, 0.05, 1.0, 0.5, 0.0},
+                  slower = {2.0, 0.05, 0.10, 0.5, 0.5, 0.0},
+                  faster = {2.0, 0.10, 0.05, 0.5, 0.5, 0.0},
+                  snapshots = {2.0, 0.05, 0.05, 1.0, 0.5, 0.5};
+    const struct {
+        const char *name;
+        BudgetMachine m;
+        int heatmaps_every;
+    } cases[] = {{"steady", steady, 0}, {"slower", slower, 0}, {"faster", faster, 0},
+                 {"snapshots", snapshots, 100}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double used = run_on_machine(cases[i].m, 5.0f, 1, 100, cases[i].heatmaps_every);
+        CHECK_MSG(used >= 0.97 && used <= 1.0, "wsd, %s machine: %.1f%% of the budget",
+                  cases[i].name, 100 * used);
+    }
+    double late = run_on_machine(slower, 5.0f, 0, 100, 0);
+    CHECK_MSG(late > 1.3, "cosine, slower machine: %.1f%% of the budget", 100 * late);
+    double counted = run_on_machine(snapshots, 5.0f, 0, 100, 100);
+    CHECK_MSG(counted >= 0.95 && counted <= 1.0, "cosine with snapshots: %.1f%% of the budget",
+              100 * counted);
 }
 
 // The parameters of two runs' checkpoints are the same bits.
@@ -341,7 +479,8 @@ static void test_time_budget_plan_arithmetic(void) {
     CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0)); // the warmup's end
     int iters, every;
     // 0.97 * 60 - 10 s left, 0.1 s a step, 8 evaluations of 0.5 s
-    time_budget_plan(&b, 10, 110.0, 0.5, 0, &iters, &every);
+    time_budget_evaluation(&b, 0.5);
+    time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
     CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.5) / 0.1), "iters %d", iters);
     char msg[512] = "";
     CHECK(time_budget_plan_fits(&b, 10, iters, 10, 110.0, msg, sizeof msg));
@@ -349,7 +488,8 @@ static void test_time_budget_plan_arithmetic(void) {
     time_budget_init(&b, 0.1f, 0.0);
     CHECK(!time_budget_step(&b, 1, 2.0, 1, 100, 3.0));
     CHECK(time_budget_step(&b, 2, 3.0, 1, 100, 6.0));
-    time_budget_plan(&b, 2, 6.5, 0.5, 0, &iters, &every);
+    time_budget_evaluation(&b, 0.5);
+    time_budget_plan(&b, 2, 6.5, 0, 0, &iters, &every);
     CHECK(iters == 2);
     CHECK(!time_budget_plan_fits(&b, 2, iters, 100, 6.5, msg, sizeof msg));
     CHECK_MSG(strstr(msg, "too short") && strstr(msg, "--minutes") && !strchr(msg, '\n'), "%s", msg);
@@ -525,7 +665,7 @@ static void test_several_files(void) {
     write_file_bytes(path, "\xff\xfe", 2); // ignored: hidden
     Corpus corpus;
     int files = 0;
-    CHECK_MSG(corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK_MSG(corpus_load_files(&corpus, folder, 0.1, NULL, &files, err, sizeof err), "%s", err);
     CHECK(files == 2);
     size_t la = strlen(a_text), lb = strlen(b_text);
     CHECK(corpus.num_tokens == la + 1 + lb);
@@ -540,7 +680,7 @@ static void test_several_files(void) {
     // a comma-separated list, in the order given
     char list[1300];
     snprintf(list, sizeof list, "%s/b.txt,%s/a.txt", folder, folder);
-    CHECK_MSG(corpus_load_files(&corpus, list, 0.1, &files, err, sizeof err), "%s", err);
+    CHECK_MSG(corpus_load_files(&corpus, list, 0.1, NULL, &files, err, sizeof err), "%s", err);
     CHECK(files == 2 && corpus.vocab.code_points[corpus.tokens[0]] == 'b');
     corpus_free(&corpus);
     // the first line of bin/train's output counts files and characters
@@ -568,7 +708,7 @@ static void test_several_files(void) {
     // a binary file is named
     snprintf(path, sizeof path, "%s/c.bin", folder);
     write_file_bytes(path, "ab\0cd", 5);
-    CHECK(!corpus_load_files(&corpus, folder, 0.1, &files, err, sizeof err));
+    CHECK(!corpus_load_files(&corpus, folder, 0.1, NULL, &files, err, sizeof err));
     CHECK_MSG(strstr(err, "c.bin") && strstr(err, "NUL"), "%s", err);
     snprintf(args, sizeof args, "--data %s", folder);
     snprintf(out, sizeof out, "%s/never", tmp);
@@ -760,6 +900,10 @@ void suite_recipes(void) {
              test_dropout_micro_batches);
     run_test("recipes: dropout runs equal across threads and resume", test_dropout_runs_deterministic);
     run_test("recipes: --minutes prints its --iters and ends the schedule there", test_time_budget);
+    run_test("recipes: --schedule wsd --minutes prints --iters N --decay-from S, which repeat it",
+             test_time_budget_wsd);
+    run_test("recipes: the plan lands on time on made-up machines (wsd: within 3%)",
+             test_time_budget_lands_on_time);
     run_test("recipes: --minutes stopped before its plan keeps its budget on resume",
              test_time_budget_resumed_before_plan);
     run_test("recipes: the --minutes plan's arithmetic, a budget too short said in one line",

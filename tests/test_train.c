@@ -156,7 +156,11 @@ static void test_usage_errors(void) {
         {"--probe TEXT ", "unset: the first context characters of the validation split\n"},
         {"--stop-at STEP ", "(default: 0)\n"}, {"--resume ", "saved in --out\n"},
         {"--force ", "holds a checkpoint\n"}, {"--dropout P ", "(default: 0)\n"},
-        {"--minutes MINUTES ", "0: off (default: 0)\n"}, {"--init-from FILE ", "new rows)\n"},
+        {"--minutes MINUTES ", "unset: --iters decides\n"}, {"--init-from FILE ", "new rows)\n"},
+        {"--optimizer adamw|muon ", "(default: adamw)\n"}, {"--muon-lr RATE ", "(default: 0.02)\n"},
+        {"--schedule cosine|wsd ", "(default: cosine)\n"},
+        {"--decay-fraction FRACTION ", "(default: 0.2)\n"}, {"--decay-from STEP ", "(default: 0)\n"},
+        {"--skip-bad-files ", "instead of stopping\n"},
     };
     int column = -1;
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {

@@ -52,7 +52,9 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
 // ---- the time budget
 
 // The plan aims a little short of the budget: the machine's speed drifts.
+// wsd decides later, from the speed of late steps, so it aims closer.
 #define BUDGET_AIM 0.97
+#define BUDGET_AIM_WSD 0.985
 #define EVALS_PER_BUDGET 8
 
 void time_budget_init(TimeBudget *budget, float minutes, double start) {
@@ -63,7 +65,15 @@ void time_budget_init(TimeBudget *budget, float minutes, double start) {
 
 int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup,
                      double now) {
-    if (budget->budget_seconds <= 0 || budget->planned) return 0;
+    if (budget->budget_seconds <= 0) return 0;
+    budget->recent_end[budget->recent_next] = now;
+    budget->recent_apart[budget->recent_next] = budget->eval_seconds + budget->snapshot_seconds;
+    budget->recent_next = (budget->recent_next + 1) % BUDGET_RECENT_STEPS;
+    if (budget->recent_count < BUDGET_RECENT_STEPS) budget->recent_count++;
+    if (budget->planned) {
+        budget->steps_seen++;
+        return 0;
+    }
     if (budget->steps_seen++ == 0) budget->first_step_seconds = seconds; // page faults, cold caches
     else if (timed) {
         budget->timed_seconds += seconds;
@@ -73,6 +83,23 @@ int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, i
     int spent = now - budget->start >= BUDGET_AIM * budget->budget_seconds;
     // lr_at does not depend on --iters before the warmup ends
     return enough || spent || step >= (warmup > 1 ? warmup : 1);
+}
+
+void time_budget_evaluation(TimeBudget *budget, double seconds) {
+    budget->eval_seconds += seconds;
+    budget->evals++;
+}
+
+void time_budget_snapshot(TimeBudget *budget, double seconds) {
+    budget->snapshot_seconds += seconds;
+    budget->snapshots++;
+}
+
+static double mean_evaluation(const TimeBudget *b) { return b->evals ? b->eval_seconds / b->evals : 0.0; }
+// A snapshot's cost spread over the steps between two of them.
+static double snapshot_per_step(const TimeBudget *b, int heatmaps_every) {
+    if (heatmaps_every <= 0 || !b->snapshots) return 0.0;
+    return b->snapshot_seconds / b->snapshots / heatmaps_every;
 }
 
 float time_budget_minutes_left(const TimeBudget *budget, double now) {
@@ -92,10 +119,12 @@ int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int wa
     return 0;
 }
 
-void time_budget_plan(const TimeBudget *budget, long step, double now, double eval_seconds,
-                      int eval_every_given, int *iters, int *eval_every) {
+void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_every_given,
+                      int heatmaps_every, int *iters, int *eval_every) {
     double per_step = budget->timed_steps > 0 ? budget->timed_seconds / budget->timed_steps
                                               : budget->first_step_seconds;
+    per_step += snapshot_per_step(budget, heatmaps_every);
+    double eval_seconds = mean_evaluation(budget);
     double left = BUDGET_AIM * budget->budget_seconds - (now - budget->start);
     double steps = 0;
     if (eval_every_given > 0) {
@@ -114,4 +143,36 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, double ev
     if (!(steps > 0)) steps = 0;
     if (steps > 1e9 - step) steps = 1e9 - step;
     *iters = (int)(step + (long)steps);
+}
+
+int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
+                          int heatmaps_every, int warmup, float fraction, int *iters) {
+    if (step < warmup) return 0;
+    // the wall time per step from the oldest recent end within the last 5%
+    // of the budget to the newest, less the evaluations and snapshots
+    // between them
+    int newest = (budget->recent_next + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
+    int oldest = newest, n = 1;
+    while (n < budget->recent_count) {
+        int before = (oldest + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
+        if (budget->recent_end[newest] - budget->recent_end[before] >
+            BUDGET_RECENT_FRACTION * budget->budget_seconds)
+            break;
+        oldest = before;
+        n++;
+    }
+    double per_step = budget->first_step_seconds;
+    if (n > 1)
+        per_step = ((budget->recent_end[newest] - budget->recent_end[oldest]) -
+                    (budget->recent_apart[newest] - budget->recent_apart[oldest])) / (n - 1);
+    per_step += snapshot_per_step(budget, heatmaps_every);
+    double eval_seconds = mean_evaluation(budget);
+    double left = BUDGET_AIM_WSD * budget->budget_seconds - (now - budget->start);
+    // R s + (R / E + 1) e = left: the evaluations every E steps, and the last
+    double steps = (left - eval_seconds) / (per_step + eval_seconds / (eval_every > 0 ? eval_every : 1));
+    if (!(steps > 0)) steps = 0;
+    if (steps > 1e9 - step) steps = 1e9 - step;
+    if (steps > fraction * (step + steps)) return 0;
+    *iters = (int)(step + lround(steps));
+    return 1;
 }

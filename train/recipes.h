@@ -33,14 +33,30 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 #define BUDGET_MIN_MINUTES 0.1
 #define BUDGET_MAX_MINUTES 10080.0 // a week
 
+// Steps whose times wsd's decision averages: those of the last 5% of the
+// budget, at most this many.
+#define BUDGET_RECENT_STEPS 4096
+#define BUDGET_RECENT_FRACTION 0.05
+
 typedef struct {
     double budget_seconds;  // --minutes in seconds, 0 when off
     double start;           // now_seconds() when the program started
-    int planned;            // --iters fixed
+    int planned;            // --eval-every fixed (and with the cosine, --iters)
+    int iters_fixed;        // --iters fixed: at the plan (cosine), when the decay starts (wsd)
     long steps_seen;        // steps counted by this process
     double first_step_seconds; // not timed with the others (a cold start)
-    double timed_seconds;   // this process's steps 2, 3, ...
+    double timed_seconds;   // this process's steps 2, 3, ... until the plan
     long timed_steps;
+    // What a run does besides its steps, timed as it happens: evaluations
+    // (each with its save, loss plot and sample text) and heatmap snapshots.
+    double eval_seconds, snapshot_seconds;
+    int evals, snapshots;
+    // The latest steps' ends (a ring): the clock, and the evaluations' and
+    // snapshots' seconds so far, so that wsd's decision measures the steps'
+    // whole wall time (logging, the progress line and any other work
+    // included) without what the plan counts apart.
+    double recent_end[BUDGET_RECENT_STEPS], recent_apart[BUDGET_RECENT_STEPS];
+    int recent_count, recent_next;
 } TimeBudget;
 
 // A budget of `minutes` counted from `start` (0 minutes: off). A resumed
@@ -54,8 +70,14 @@ void time_budget_init(TimeBudget *budget, float minutes, double start);
 // process is a cold start, not timed. A step with timed 0 (a thread-tuner
 // trial on another thread count, up to 2x slower on a quiet machine)
 // counts for the warmup but not the speed.
+// Every step's end (now) is also kept among the recent ones, before and
+// after the plan.
 int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup,
                      double now);
+// An evaluation (with its save and sample) or a heatmap snapshot that took
+// `seconds`: the plan counts the ones still to come at their mean cost.
+void time_budget_evaluation(TimeBudget *budget, double seconds);
+void time_budget_snapshot(TimeBudget *budget, double seconds);
 // Minutes of the budget left at `now` (a little above 0 when it is spent,
 // so a resumed run still counts as a --minutes run and plans at once).
 float time_budget_minutes_left(const TimeBudget *budget, double now);
@@ -66,11 +88,22 @@ float time_budget_minutes_left(const TimeBudget *budget, double now);
 // took (nearly) all of it.
 int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int warmup,
                           double now, char *msg, size_t msg_len);
-// The plan, at step `step`, after an evaluation (with its save) that took
-// eval_seconds: how many iterations fit the time left with their
-// evaluations, and (when eval_every_given is 0) the evaluation interval
-// for about 8 of them. Writes *iters (>= step) and *eval_every.
-void time_budget_plan(const TimeBudget *budget, long step, double now, double eval_seconds,
-                      int eval_every_given, int *iters, int *eval_every);
+// The plan, at step `step`, after at least one evaluation was timed (and,
+// with heatmaps_every > 0, one snapshot): how many iterations fit the time
+// left with their evaluations and snapshots, and (when eval_every_given is
+// 0) the evaluation interval for about 8 evaluations. Writes *iters (>=
+// step) and *eval_every.
+void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_every_given,
+                      int heatmaps_every, int *iters, int *eval_every);
+// wsd after the plan, at the end of step `step`: whether its decay starts
+// now. From the time actually left (aiming at 98.5% of the budget) and the
+// recent steps' speed, less the evaluations (every eval_every, and the
+// last) and snapshots still to come, R more steps fit; the decay starts
+// when R is at most `fraction` of all the run's steps (step + R), or once
+// the time is spent, and *iters = step + R, so it lands on time as long as
+// the speed holds over the decay's last fraction of the run. Not before
+// `warmup` steps (*iters then at least warmup).
+int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
+                          int heatmaps_every, int warmup, float fraction, int *iters);
 
 #endif

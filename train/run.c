@@ -31,10 +31,16 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     if (!gpt_load(paths->model_path, &run->model, ckpt_vocab, err, sizeof err)) die("%s", err);
     adamw_init(&run->opt, run->model.num_params);
     char *saved_json;
-    load_state(paths, &run->model, &run->opt, &run->rng, &saved_json);
+    OptimizerKind saved = OPTIMIZER_ADAMW;
+    load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json);
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
                               &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
+    OptimizerKind wanted = option_choice("--optimizer", run->o.optimizer, optimizer_names, 2);
+    if (wanted != saved)
+        die("--optimizer %s: the run in %s was trained with %s (%s); a resumed run keeps its "
+            "optimizer", optimizer_names[wanted], run->o.out, optimizer_names[saved],
+            paths->state_path);
 }
 
 // ---- several processes (distributed.h)
@@ -76,12 +82,23 @@ static void share_resumed_run(Run *run, int argc, char **argv) {
     free(json);
 }
 
+// --optimizer muon: its momentum (a resumed run's is loaded), and AdamW
+// told to leave its matrices.
+static void use_optimizer(Run *run) {
+    run->optimizer = option_choice("--optimizer", run->o.optimizer, optimizer_names, 2);
+    if (run->optimizer != OPTIMIZER_MUON) return;
+    if (!run->muon.momentum) muon_init(&run->muon, run->model.num_params);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) run->opt.skip[t] = (unsigned char)muon_owns(t);
+}
+
 // Rank 0's weights, optimizer state and batch stream to every process.
 static void share_state(Run *run) {
     distributed_broadcast(run->model.params_memory, run->model.num_params * sizeof(float));
     distributed_broadcast(run->opt.m, run->opt.num_params * sizeof(float));
     distributed_broadcast(run->opt.v, run->opt.num_params * sizeof(float));
     distributed_broadcast(&run->opt.step, sizeof run->opt.step);
+    if (run->muon.momentum)
+        distributed_broadcast(run->muon.momentum, run->muon.num_params * sizeof(float));
     distributed_broadcast(&run->rng, sizeof run->rng);
 }
 
@@ -96,6 +113,15 @@ static Option *option_named(Option table[NUM_TRAIN_OPTIONS], const char *name) {
 static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
     if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
         usage_error("--dropout %g: must be in [0, 1)", (double)o->dropout);
+    option_choice("--optimizer", o->optimizer, optimizer_names, 2);
+    option_choice("--schedule", o->schedule, schedule_names, 2);
+    if (!(o->muon_lr > 0.0f) || o->muon_lr > 10.0f)
+        usage_error("--muon-lr %g: must be above 0 and at most 10", (double)o->muon_lr);
+    int wsd = !strcmp(o->schedule, "wsd");
+    if (!wsd && option_named(table, "--decay-from")->given)
+        usage_error("--decay-from is for --schedule wsd (the cosine decays from the warmup on)");
+    if (!wsd && option_named(table, "--decay-fraction")->given)
+        usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
     if (option_named(table, "--minutes")->given) {
         if (!(o->minutes > 0.0f))
             usage_error("--minutes %g: must be above 0", (double)o->minutes);
@@ -111,6 +137,9 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
                         "(or the budget it had left)");
         if (option_named(table, "--iters")->given)
             usage_error("--minutes and --iters contradict each other (--minutes chooses --iters)");
+        if (option_named(table, "--decay-from")->given)
+            usage_error("--minutes and --decay-from contradict each other (--minutes chooses "
+                        "--decay-from from the time left)");
     }
     if (o->resume && option_named(table, "--init-from")->given)
         usage_error("--init-from starts a run; --resume continues one");
@@ -164,8 +193,8 @@ static RunBuffers run_buffers(const Run *run, size_t num_params) {
 }
 
 // The run needs about this much memory: the model's own layout
-// (gpt_memory_bytes), the two AdamW moments, the run's buffers and, with
-// dropout, the attention scratch it adds.
+// (gpt_memory_bytes), the two AdamW moments (and Muon's momentum), the
+// run's buffers and, with dropout, the attention scratch it adds.
 static double bytes_needed(const Run *run, const GPTConfig *cfg) {
     double params = (double)gpt_num_params(cfg);
     RunBuffers b = run_buffers(run, (size_t)params);
@@ -175,7 +204,9 @@ static double bytes_needed(const Run *run, const GPTConfig *cfg) {
                                ((double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 1) -
                                 (double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 0))
                          : 0.0;
-    return gpt_memory_bytes(cfg, run->bf16_kernel, run->micro_rows, run->T, 1) + 2.0 * params * sizeof(float) +
+    double moments = strcmp(run->o.optimizer, "muon") ? 2.0 : 3.0;
+    return gpt_memory_bytes(cfg, run->bf16_kernel, run->micro_rows, run->T, 1) +
+           moments * params * sizeof(float) +
            ((double)b.grad_micro + (double)b.reduce_scratch) * sizeof(float) +
            2.0 * (double)b.batch_tokens * sizeof(int) + dropout;
 }
@@ -200,6 +231,9 @@ static void resume_or_refuse_overwrite(Run *run, int argc, char **argv, Vocab *c
 static void check_flags_and_split_batch(Run *run) {
     const TrainOptions *o = &run->o;
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
+    if (o->decay_from > 0 && (o->decay_from < o->warmup || o->decay_from > o->iters))
+        usage_error("--decay-from %d: must be between --warmup %d and --iters %d", o->decay_from,
+                    o->warmup, o->iters);
     if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
     run->accum = o->accum;
     if (o->batch % (run->procs * run->accum) != 0) {
@@ -216,6 +250,7 @@ static void check_flags_and_split_batch(Run *run) {
 typedef struct {
     size_t chars;  // in all its files, before the validation split
     int num_files;
+    SkippedFiles skipped; // --skip-bad-files: the files left out, and why
     int appended;  // characters a fine-tuned run added to its checkpoint's vocabulary
 } CorpusLoaded;
 
@@ -227,7 +262,8 @@ static CorpusLoaded load_corpus(Run *run, const Vocab *ckpt_vocab, const Vocab *
     const TrainOptions *o = &run->o;
     Corpus *corpus = &run->corpus;
     CorpusLoaded loaded = {0};
-    if (!corpus_load_files(corpus, o->data, o->val_fraction, &loaded.num_files, err, sizeof err))
+    if (!corpus_load_files(corpus, o->data, o->val_fraction, o->skip_bad_files ? &loaded.skipped : NULL,
+                           &loaded.num_files, err, sizeof err))
         die("%s", err);
     loaded.chars = corpus->num_tokens;
     // a fine-tuned run numbers its characters as its checkpoint does
@@ -278,6 +314,7 @@ static void build_fresh_model(Run *run, const GPTConfig *cfg, const GPT *init) {
 // the batch (B x T inputs and targets).
 static void alloc_run_buffers(Run *run) {
     gpt_alloc_training(&run->model, run->micro_rows, run->T);
+    if (run->optimizer == OPTIMIZER_MUON) muon_reserve(&run->muon, &run->model);
     RunBuffers b = run_buffers(run, run->model.num_params);
     if (b.grad_micro) run->grad_micro = xcalloc(b.grad_micro, sizeof(float));
     if (b.reduce_scratch) run->reduce_scratch = xcalloc(b.reduce_scratch, sizeof(float));
@@ -299,21 +336,32 @@ static void open_run_log(Run *run) {
 static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
                           const GPTConfig *cfg) {
     const TrainOptions *o = &run->o;
-    char files[32];
-    snprintf(files, sizeof files, " (%d file%s)", loaded->num_files, loaded->num_files == 1 ? "" : "s");
+    char files[64], skipped[32] = "";
+    int num_skipped = loaded->skipped.count;
+    if (num_skipped) snprintf(skipped, sizeof skipped, ", %d skipped", num_skipped);
+    snprintf(files, sizeof files, " (%d file%s%s)", loaded->num_files, loaded->num_files == 1 ? "" : "s",
+             skipped);
     printf("corpus %s%s: %zu characters, vocabulary %d; train %zu, validation %zu\n", o->data,
            files, loaded->chars, cfg->vocab_size, run->train.len, run->val.len);
+    for (int i = 0; i < num_skipped; i++)
+        printf("skipped %s: %s\n", loaded->skipped.paths[i], loaded->skipped.reasons[i]);
     int appended = loaded->appended;
     if (o->init_from && !o->resume)
         printf("fine-tuning %s: %d new character%s appended to its vocabulary of %d\n",
                o->init_from, appended, appended == 1 ? "" : "s", cfg->vocab_size - appended);
-    if (recipe)
-        printf("recipe for %g minutes (flags given win): --layers %d --heads %d --dim %d "
+    if (recipe) {
+        // the budget given, and the recipe's own when it is another (the
+        // largest one below it)
+        char found_for[64] = "";
+        if (recipe->minutes != o->minutes)
+            snprintf(found_for, sizeof found_for, ": the %g-minute one", (double)recipe->minutes);
+        printf("recipe for %g minute%s%s (flags given win): --layers %d --heads %d --dim %d "
                "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
                "--weight-decay %g\n",
-               (double)recipe->minutes, o->layers, o->heads, o->dim, o->context, o->batch,
+               (double)o->minutes, o->minutes == 1.0f ? "" : "s", found_for, o->layers, o->heads, o->dim, o->context, o->batch,
                (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
                (double)o->weight_decay);
+    }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
@@ -398,6 +446,7 @@ void run_start(Run *run, int argc, char **argv) {
     GPTConfig cfg = checked_model_shape(run);
     if (!o->resume) build_fresh_model(run, &cfg, &init);
     gpt_free(&init);
+    use_optimizer(run);
     gpt_set_precision(&run->model, precision, run->bf16_kernel);
     vocab_free(&init_vocab);
     alloc_run_buffers(run);
@@ -407,11 +456,20 @@ void run_start(Run *run, int argc, char **argv) {
     // the output folder as it was
     distributed_agree("the corpus or the flags", run_fingerprint(run));
     open_run_log(run);
-    run->adamw = (AdamWConfig){o->lr,    o->min_lr, o->warmup, o->iters,       o->beta1,
-                               o->beta2, 1e-8f,     o->weight_decay, o->grad_clip};
+    run->adamw = (AdamWConfig){
+        .lr = o->lr, .min_lr = o->min_lr, .warmup = o->warmup, .iters = o->iters,
+        .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f, .weight_decay = o->weight_decay,
+        .grad_clip = o->grad_clip,
+        .schedule = option_choice("--schedule", o->schedule, schedule_names, 2),
+        .decay_from = o->decay_from > 0 ? o->decay_from
+                                        : wsd_decay_from(o->iters, o->warmup, o->decay_fraction)};
+    // Muon's final rate: as far below its peak as AdamW's
+    run->muon_lr = o->muon_lr;
+    run->muon_min_lr = o->lr > 0.0f ? o->muon_lr * (o->min_lr / o->lr) : 0.0f;
     run->train = corpus_train(&run->corpus);
     run->val = corpus_val(&run->corpus);
     print_summary(run, recipe, &loaded, &cfg);
+    skipped_files_free(&loaded.skipped);
 
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     note_label_font(run);
@@ -495,7 +553,11 @@ float train_step(Run *run, float lr, int stop_signal) {
     if (run->rank == 0) stop_if_not_finite(run, loss, norm);
     float clip = run->o.grad_clip;
     float clip_scale = (clip > 0 && norm > clip) ? clip / norm : 1.0f;
-    adamw_update(&run->opt, model, &run->adamw, lr, clip_scale);
+    if (run->optimizer == OPTIMIZER_MUON) {
+        float muon_lr = schedule_rate(&run->adamw, run->opt.step, run->muon_lr, run->muon_min_lr);
+        muon_update(&run->muon, model, muon_lr, run->o.weight_decay, clip_scale);
+    }
+    adamw_update(&run->opt, model, &run->adamw, lr, clip_scale); // counts the step
     return loss;
 }
 
@@ -505,7 +567,8 @@ int run_should_stop(const Run *run, int stop_signal) {
 
 void run_save(Run *run) {
     if (run->rank == 0)
-        save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt, &run->rng,
+        save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt,
+                        run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL, &run->rng,
                         run->options_json);
 }
 
@@ -520,6 +583,7 @@ void run_free(Run *run) {
     free(run->batch.inputs);
     free(run->batch.targets);
     adamw_free(&run->opt);
+    muon_free(&run->muon);
     gpt_free(&run->model);
     corpus_free(&run->corpus);
     train_free_saved_flags(run->saved_flags, run->num_saved_flags);

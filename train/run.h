@@ -10,6 +10,7 @@
 #include "../model/gpt.h"
 #include "../infer/kv_cache.h"
 #include "../optim/adamw.h"
+#include "../optim/muon.h"
 #include "progress.h"
 #include "run_folder.h"
 #include "../base/thread_tuner.h"
@@ -25,8 +26,11 @@ typedef struct {
     Corpus corpus;
     Split train, val;
     GPT model;
-    AdamW opt;
-    AdamWConfig adamw;
+    AdamW opt;          // every parameter, or with Muon all but its matrices
+    AdamWConfig adamw;  // its settings and the schedule's
+    OptimizerKind optimizer;
+    Muon muon;          // --optimizer muon: the blocks' matrices
+    float muon_lr, muon_min_lr; // Muon's peak and final rates on the same schedule
     Rng rng;            // the batches' stream
     Batch batch;
     int B, T;
@@ -55,7 +59,8 @@ void run_start(Run *run, int argc, char **argv);
 
 // One training step on a random batch: forward, backward, a check that the
 // loss and gradients are finite (dies naming the first bad tensor
-// otherwise), clipping, and the AdamW update at learning rate lr. Returns
+// otherwise), clipping, and the AdamW update at learning rate lr (with
+// Muon, its update of the matrices at its rate on the schedule). Returns
 // the batch's loss. With micro-batches (--accum, or several processes) the
 // gradient is the mean of theirs, summed in micro-batch order, and the loss
 // the mean of theirs. stop_signal says this process was asked to stop; it

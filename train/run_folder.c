@@ -25,7 +25,7 @@ void run_paths(RunPaths *paths, const char *out) {
 // the optimizer state the current model was saved with is kept, as a hard
 // link (no copy), until the new model is in place; --resume falls back to it.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
-                     const AdamW *opt, const Rng *rng, const char *options_json) {
+                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json) {
     char err[1024], name[128];
     if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
         die("parameters are not finite after step %ld (first: %s); not saved, the last "
@@ -33,29 +33,29 @@ void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab
             opt->step, name, paths->out);
     unlink(paths->prev_state_path);
     link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
-    if (!train_state_save(paths->state_path, opt, rng->state,
-                          params_hash(model->params_memory, model->num_params), options_json,
-                          err, sizeof err))
+    if (!train_state_save_with_muon(paths->state_path, opt, muon, rng->state,
+                                    params_hash(model->params_memory, model->num_params),
+                                    options_json, err, sizeof err))
         die("saving optimizer state: %s", err);
     if (!gpt_save(paths->model_path, model, vocab, err, sizeof err))
         die("saving model: %s", err);
     unlink(paths->prev_state_path);
 }
 
-void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
-                char **options_json) {
+void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
+                OptimizerKind *saved, Rng *rng, char **options_json) {
     char err[8400], prev_err[1024];
     uint64_t hash = params_hash(model->params_memory, model->num_params), saved_hash;
-    if (train_state_load(paths->state_path, opt, &rng->state, &saved_hash, options_json, err,
-                         sizeof err)) {
+    if (train_state_load_with_muon(paths->state_path, opt, muon, saved, &rng->state, &saved_hash,
+                                   options_json, err, sizeof err)) {
         if (saved_hash == hash) return;
         free(*options_json);
         snprintf(err, sizeof err, "%s and %s are from different saves (was a save interrupted?)",
                  paths->model_path, paths->state_path);
     }
     if (file_exists(paths->prev_state_path) &&
-        train_state_load(paths->prev_state_path, opt, &rng->state, &saved_hash, options_json,
-                         prev_err, sizeof prev_err)) {
+        train_state_load_with_muon(paths->prev_state_path, opt, muon, saved, &rng->state,
+                                   &saved_hash, options_json, prev_err, sizeof prev_err)) {
         if (saved_hash == hash) {
             if (rename(paths->prev_state_path, paths->state_path) != 0)
                 die("%s: cannot restore it as %s: %s", paths->prev_state_path, paths->state_path,

@@ -10,6 +10,7 @@
 #include "../data/vocab.h"
 #include "../model/gpt.h"
 #include "../optim/adamw.h"
+#include "../optim/muon.h"
 
 typedef struct {
     char out[4096];
@@ -18,16 +19,19 @@ typedef struct {
 
 void run_paths(RunPaths *paths, const char *out);
 
-// Save the optimizer state, then the model; dies (the last checkpoint
-// intact) if a parameter is not finite or a write fails.
+// Save the optimizer state (with Muon's momentum unless muon is NULL), then
+// the model; dies (the last checkpoint intact) if a parameter is not finite
+// or a write fails.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
-                     const AdamW *opt, const Rng *rng, const char *options_json);
+                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json);
 
 // The optimizer state saved with the model (restoring the previous one if
-// a save was interrupted between its two files); *options_json is the
-// run's saved flags (the caller frees it). Dies naming the problem.
-void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Rng *rng,
-                char **options_json);
+// a save was interrupted between its two files); *saved is the optimizer
+// that saved it (a Muon file's momentum in *muon, initialised if need be);
+// *options_json is the run's saved flags (the caller frees it). Dies
+// naming the problem.
+void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
+                OptimizerKind *saved, Rng *rng, char **options_json);
 
 // log.csv opened for appending: a fresh run writes the header; a resumed
 // run first drops the rows after `resumed_step`.

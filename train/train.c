@@ -33,17 +33,21 @@ static void catch_stop_signals(void) {
 
 // ---- the end of a run: saved to continue later, or done
 
+// Before --iters is fixed (the plan with the cosine, the decay's start with
+// wsd), the saved flags keep the budget as the minutes left, so that
+// --resume times and plans for them.
+static void save_budget_left(Run *run, const TimeBudget *budget) {
+    if (!(budget->budget_seconds > 0) || budget->iters_fixed) return;
+    run->o.minutes = time_budget_minutes_left(budget, now_seconds());
+    free(run->options_json);
+    run->options_json = train_options_to_json(run->table);
+}
+
 static int finish(Run *run, const TimeBudget *budget, int interrupted, float last_val,
                   double run_seconds, double train_seconds, long steps_run, int live) {
     TrainOptions *o = &run->o;
     if (interrupted || run->opt.step < o->iters) {
-        if (budget->budget_seconds > 0 && !budget->planned) {
-            // stopped before the plan: the saved flags keep the budget, as
-            // the minutes left, so --resume finishes timing and plans for them
-            o->minutes = time_budget_minutes_left(budget, now_seconds());
-            free(run->options_json);
-            run->options_json = train_options_to_json(run->table);
-        }
+        save_budget_left(run, budget);
         run_save(run);
         // A batch system's SIGTERM reaches every process, not only mpirun;
         // were another rank to exit first, mpirun would end the job and kill
@@ -51,7 +55,7 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
         if (run->procs > 1) distributed_broadcast(&run->opt.step, sizeof run->opt.step);
         printf("%s%s at step %ld: saved %s; continue with --resume", live ? "\n" : "",
                interrupted ? "interrupted" : "stopped", run->opt.step, run->paths.model_path);
-        if (budget->budget_seconds > 0 && !budget->planned)
+        if (budget->budget_seconds > 0 && !budget->iters_fixed)
             printf(" (before the plan: %.3g minutes of the time budget left)", (double)o->minutes);
         printf("\n");
         return interrupted ? 128 + interrupted : 0; // 130 SIGINT, 143 SIGTERM
@@ -69,6 +73,15 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
     if (run->procs > 1)
         printf("gradient sums across %d processes: %.2f ms/iter\n", run->procs,
                steps_run > 0 ? 1e3 * run->reduce_seconds / steps_run : 0.0);
+    if (budget->budget_seconds > 0 && budget->iters_fixed) {
+        char decay[64] = "";
+        if (run->adamw.schedule == SCHEDULE_WSD)
+            snprintf(decay, sizeof decay, " --decay-from %d", run->adamw.decay_from);
+        printf("time budget %.3g minutes, used %.1f%%; to repeat this run step for step: --iters "
+               "%d%s (with --eval-every %d for the same evaluations)\n",
+               budget->budget_seconds / 60.0, 100.0 * run_seconds / budget->budget_seconds, o->iters,
+               decay, o->eval_every);
+    }
     return 0;
 }
 
@@ -93,41 +106,89 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
     return val_loss;
 }
 
+// --heatmaps-every: the snapshot of this step, timed for the --minutes plan.
+static void take_snapshot(Run *run, TimeBudget *budget, long step) {
+    if (run->rank != 0) return;
+    double t0 = now_seconds();
+    write_heatmaps(&run->model, &run->probe, run->o.out, step);
+    time_budget_snapshot(budget, now_seconds() - t0);
+}
+
+// An evaluation with its save, loss plot and sample, timed for the plan.
+static float timed_evaluation(Run *run, TimeBudget *budget, long step, float lr, float ms_per_iter,
+                              float tokens_per_s, int live) {
+    double t0 = now_seconds();
+    save_budget_left(run, budget); // a save before --iters is fixed keeps the minutes left
+    float val_loss = evaluate_and_save(run, step, lr, ms_per_iter, tokens_per_s, live);
+    time_budget_evaluation(budget, now_seconds() - t0);
+    return val_loss;
+}
+
 // --minutes: until the plan, --iters is unknown (the warmup does not need
-// it) and evaluations wait; then one evaluation is timed and the plan fixes
-// --iters and --eval-every, saved with the run's flags.
-// Returns the evaluation's validation loss.
+// it) and evaluations wait; then one evaluation (and with --heatmaps-every
+// one snapshot) is timed and the plan fixes --eval-every and, with the
+// cosine, --iters, saved with the run's flags. wsd fixes --iters later
+// (start_decay). Returns the evaluation's validation loss.
 static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_per_iter,
                               float tokens_per_s, int live) {
     TrainOptions *o = &run->o;
     long step = run->opt.step;
     double t0 = now_seconds();
-    float val_loss = evaluate_and_save(run, step, lr, ms_per_iter, tokens_per_s, live);
+    float val_loss = timed_evaluation(run, budget, step, lr, ms_per_iter, tokens_per_s, live);
+    if (o->heatmaps_every > 0 && !budget->snapshots) take_snapshot(run, budget, step);
     double now = now_seconds();
     int eval_every_given = train_option_given(run->table, "--eval-every") ? o->eval_every : 0;
-    time_budget_plan(budget, step, now, now - t0, eval_every_given, &o->iters, &o->eval_every);
+    int iters;
+    time_budget_plan(budget, step, now, eval_every_given, o->heatmaps_every, &iters, &o->eval_every);
     // Processes time themselves differently: rank 0's plan is every one's.
-    int plan[2] = {o->iters, o->eval_every};
+    int plan[2] = {iters, o->eval_every};
     distributed_broadcast(plan, sizeof plan);
-    o->iters = plan[0];
     o->eval_every = plan[1];
     budget->planned = 1;
-    run->adamw.iters = o->iters;
-    o->minutes = 0; // planned: the saved flags hold --iters, not the budget
-    free(run->options_json);
-    run->options_json = train_options_to_json(run->table);
+    int wsd = run->adamw.schedule == SCHEDULE_WSD;
+    if (!wsd) {
+        o->iters = run->adamw.iters = plan[0];
+        budget->iters_fixed = 1;
+        o->minutes = 0; // planned: the saved flags hold --iters, not the budget
+        free(run->options_json);
+        run->options_json = train_options_to_json(run->table);
+    }
+    char iters_text[128];
+    if (wsd)
+        snprintf(iters_text, sizeof iters_text, "--eval-every %d, about %d steps (the decay's start "
+                 "chosen later from the time left)", o->eval_every, plan[0]);
+    else
+        snprintf(iters_text, sizeof iters_text, "--iters %d --eval-every %d (add --iters %d to "
+                 "repeat this run exactly)", o->iters, o->eval_every, o->iters);
     printf("time budget %.3g minutes: %.1f ms per step over the first %ld, an evaluation and "
-           "save %.2f s; so --iters %d --eval-every %d (add --iters %d to repeat this run "
-           "exactly)\n",
+           "save %.2f s%s; so %s\n",
            budget->budget_seconds / 60.0,
            1e3 * (budget->timed_steps ? budget->timed_seconds / budget->timed_steps
                                       : budget->first_step_seconds),
-           step, now - t0, o->iters, o->eval_every, o->iters);
+           step, now - t0, o->heatmaps_every > 0 ? " with a snapshot" : "", iters_text);
     char too_short[512];
-    if (!time_budget_plan_fits(budget, step, o->iters, o->warmup, now, too_short, sizeof too_short))
+    if (!time_budget_plan_fits(budget, step, plan[0], o->warmup, now, too_short, sizeof too_short))
         printf("note: %s\n", too_short);
     fflush(stdout);
     return val_loss;
+}
+
+// wsd with --minutes: the decay starts after this step and ends at `iters`;
+// the saved flags hold both from now on.
+static void start_decay(Run *run, TimeBudget *budget, int iters, int live) {
+    TrainOptions *o = &run->o;
+    long step = run->opt.step;
+    double left = budget->budget_seconds - (now_seconds() - budget->start);
+    o->iters = run->adamw.iters = iters;
+    o->decay_from = run->adamw.decay_from = (int)step;
+    budget->iters_fixed = 1;
+    o->minutes = 0;
+    free(run->options_json);
+    run->options_json = train_options_to_json(run->table);
+    printf("%stime budget: %.1f s left at step %ld, so the decay runs from here to step %d (add "
+           "--iters %d --decay-from %ld to repeat this run exactly)\n",
+           live ? "\n" : "", left, step, iters, iters, step);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv) {
@@ -139,7 +200,8 @@ int main(int argc, char **argv) {
     TimeBudget budget;
     // o->minutes of a resumed run: the minutes left when it stopped before its plan
     time_budget_init(&budget, o->minutes, run_start_time);
-    if (budget.budget_seconds > 0) o->iters = run.adamw.iters = 1000000000; // until the plan
+    // until the plan (wsd: until the decay starts; its rate is constant till then)
+    if (budget.budget_seconds > 0) o->iters = run.adamw.iters = run.adamw.decay_from = 1000000000;
     // Under mpirun, stdout is mpirun's pseudo-terminal, not the user's: a line
     // every step there can block rank 0 (and so every rank) once mpirun stops
     // reading it to end the job, so several processes print plain lines.
@@ -161,24 +223,33 @@ int main(int argc, char **argv) {
         progress_add_step(&window, dt, loss);
         long step = run.opt.step;
 
-        int total = budget.budget_seconds > 0 && !budget.planned ? 0 : o->iters; // 0: not planned yet
+        int total = budget.budget_seconds > 0 && !budget.iters_fixed ? 0 : o->iters; // 0: not fixed yet
         if (live) print_live_progress(&window, step, total, loss, lr, tokens_per_step);
-        if (o->heatmaps_every > 0 && step % o->heatmaps_every == 0 && run.rank == 0)
-            write_heatmaps(&run.model, &run.probe, o->out, step);
-        int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
-        int plan_now = 0;
-        if (budget.budget_seconds > 0 && !budget.planned) {
-            is_eval = 0; // evaluations wait for the plan
+        if (o->heatmaps_every > 0 && step % o->heatmaps_every == 0) take_snapshot(&run, &budget, step);
+        int plan_now = 0, budget_on = budget.budget_seconds > 0;
+        if (budget_on) {
+            int was_planned = budget.planned;
             plan_now = time_budget_step(&budget, step, dt, !tuner_trial, o->warmup, now_seconds());
-            if (run.procs > 1) distributed_broadcast(&plan_now, sizeof plan_now); // rank 0 decides
+            if (run.procs > 1 && !was_planned) // rank 0 decides
+                distributed_broadcast(&plan_now, sizeof plan_now);
         }
+        if (budget_on && budget.planned && !budget.iters_fixed) { // wsd: the decay's start
+            int decide[2] = {0, 0};
+            decide[0] = time_budget_decay_now(&budget, step, now_seconds(), o->eval_every,
+                                              o->heatmaps_every, o->warmup, o->decay_fraction,
+                                              &decide[1]);
+            if (run.procs > 1) distributed_broadcast(decide, sizeof decide);
+            if (decide[0]) start_decay(&run, &budget, decide[1], live);
+        }
+        int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
+        if (budget_on && !budget.planned) is_eval = 0; // evaluations wait for the plan
         if (is_log || is_eval || plan_now)
             ms_per_iter = log_window(&window, run.log, step, total, lr, tokens_per_step,
                                      !live && is_log, !is_eval && !plan_now, &tokens_per_s);
         if (plan_now) // with a budget too small for more steps, the run ends here
             last_val = plan_time_budget(&run, &budget, lr, ms_per_iter, tokens_per_s, live);
         else if (is_eval)
-            last_val = evaluate_and_save(&run, step, lr, ms_per_iter, tokens_per_s, live);
+            last_val = timed_evaluation(&run, &budget, step, lr, ms_per_iter, tokens_per_s, live);
         if (is_log || is_eval) {
             fflush(run.log);
             fflush(stdout);

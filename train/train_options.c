@@ -20,12 +20,14 @@ TrainOptions train_default_options(void) {
                           .data = "data/tinyshakespeare.txt", .out = "out", .seed = 1337,
                           .threads = omp_get_num_procs(), .eval_every = 250,
                           .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1,
-                          .precision = precision_name(precision_default())};
+                          .precision = precision_name(precision_default()),
+                          .optimizer = "adamw", .muon_lr = 0.02f, .schedule = "cosine",
+                          .decay_fraction = 0.2f};
 }
 
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
     Option table[NUM_TRAIN_OPTIONS] = {
-        {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files in name order) or a "
+        {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files and its subfolders', in path order) or a "
          "comma-separated list of files and folders", 0, -1, 0},
         {"--out", "DIR", OPT_STRING, &o->out, "output folder for checkpoints and log.csv", 0, -1, 0},
         {"--layers", "N", OPT_INT, &o->layers, "transformer blocks", 1, 1024, 0},
@@ -34,9 +36,23 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--context", "N", OPT_INT, &o->context, "context length T in characters", 1, 65536, 0},
         {"--batch", "N", OPT_INT, &o->batch, "sequences per batch B", 1, 65536, 0},
         {"--iters", "N", OPT_INT, &o->iters, "training iterations", 0, 1e9, 0},
-        {"--lr", "RATE", OPT_FLOAT, &o->lr, "peak learning rate", 0, 10, 0},
-        {"--min-lr", "RATE", OPT_FLOAT, &o->min_lr, "learning rate at the end of the cosine", 0, 10, 0},
+        {"--lr", "RATE", OPT_FLOAT, &o->lr, "peak learning rate (with Muon: of what AdamW updates)",
+         0, 10, 0},
+        {"--min-lr", "RATE", OPT_FLOAT, &o->min_lr, "learning rate at the end of the schedule", 0,
+         10, 0},
         {"--warmup", "N", OPT_INT, &o->warmup, "linear warmup iterations", 0, 1e9, 0},
+        {"--optimizer", "adamw|muon", OPT_STRING, &o->optimizer,
+         "muon: Muon for the blocks' matrices, AdamW (--lr) for the rest", 0, -1, 0},
+        {"--muon-lr", "RATE", OPT_FLOAT, &o->muon_lr,
+         "Muon's peak learning rate (its final one: --min-lr/--lr of it)", -1e9, 1e9, 0}, // run.c refuses <= 0
+        {"--schedule", "cosine|wsd", OPT_STRING, &o->schedule,
+         "learning rate after the warmup: cosine down to --min-lr, or wsd: constant, then linear "
+         "down to --min-lr over the last --decay-fraction", 0, -1, 0},
+        {"--decay-fraction", "FRACTION", OPT_FLOAT, &o->decay_fraction,
+         "wsd: the last fraction of the iterations that decays", 0, 1, 0},
+        {"--decay-from", "STEP", OPT_INT, &o->decay_from,
+         "wsd: the step the decay starts at (0: from --decay-fraction, or with --minutes from the "
+         "time left)", 0, 1e9, 0},
         {"--beta1", "BETA", OPT_FLOAT, &o->beta1, "AdamW beta1", 0, 0.999999, 0},
         {"--beta2", "BETA", OPT_FLOAT, &o->beta2, "AdamW beta2", 0, 0.999999, 0},
         {"--weight-decay", "DECAY", OPT_FLOAT, &o->weight_decay, "AdamW decoupled weight decay", 0, 10, 0},
@@ -73,13 +89,16 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "per process)", 1, 65536, 0},
         {"--dropout", "P", OPT_FLOAT, &o->dropout,
          "dropout probability in training, in [0, 1) (embedding, attention, both projections)",
-         0, 1, 0},
+         -1e9, 1e9, 0}, // run.c refuses 1 and beyond, saying so
         {"--minutes", "MINUTES", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
-         "(and, without shape flags, a recipe for the budget); 0: off", -1e9, 1e9, 0}, // run.c says why a value is refused
+         "(and, without shape flags, a recipe for the budget); unset: --iters decides", -1e9, 1e9, 0}, // run.c says why a value is refused
         {"--init-from", "FILE", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
+        {"--skip-bad-files", NULL, OPT_FLAG, &o->skip_bad_files,
+         "skip the files of --data that are not UTF-8 text (empty, binary, unreadable), each "
+         "named once, instead of stopping", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -111,11 +130,32 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
     if (!parsed) usage_error("%s", err);
 }
 
+// Flags saved only when they differ from their defaults (train_options_to_json).
+static const char *const saved_when_set[] = {"--optimizer", "--muon-lr", "--schedule",
+                                             "--decay-fraction", "--decay-from"};
+
+static int at_default(const Option *option, const Option defaults[NUM_TRAIN_OPTIONS], int i) {
+    char value[1024], fallback[1024];
+    options_format_value(option, value, sizeof value);
+    options_format_value(&defaults[i], fallback, sizeof fallback);
+    return !strcmp(value, fallback);
+}
+
 char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     cJSON *array = cJSON_CreateArray();
+    TrainOptions defaults = train_default_options();
+    Option default_table[NUM_TRAIN_OPTIONS];
+    train_option_table(&defaults, default_table);
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
         int budget_off = !strcmp(t[i].name, "--minutes") && !(*(float *)t[i].value > 0);
-        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") || budget_off ||
+        int unchanged = 0;
+        for (size_t s = 0; s < sizeof saved_when_set / sizeof saved_when_set[0]; s++)
+            if (!strcmp(t[i].name, saved_when_set[s])) unchanged = at_default(&t[i], default_table, i);
+        if (!strcmp(t[i].name, "--skip-bad-files") && *(int *)t[i].value) {
+            cJSON_AddItemToArray(array, cJSON_CreateString(t[i].name)); // a flag: its name alone
+            continue;
+        }
+        if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") || budget_off || unchanged ||
             !strcmp(t[i].name, "--threads") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
             continue;
         char value[1024];

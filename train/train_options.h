@@ -21,9 +21,15 @@ typedef struct {
     float dropout, minutes;
     const char *init_from;
     const char *precision;
+    const char *optimizer; // optimizer_names (optim/muon.h)
+    float muon_lr;
+    const char *schedule;  // schedule_names (optim/adamw.h)
+    float decay_fraction;
+    int decay_from;        // 0: from --decay-fraction (or, with --minutes, the time left)
+    int skip_bad_files;
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 32
+#define NUM_TRAIN_OPTIONS 38
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
@@ -38,7 +44,9 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 
 // The run's flags as a JSON array of strings (what --resume restores);
 // --resume, --force, --stop-at and --threads describe a call or the
-// machine, not the run, and are left out. --minutes is left out when 0: a
+// machine, not the run, and are left out. The flags added with Muon and
+// the schedules are saved only when they differ from their defaults, so a
+// run that does not use them saves the file it saved before them. --minutes is left out when 0: a
 // --minutes run saves the --iters it chose, and sets minutes to the budget
 // left (so it is saved) only when it stops before its plan. The caller frees it.
 char *train_options_to_json(const Option table[NUM_TRAIN_OPTIONS]);

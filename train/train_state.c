@@ -21,18 +21,28 @@ uint64_t params_hash(const float *params, size_t n) {
 int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len) {
+    return train_state_save_with_muon(path, opt, NULL, rng_state, params_hash_value, options_json,
+                                      err, err_len);
+}
+
+int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
+                               uint64_t rng_state, uint64_t params_hash_value,
+                               const char *options_json, char *err, size_t err_len) {
     char step_text[32], rng_text[32], hash_text[32];
     snprintf(step_text, sizeof step_text, "%ld", opt->step);
     snprintf(rng_text, sizeof rng_text, "%llu", (unsigned long long)rng_state);
     snprintf(hash_text, sizeof hash_text, "%llu", (unsigned long long)params_hash_value);
-    StTensor tensors[2] = {{"adam.m", opt->m, 1, {(long)opt->num_params}},
-                           {"adam.v", opt->v, 1, {(long)opt->num_params}}};
-    StMeta meta[5] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
+    StTensor tensors[3] = {{"adam.m", opt->m, 1, {(long)opt->num_params}},
+                           {"adam.v", opt->v, 1, {(long)opt->num_params}},
+                           {"muon.momentum", muon ? muon->momentum : NULL, 1, {(long)opt->num_params}}};
+    StMeta meta[6] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
                       {"step", step_text},
                       {"rng_state", rng_text},
                       {"params_hash", hash_text},
-                      {"options", options_json}};
-    return safetensors_write(path, tensors, 2, meta, 5, err, err_len);
+                      {"options", options_json},
+                      {"optimizer", optimizer_names[OPTIMIZER_MUON]}};
+    int with_muon = muon != NULL;
+    return safetensors_write(path, tensors, 2 + with_muon, meta, 5 + with_muon, err, err_len);
 }
 
 static int parse_u64(const char *text, uint64_t *out) {
@@ -45,14 +55,30 @@ static int parse_u64(const char *text, uint64_t *out) {
     return 1;
 }
 
+// A Muon file's momentum, into muon (initialised first if it is not).
+static int read_momentum(StFile *file, Muon *muon, size_t num_params, char *err, size_t err_len) {
+    if (!muon->momentum) muon_init(muon, num_params);
+    long shape[1] = {(long)num_params};
+    return safetensors_read_f32(file, "muon.momentum", 1, shape, muon->momentum, err, err_len);
+}
+
 int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
                      uint64_t *params_hash_value, char **options_json, char *err,
                      size_t err_len) {
+    return train_state_load_with_muon(path, opt, NULL, NULL, rng_state, params_hash_value,
+                                      options_json, err, err_len);
+}
+
+int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, OptimizerKind *saved,
+                               uint64_t *rng_state, uint64_t *params_hash_value,
+                               char **options_json, char *err, size_t err_len) {
     StFile *file = safetensors_open(path, err, err_len);
     if (!file) return 0;
     int ok = 0;
     const char *version = safetensors_meta(file, "format_version");
     const char *options = safetensors_meta(file, "options");
+    const char *optimizer = safetensors_meta(file, "optimizer");
+    int is_muon = optimizer && !strcmp(optimizer, optimizer_names[OPTIMIZER_MUON]);
     uint64_t step;
     long shape[1] = {(long)opt->num_params};
     if (!version || strcmp(version, TRAIN_STATE_FORMAT_VERSION)) {
@@ -65,8 +91,13 @@ int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
                   path);
     } else if (!options) {
         set_error(err, err_len, "%s: metadata 'options' missing", path);
+    } else if (optimizer && !is_muon) {
+        set_error(err, err_len, "%s: metadata optimizer is '%s', expected muon or none (AdamW)",
+                  path, optimizer);
     } else if (safetensors_read_f32(file, "adam.m", 1, shape, opt->m, err, err_len) &&
-               safetensors_read_f32(file, "adam.v", 1, shape, opt->v, err, err_len)) {
+               safetensors_read_f32(file, "adam.v", 1, shape, opt->v, err, err_len) &&
+               (!is_muon || !muon || read_momentum(file, muon, opt->num_params, err, err_len))) {
+        if (saved) *saved = is_muon ? OPTIMIZER_MUON : OPTIMIZER_ADAMW;
         opt->step = (long)step;
         *options_json = strdup(options);
         ok = 1;

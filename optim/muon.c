@@ -1,0 +1,126 @@
+// muon.c: Muon's update and its Newton-Schulz orthogonalisation (muon.h).
+#include "muon.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/util.h"
+#include "../kernels/parallel.h"
+#include "adamw.h"
+
+const char *const optimizer_names[2] = {"adamw", "muon"};
+
+int muon_owns(int i) {
+    long rows, cols;
+    const GPTConfig any = {1, 1, 1, 1, 1};
+    param_shape(&any, i, &rows, &cols);
+    return param_specs[i].stacked && cols > 0;
+}
+
+void muon_init(Muon *opt, size_t num_params) {
+    memset(opt, 0, sizeof *opt);
+    opt->momentum = xcalloc(num_params, sizeof(float));
+    opt->num_params = num_params;
+}
+
+size_t newton_schulz_scratch_floats(int rows, int cols) {
+    size_t r = (size_t)(rows < cols ? rows : cols), c = (size_t)(rows < cols ? cols : rows);
+    return 2 * r * c + 2 * r * r; // X and the next X (r,c); A and B (r,r)
+}
+
+void muon_reserve(Muon *opt, GPT *model) {
+    size_t most = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (!muon_owns(t)) continue;
+        long rows, cols;
+        param_shape(&model->config, t, &rows, &cols);
+        long r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
+        size_t floats = (size_t)(rows * cols) + newton_schulz_scratch_floats((int)rows, (int)cols);
+        if (floats > most) most = floats;
+        // A = X X^T and X B^T read (r,c) -> (r,r); A A^T reads (r,r) -> (r,r)
+        size_t bytes = linear_workspace_bytes(model->products.bf16, r, (int)c, (int)r);
+        size_t square = linear_workspace_bytes(model->products.bf16, r, (int)r, (int)r);
+        products_reserve(&model->products, bytes > square ? bytes : square);
+    }
+    if (most > opt->scratch_floats) {
+        free(opt->scratch);
+        opt->scratch = xcalloc(most, sizeof(float));
+        opt->scratch_floats = most;
+    }
+}
+
+void muon_free(Muon *opt) {
+    free(opt->momentum);
+    free(opt->scratch);
+    memset(opt, 0, sizeof *opt);
+}
+
+void newton_schulz(Products *pr, float *out, const float *g, int rows, int cols, int steps,
+                   float *scratch) {
+    // X (r,c), r <= c: G, or G^T when G is taller than wide
+    int tall = rows > cols, r = tall ? cols : rows, c = tall ? rows : cols;
+    size_t rc = (size_t)r * c, rr = (size_t)r * r;
+    float *x = scratch, *next = x + rc, *a = next + rc, *b = a + rr;
+    float inv_norm = (float)(1.0 / ((double)grad_global_norm(g, rc) + 1e-7));
+#pragma omp parallel for schedule(static) if (worth_threads((long)rc))
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float value = g[(size_t)i * cols + j] * inv_norm;
+            if (tall) x[(size_t)j * c + i] = value;
+            else x[(size_t)i * c + j] = value;
+        }
+    for (int step = 0; step < steps; step++) {
+        // X <- a X + (b A + c A^2) X, A = X X^T (r,r), symmetric
+        linear_forward(pr, a, x, x, NULL, r, c, r);         // A = X X^T
+        linear_forward(pr, b, a, a, NULL, r, r, r);         // A A^T = A^2
+#pragma omp parallel for schedule(static) if (worth_threads((long)rr))
+        for (size_t i = 0; i < rr; i++) b[i] = MUON_NS_B * a[i] + MUON_NS_C * b[i];
+#pragma omp parallel for schedule(static) if (worth_threads((long)rc))
+        for (size_t i = 0; i < rc; i++) next[i] = MUON_NS_A * x[i];
+        // next (r,c) += B^T X = B X (B symmetric, as A is), as a weight
+        // gradient's product: d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
+        linear_backward(pr, NULL, next, NULL, b, x, x, r, c, r);
+        float *swap = x;
+        x = next;
+        next = swap;
+    }
+#pragma omp parallel for schedule(static) if (worth_threads((long)rc))
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            out[(size_t)i * cols + j] = tall ? x[(size_t)j * c + i] : x[(size_t)i * c + j];
+}
+
+void muon_update(Muon *opt, GPT *model, float lr, float weight_decay, float grad_scale) {
+    const float beta = MUON_MOMENTUM;
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = model->param_sizes[t];
+        if (!muon_owns(t)) {
+            offset += n;
+            continue;
+        }
+        long rows, cols;
+        param_shape(&model->config, t, &rows, &cols);
+        size_t size = (size_t)(rows * cols);
+        float shape_scale = sqrtf(fmaxf(1.0f, (float)rows / (float)cols));
+        float *update = opt->scratch, *ns_scratch = update + size;
+        for (size_t first = 0; first < n; first += size) { // layer by layer
+            float *p = model->params_memory + offset + first;
+            const float *g = model->grads_memory + offset + first;
+            float *m = opt->momentum + offset + first;
+#pragma omp parallel for schedule(static) if (worth_threads((long)size))
+            for (size_t i = 0; i < size; i++) {
+                float grad = g[i] * grad_scale;
+                m[i] = beta * m[i] + (1.0f - beta) * grad;
+                update[i] = (1.0f - beta) * grad + beta * m[i]; // Nesterov
+            }
+            newton_schulz(&model->products, update, update, (int)rows, (int)cols, MUON_NS_STEPS,
+                          ns_scratch);
+#pragma omp parallel for schedule(static) if (worth_threads((long)size))
+            for (size_t i = 0; i < size; i++)
+                p[i] -= lr * (weight_decay * p[i] + shape_scale * update[i]);
+        }
+        offset += n;
+    }
+}
