@@ -1,9 +1,21 @@
 # Build: `make` (bin/train), `make test`, `make bench`.
 # Portable build (no -march=native, e.g. to copy binaries to another CPU):
 #   make PORTABLE=1
+# Cross build, portable, for the CPU of a cross compiler CROSS-gcc, its
+# objects and programs in build-<CROSS>/obj and build-<CROSS>/bin (bin/ is
+# left to the native build):
+#   make CROSS=aarch64-linux-gnu-
 CC ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
+endif
+BUILD = build
+BIN = bin
+ifdef CROSS
+CC := $(CROSS)gcc
+PORTABLE := 1
+BUILD := build-$(CROSS:%-=%)/obj
+BIN := build-$(CROSS:%-=%)/bin
 endif
 ifdef PORTABLE
 ARCH_FLAGS ?= -O3
@@ -26,7 +38,10 @@ FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /de
                           2>/dev/null && echo --param=avoid-fma-max-bits=0)
 CFLAGS += $(FMA_EVERYWHERE)
 LDLIBS = -lm -lcjson
-BUILD = build
+# The compiler and flags that made the objects in $(BUILD): when they change
+# (CC=clang, PORTABLE=1, another target's compiler), every object is made
+# again rather than linked with objects made for another compiler or CPU.
+BUILD_FLAGS = $(BUILD)/build-flags.txt
 
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, viz/ -> the programs train/, sample/, attn/
@@ -51,7 +66,7 @@ TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 ATTN_LIB_SRC = $(VIZ_SRC)
 ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
-PROGRAMS = bin/train bin/sample bin/attn
+PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
 
 # ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
 # -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in
@@ -66,7 +81,7 @@ endif
 
 all: $(PROGRAMS)
 
-$(MPI_BUILD)/%.o: %.c
+$(MPI_BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DUSE_MPI -c $< -o $@
 
@@ -83,24 +98,31 @@ bin-mpi/bench_reduce: scripts/bench_reduce.c train/distributed.c $(LIB_SRC) $(wi
 	OMPI_CC=$(CC) $(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DUSE_MPI scripts/bench_reduce.c \
 	    train/distributed.c $(LIB_SRC) -o $@ $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+# $(BUILD_FLAGS) (above) is written only when the compiler or flags differ
+# from the ones it holds, so its time says when they last changed.
+$(BUILD_FLAGS): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' >$@
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The benchmark's breakdown by op: the ops' files compiled with
@@ -275,9 +297,9 @@ clean-robust:
 .PHONY: sanitize fuzz clean-robust
 
 clean:
-	rm -rf $(BUILD) bin $(MPI_BUILD) bin-mpi
+	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi
 
-.PHONY: all test clean bench
+.PHONY: all test clean bench FORCE
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)
