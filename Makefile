@@ -3,7 +3,8 @@
 #   make PORTABLE=1
 # Cross build, portable, for the CPU of a cross compiler CROSS-gcc, its
 # objects and programs in build-<CROSS>/obj and build-<CROSS>/bin (bin/ is
-# left to the native build):
+# left to the native build); `make test-arm64` runs the ARM64 one's tests
+# under emulation (docs/platforms.md):
 #   make CROSS=aarch64-linux-gnu-
 CC ?= gcc
 ifeq ($(CC),cc)
@@ -172,6 +173,34 @@ endif
 test: bin/tests $(PROGRAMS)
 	OMP_WAIT_POLICY=passive ./bin/tests
 
+# ---- make test-arm64: the ARM64 build (CROSS=aarch64-linux-gnu-, above)
+# and the tests an emulated CPU runs in a few minutes, under qemu-user
+# (Debian's gcc-aarch64-linux-gnu and qemu-user-static, and the arm64
+# builds of libcjson-dev and libgomp1: docs/platforms.md). The tests run
+# bin/train, bin/sample and bin/attn by name: in $(ARM64)/emulated/bin these
+# are scripts that start the ARM64 programs under qemu (the host needs no
+# binfmt_misc entry), and the suite runs from $(ARM64)/emulated. Left out
+# (tens of times slower emulated): the tests of the default shape, the
+# signals', the MPI and the threads' suites, the atlas' and the recipes';
+# and the memory estimate's, which starts a copy of the test binary as
+# /proc/PID/exe, under emulation qemu itself.
+ARM64_CROSS = aarch64-linux-gnu-
+ARM64 = build-$(ARM64_CROSS:%-=%)
+QEMU_ARM64 ?= qemu-aarch64-static
+ARM64_SUITES = data ops attention model checkpoint train sample heatmap bf16 layout optimizer
+ARM64_SKIP = --skip 'default shape' --skip 'greedy decoding' --skip 'generated together' \
+             --skip 'next window' --skip 'bf16 weights' --skip 'memory estimate'
+
+test-arm64:
+	$(MAKE) CROSS=$(ARM64_CROSS) all $(ARM64)/bin/tests
+	@mkdir -p $(ARM64)/emulated/bin
+	for p in train sample attn; do \
+	    printf '#!/bin/sh\nexec $(QEMU_ARM64) %s "$$@"\n' "$(CURDIR)/$(ARM64)/bin/$$p" >$(ARM64)/emulated/bin/$$p && \
+	    chmod +x $(ARM64)/emulated/bin/$$p || exit 1; \
+	done
+	ln -sfn ../../data $(ARM64)/emulated/data
+	cd $(ARM64)/emulated && OMP_WAIT_POLICY=passive $(QEMU_ARM64) ../bin/tests $(ARM64_SUITES) $(ARM64_SKIP)
+
 # ---- make sanitize: the whole test suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer, built with gcc; any error fails the test that
 # triggered it. Objects go to build-san/obj, programs to build-san/bin, and
@@ -297,9 +326,9 @@ clean-robust:
 .PHONY: sanitize fuzz clean-robust
 
 clean:
-	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi
+	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi $(ARM64)
 
-.PHONY: all test clean bench FORCE
+.PHONY: all test test-arm64 clean bench FORCE
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)
