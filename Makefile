@@ -26,7 +26,15 @@ endif
 CFLAGS ?= $(ARCH_FLAGS)
 # -fno-math-errno: no math function's errno is read, and without it GCC will
 # not vectorize a loop that calls sqrtf (AdamW's update ran scalar).
-CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
+# The C library's declarations: glibc's all (_GNU_SOURCE), or with POSIX=1
+# only POSIX.1-2008's with its XSI option, what macOS and the BSDs also
+# declare: a build that finds the Linux-only calls (docs/platforms.md).
+ifdef POSIX
+FEATURES = -D_XOPEN_SOURCE=700
+else
+FEATURES = -D_GNU_SOURCE
+endif
+CFLAGS += -std=c11 $(FEATURES) -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
 # Every a * b + c a fused multiply-add, wherever it stands. GCC tuned for AMD
 # Zen 1-3 (-march=native there) leaves a loop-carried sum of 256-bit vectors
 # as a multiply and an add (avoid-fma-max-bits=256), but fuses the same sum

@@ -254,8 +254,14 @@ static GPTConfig checked_model_shape(Run *run) {
     run->B = o->batch;
     run->T = o->context;
     double need = bytes_needed(run, &cfg);
+    // _SC_PHYS_PAGES is not POSIX, but Linux, macOS and the BSDs answer it;
+    // without an answer (-1) the check is skipped.
+#ifdef _SC_PHYS_PAGES
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (need > have)
+#else
+    double have = -1;
+#endif
+    if (have > 0 && need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
             need / 1e9, have / 1e9);
     return cfg;
