@@ -4,8 +4,40 @@
 # Cross build, portable, for the CPU of a cross compiler CROSS-gcc, its
 # objects and programs in build-<CROSS>/obj and build-<CROSS>/bin (bin/ is
 # left to the native build); `make test-arm64` runs the ARM64 one's tests
-# under emulation (docs/platforms.md):
+# under emulation:
 #   make CROSS=aarch64-linux-gnu-
+# Without OpenMP (every step on one thread, and the trainer says so):
+#   make OPENMP=0
+# Only POSIX declarations, to find calls that only Linux has:
+#   make POSIX=1
+# On macOS, the Darwin branch below. What is tested where: docs/platforms.md.
+
+# ---- macOS (Darwin). We have no Mac: this branch has never run. Apple's
+# clang; OpenMP from Homebrew's libomp, which is keg-only (its own include/
+# and lib/ under `brew --prefix libomp`), or, without it, none (as with
+# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's two headers
+# from STB_INCLUDE/stb/ (Homebrew has no stb: docs/platforms.md).
+UNAME_S := $(shell uname -s)
+ifeq ($(UNAME_S),Darwin)
+ifeq ($(origin CC),default)
+CC := clang
+endif
+HOMEBREW ?= $(shell brew --prefix 2>/dev/null)
+LIBOMP ?= $(shell brew --prefix libomp 2>/dev/null)
+STB_INCLUDE ?= $(HOMEBREW)/include
+PLATFORM_FLAGS = -I$(HOMEBREW)/include -I$(STB_INCLUDE)
+PLATFORM_LIBS = -L$(HOMEBREW)/lib
+ifneq ($(OPENMP),0)
+ifneq ($(wildcard $(LIBOMP)/include/omp.h),)
+OPENMP_FLAGS ?= -Xpreprocessor -fopenmp -I$(LIBOMP)/include
+OPENMP_LIBS ?= -L$(LIBOMP)/lib -lomp
+else
+$(info note: no libomp found (brew install libomp): building without OpenMP, every step on one thread)
+OPENMP := 0
+endif
+endif
+endif
+
 CC ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
@@ -21,11 +53,13 @@ endif
 ifdef PORTABLE
 ARCH_FLAGS ?= -O3
 else
-ARCH_FLAGS ?= -O3 -march=native
+# -march=native where the compiler takes it, else -mcpu=native (what older
+# clang for ARM64 takes instead), else neither.
+NATIVE_FLAG := $(shell for f in -march=native -mcpu=native; do \
+                   $(CC) -Werror $$f -x c -c /dev/null -o /dev/null 2>/dev/null && echo $$f && break; done)
+ARCH_FLAGS ?= -O3 $(NATIVE_FLAG)
 endif
 CFLAGS ?= $(ARCH_FLAGS)
-# -fno-math-errno: no math function's errno is read, and without it GCC will
-# not vectorize a loop that calls sqrtf (AdamW's update ran scalar).
 # The C library's declarations: glibc's all (_GNU_SOURCE), or with POSIX=1
 # only POSIX.1-2008's with its XSI option, what macOS and the BSDs also
 # declare: a build that finds the Linux-only calls (docs/platforms.md).
@@ -34,7 +68,21 @@ FEATURES = -D_XOPEN_SOURCE=700
 else
 FEATURES = -D_GNU_SOURCE
 endif
-CFLAGS += -std=c11 $(FEATURES) -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
+# OpenMP: -fopenmp; with OPENMP=0 none, every loop on one thread (omp.h's
+# six calls answered by base/no_openmp/omp.h, the pragmas ignored, and with
+# them a helper called only in a pragma's clause, unused then).
+ifeq ($(OPENMP),0)
+OPENMP_FLAGS = -Ibase/no_openmp -Wno-unknown-pragmas -Wno-unused-function
+OPENMP_LIBS =
+else
+OPENMP_FLAGS ?= -fopenmp
+endif
+# -fno-math-errno: no math function's errno is read, and without it GCC will
+# not vectorize a loop that calls sqrtf (AdamW's update ran scalar).
+CFLAGS += -std=c11 $(FEATURES) -ffp-contract=fast -fno-math-errno -Wall -Wextra $(OPENMP_FLAGS) -MMD -MP
+ifdef PLATFORM_FLAGS
+CFLAGS += $(PLATFORM_FLAGS)
+endif
 # Every a * b + c a fused multiply-add, wherever it stands. GCC tuned for AMD
 # Zen 1-3 (-march=native there) leaves a loop-carried sum of 256-bit vectors
 # as a multiply and an add (avoid-fma-max-bits=256), but fuses the same sum
@@ -46,7 +94,7 @@ CFLAGS += -std=c11 $(FEATURES) -ffp-contract=fast -fno-math-errno -Wall -Wextra 
 FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null \
                           2>/dev/null && echo --param=avoid-fma-max-bits=0)
 CFLAGS += $(FMA_EVERYWHERE)
-LDLIBS = -lm -lcjson
+LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson $(OPENMP_LIBS))
 # The compiler and flags that made the objects in $(BUILD): when they change
 # (CC=clang, PORTABLE=1, another target's compiler), every object is made
 # again rather than linked with objects made for another compiler or CPU.

@@ -323,6 +323,9 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
+#ifndef _OPENMP // make OPENMP=0, or macOS without libomp: base/no_openmp/omp.h
+    printf("note: built without OpenMP: every step runs on one thread\n");
+#endif
     char precision[128];
     precision_describe(run->model.products.precision, precision, sizeof precision);
     printf("precision: %s\n", precision);
