@@ -1,19 +1,88 @@
 # Build: `make` (bin/train), `make test`, `make bench`.
 # Portable build (no -march=native, e.g. to copy binaries to another CPU):
 #   make PORTABLE=1
+# Cross build, portable, for the CPU of a cross compiler CROSS-gcc, its
+# objects and programs in build-<CROSS>/obj and build-<CROSS>/bin (bin/ is
+# left to the native build); `make test-arm64` runs the ARM64 one's tests
+# under emulation:
+#   make CROSS=aarch64-linux-gnu-
+# Without OpenMP (every step on one thread, and the trainer says so):
+#   make OPENMP=0
+# Only POSIX declarations, to find calls that only Linux has:
+#   make POSIX=1
+# On macOS, the Darwin branch below. What is tested where: docs/platforms.md.
+
+# ---- macOS (Darwin). We have no Mac: this branch has never run. Apple's
+# clang; OpenMP from Homebrew's libomp, which is keg-only (its own include/
+# and lib/ under `brew --prefix libomp`), or, without it, none (as with
+# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's two headers
+# from STB_INCLUDE/stb/ (Homebrew has no stb: docs/platforms.md).
+UNAME_S := $(shell uname -s)
+ifeq ($(UNAME_S),Darwin)
+ifeq ($(origin CC),default)
+CC := clang
+endif
+HOMEBREW ?= $(shell brew --prefix 2>/dev/null)
+LIBOMP ?= $(shell brew --prefix libomp 2>/dev/null)
+STB_INCLUDE ?= $(HOMEBREW)/include
+PLATFORM_FLAGS = -I$(HOMEBREW)/include -I$(STB_INCLUDE)
+PLATFORM_LIBS = -L$(HOMEBREW)/lib
+ifneq ($(OPENMP),0)
+ifneq ($(wildcard $(LIBOMP)/include/omp.h),)
+OPENMP_FLAGS ?= -Xpreprocessor -fopenmp -I$(LIBOMP)/include
+OPENMP_LIBS ?= -L$(LIBOMP)/lib -lomp
+else
+$(info note: no libomp found (brew install libomp): building without OpenMP, every step on one thread)
+OPENMP := 0
+endif
+endif
+endif
+
 CC ?= gcc
 ifeq ($(CC),cc)
 CC := gcc
 endif
+BUILD = build
+BIN = bin
+ifdef CROSS
+CC := $(CROSS)gcc
+PORTABLE := 1
+BUILD := build-$(CROSS:%-=%)/obj
+BIN := build-$(CROSS:%-=%)/bin
+endif
 ifdef PORTABLE
 ARCH_FLAGS ?= -O3
 else
-ARCH_FLAGS ?= -O3 -march=native
+# -march=native where the compiler takes it, else -mcpu=native (what older
+# clang for ARM64 takes instead), else neither.
+NATIVE_FLAG := $(shell for f in -march=native -mcpu=native; do \
+                   $(CC) -Werror $$f -x c -c /dev/null -o /dev/null 2>/dev/null && echo $$f && break; done)
+ARCH_FLAGS ?= -O3 $(NATIVE_FLAG)
 endif
 CFLAGS ?= $(ARCH_FLAGS)
+# The C library's declarations: glibc's all (_GNU_SOURCE), or with POSIX=1
+# only POSIX.1-2008's with its XSI option, what macOS and the BSDs also
+# declare: a build that finds the Linux-only calls (docs/platforms.md).
+ifdef POSIX
+FEATURES = -D_XOPEN_SOURCE=700
+else
+FEATURES = -D_GNU_SOURCE
+endif
+# OpenMP: -fopenmp; with OPENMP=0 none, every loop on one thread (omp.h's
+# six calls answered by base/no_openmp/omp.h, the pragmas ignored, and with
+# them a helper called only in a pragma's clause, unused then).
+ifeq ($(OPENMP),0)
+OPENMP_FLAGS = -Ibase/no_openmp -Wno-unknown-pragmas -Wno-unused-function
+OPENMP_LIBS =
+else
+OPENMP_FLAGS ?= -fopenmp
+endif
 # -fno-math-errno: no math function's errno is read, and without it GCC will
 # not vectorize a loop that calls sqrtf (AdamW's update ran scalar).
-CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
+CFLAGS += -std=c11 $(FEATURES) -ffp-contract=fast -fno-math-errno -Wall -Wextra $(OPENMP_FLAGS) -MMD -MP
+ifdef PLATFORM_FLAGS
+CFLAGS += $(PLATFORM_FLAGS)
+endif
 # Every a * b + c a fused multiply-add, wherever it stands. GCC tuned for AMD
 # Zen 1-3 (-march=native there) leaves a loop-carried sum of 256-bit vectors
 # as a multiply and an add (avoid-fma-max-bits=256), but fuses the same sum
@@ -25,8 +94,11 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextr
 FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null \
                           2>/dev/null && echo --param=avoid-fma-max-bits=0)
 CFLAGS += $(FMA_EVERYWHERE)
-LDLIBS = -lm -lcjson
-BUILD = build
+LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson $(OPENMP_LIBS))
+# The compiler and flags that made the objects in $(BUILD): when they change
+# (CC=clang, PORTABLE=1, another target's compiler), every object is made
+# again rather than linked with objects made for another compiler or CPU.
+BUILD_FLAGS = $(BUILD)/build-flags.txt
 
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, viz/ -> the programs train/, sample/, attn/
@@ -52,7 +124,7 @@ TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 ATTN_LIB_SRC = $(VIZ_SRC)
 ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
-PROGRAMS = bin/train bin/sample bin/attn
+PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
 
 # ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
 # -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in
@@ -67,7 +139,7 @@ endif
 
 all: $(PROGRAMS)
 
-$(MPI_BUILD)/%.o: %.c
+$(MPI_BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -DUSE_MPI -c $< -o $@
 
@@ -84,24 +156,31 @@ bin-mpi/bench_reduce: scripts/bench_reduce.c train/distributed.c $(LIB_SRC) $(wi
 	OMPI_CC=$(CC) $(MPICC) $(filter-out -MMD -MP,$(CFLAGS)) -DUSE_MPI scripts/bench_reduce.c \
 	    train/distributed.c $(LIB_SRC) -o $@ $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+# $(BUILD_FLAGS) (above) is written only when the compiler or flags differ
+# from the ones it holds, so its time says when they last changed.
+$(BUILD_FLAGS): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' >$@
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD_FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-bin/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/train: $(BUILD)/train/train.o $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-bin/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
-	@mkdir -p bin
+$(BIN)/tests: $(TEST_OBJ) $(TRAIN_LIB_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The benchmark's breakdown by op: the ops' files compiled with
@@ -150,6 +229,34 @@ endif
 # barriers steal the cores the working threads need.
 test: bin/tests $(PROGRAMS)
 	OMP_WAIT_POLICY=passive ./bin/tests
+
+# ---- make test-arm64: the ARM64 build (CROSS=aarch64-linux-gnu-, above)
+# and the tests an emulated CPU runs in a few minutes, under qemu-user
+# (Debian's gcc-aarch64-linux-gnu and qemu-user-static, and the arm64
+# builds of libcjson-dev and libgomp1: docs/platforms.md). The tests run
+# bin/train, bin/sample and bin/attn by name: in $(ARM64)/emulated/bin these
+# are scripts that start the ARM64 programs under qemu (the host needs no
+# binfmt_misc entry), and the suite runs from $(ARM64)/emulated. Left out
+# (tens of times slower emulated): the tests of the default shape, the
+# signals', the MPI and the threads' suites, the atlas' and the recipes';
+# and the memory estimate's, which starts a copy of the test binary as
+# /proc/PID/exe, under emulation qemu itself.
+ARM64_CROSS = aarch64-linux-gnu-
+ARM64 = build-$(ARM64_CROSS:%-=%)
+QEMU_ARM64 ?= qemu-aarch64-static
+ARM64_SUITES = data ops attention model checkpoint train sample heatmap bf16 layout optimizer
+ARM64_SKIP = --skip 'default shape' --skip 'greedy decoding' --skip 'generated together' \
+             --skip 'next window' --skip 'bf16 weights' --skip 'memory estimate'
+
+test-arm64:
+	$(MAKE) CROSS=$(ARM64_CROSS) all $(ARM64)/bin/tests
+	@mkdir -p $(ARM64)/emulated/bin
+	for p in train sample attn; do \
+	    printf '#!/bin/sh\nexec $(QEMU_ARM64) %s "$$@"\n' "$(CURDIR)/$(ARM64)/bin/$$p" >$(ARM64)/emulated/bin/$$p && \
+	    chmod +x $(ARM64)/emulated/bin/$$p || exit 1; \
+	done
+	ln -sfn ../../data $(ARM64)/emulated/data
+	cd $(ARM64)/emulated && OMP_WAIT_POLICY=passive $(QEMU_ARM64) ../bin/tests $(ARM64_SUITES) $(ARM64_SKIP)
 
 # ---- make sanitize: the whole test suite under AddressSanitizer and
 # UndefinedBehaviorSanitizer, built with gcc; any error fails the test that
@@ -276,9 +383,9 @@ clean-robust:
 .PHONY: sanitize fuzz clean-robust
 
 clean:
-	rm -rf $(BUILD) bin $(MPI_BUILD) bin-mpi
+	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi $(ARM64)
 
-.PHONY: all test clean bench
+.PHONY: all test test-arm64 clean bench FORCE
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)

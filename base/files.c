@@ -44,7 +44,18 @@ void ensure_dir(const char *path) {
     if (mkdir(path, 0755) != 0) die("%s: cannot create folder: %s", path, strerror(errno));
 }
 
-// fsync the folder holding path so the rename itself survives a power cut.
+// What fsync promises on Linux: the file's data on the disk. macOS's fsync
+// only hands it to the drive, whose cache may still lose it; there
+// F_FULLFSYNC asks the drive to write it (fcntl(2)), and fsync is the
+// fallback where the filesystem does not support that.
+static int sync_to_disk(int fd) {
+#if defined(__APPLE__) && defined(F_FULLFSYNC)
+    if (fcntl(fd, F_FULLFSYNC) == 0) return 0;
+#endif
+    return fsync(fd);
+}
+
+// Sync the folder holding path so the rename itself survives a power cut.
 // Failure only weakens that guarantee (the file is already in place), so
 // it is not reported.
 static void sync_parent_dir(const char *path) {
@@ -56,7 +67,7 @@ static void sync_parent_dir(const char *path) {
     else *slash = '\0';
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
-        fsync(fd);
+        sync_to_disk(fd);
         close(fd);
     }
     free(dir);
@@ -95,7 +106,7 @@ void atomic_file_write_failed(AtomicFile *af) {
 int atomic_file_commit(AtomicFile *af, char *err, size_t err_len) {
     const char *failed_step = af->failed ? "write" : NULL;
     int saved_errno = af->saved_errno;
-    if (!failed_step && (fflush(af->file) != 0 || fsync(fileno(af->file)) != 0)) {
+    if (!failed_step && (fflush(af->file) != 0 || sync_to_disk(fileno(af->file)) != 0)) {
         failed_step = "flush";
         saved_errno = errno;
     }

@@ -1,4 +1,9 @@
 // cpu_features.c: CPUID and XGETBV queries behind cpu_features.h.
+// syscall(), for Linux's AMX permission below, is declared only with glibc's
+// _DEFAULT_SOURCE (implied by -D_GNU_SOURCE, not by a POSIX-only build).
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE
+#endif
 #include "cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -9,6 +9,18 @@ static long checks_in_all_tests;
 static const char *skip_reason;
 long checks_in_test;
 
+// Tests left out by `--skip TEXT` (their names contain TEXT): counted as
+// skipped, not run.
+enum { MAX_PATTERNS = 32 };
+static const char *left_out[MAX_PATTERNS];
+static int left_out_count;
+
+static const char *left_out_by(const char *name) {
+    for (int i = 0; i < left_out_count; i++)
+        if (strstr(name, left_out[i])) return left_out[i];
+    return NULL;
+}
+
 void check_fail(const char *file, int line, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -26,6 +38,13 @@ int current_test_failures(void) { return failures_in_test; }
 void skip_test(const char *reason) { skip_reason = reason; }
 
 void run_test(const char *name, TestFn fn) {
+    const char *skip_text = left_out_by(name);
+    if (skip_text) {
+        tests_skipped++;
+        printf("skip %s (--skip '%s')\n", name, skip_text);
+        fflush(stdout);
+        return;
+    }
     failures_in_test = 0;
     checks_in_test = 0;
     skip_reason = NULL;
@@ -73,9 +92,29 @@ SUITE(suite_threads);
 SUITE(suite_optimizer);
 SUITE(suite_muon);
 
+static int wanted(const char *suite, char **names, int count) {
+    for (int i = 0; i < count; i++)
+        if (strstr(suite, names[i])) return 1;
+    return count == 0;
+}
+
+// bin/tests [SUITE...] [--skip TEXT]...: the suites whose name contains one
+// of the SUITE arguments (all without one), less the tests whose name
+// contains a TEXT.
 int main(int argc, char **argv) {
-    // An optional argument runs only the suites whose name contains it.
-    const char *only = argc > 1 ? argv[1] : NULL;
+    char *only[MAX_PATTERNS];
+    int only_count = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--skip") && i + 1 < argc && left_out_count < MAX_PATTERNS)
+            left_out[left_out_count++] = argv[++i];
+        else if (argv[i][0] != '-' && only_count < MAX_PATTERNS)
+            only[only_count++] = argv[i];
+        else {
+            fprintf(stderr, "usage: bin/tests [SUITE...] [--skip TEXT]... (at most %d of each)\n",
+                    MAX_PATTERNS);
+            return 2;
+        }
+    }
     struct {
         const char *name;
         void (*fn)(void);
@@ -95,7 +134,7 @@ int main(int argc, char **argv) {
                   {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
                   {"muon", suite_muon}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
-        if (!suites[i].fn || (only && !strstr(suites[i].name, only))) continue;
+        if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);
         suites[i].fn();
     }

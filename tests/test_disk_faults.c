@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/mount.h> // Linux's mount(2): a tmpfs as the full disk
+#endif
 
 #include "check.h"
 #include "fixtures.h"
@@ -33,8 +35,10 @@ static void check_failed_save(const char *dir, const char *run, const char *corp
     CHECK(count_temp_files(run) == 0);
     CHECK(checkpoint_step(run, NULL) == 1);
     CHECK(RUN(NULL, NULL, "bin/sample --ckpt %s -n 1", path_in(run, "model.safetensors")) == 0);
+#if defined(__linux__)
     if (remount && mount("tmpfs", remount, "tmpfs", MS_REMOUNT, "size=4m") != 0)
         CHECK_MSG(0, "remount %s: %s", remount, strerror(errno));
+#endif
     status = RUN(capture, NULL, "bin/train --resume --out %s --stop-at 3", run);
     out = output_of(capture);
     CHECK_MSG(status == 0, "exited %d:\n%s", status, out);
@@ -42,6 +46,7 @@ static void check_failed_save(const char *dir, const char *run, const char *corp
     CHECK(checkpoint_step(run, NULL) == 3);
 }
 
+#if defined(__linux__)
 static long round_to_pages(long bytes) { return (bytes + 4095) / 4096 * 4096; }
 
 // A full disk: a tmpfs just big enough for one checkpoint. Skipped where
@@ -68,6 +73,9 @@ static void test_disk_full_keeps_checkpoint(void) {
     check_failed_save(dir, path_in(disk, "run"), corpus, NULL, "No space left on device", disk);
     if (umount2(disk, MNT_DETACH) != 0) CHECK_MSG(0, "umount %s: %s", disk, strerror(errno));
 }
+#else
+static void test_disk_full_keeps_checkpoint(void) { skip_test("a tmpfs is mounted with Linux's mount(2)"); }
+#endif
 
 // A write that fails half way for another reason (the file size limit).
 static void test_failed_write_keeps_checkpoint(void) {

@@ -467,12 +467,12 @@ static void test_attn_program(void) {
         long shape[4] = {2, 2, T, T};
         float attn[4 * 16 * 16];
         CHECK_MSG(safetensors_read_f32(file, "attn", 4, shape, attn, err, sizeof err), "%s", err);
-        double worst = 0;
+        float worst = 0; // in float: GCC 12 for AArch64 fails on fmax(double, float widened)
         for (int l = 0; l < 2; l++)
             for (int h = 0; h < 2; h++) {
                 const float *probs = gpt_attention_probs(&model, l, h, 0);
                 for (int i = 0; i < T * T; i++)
-                    worst = fmax(worst, fabs(attn[(l * 2 + h) * T * T + i] - probs[i]));
+                    worst = fmaxf(worst, fabsf(attn[(l * 2 + h) * T * T + i] - probs[i]));
             }
         CHECK_MSG(worst <= 1e-6, "raw tensor differs from the forward by %g", worst);
         const char *meta = safetensors_meta(file, "text");

@@ -287,15 +287,15 @@ static void test_killed_rank_stops_the_job(void) {
              dir, run, out, rc_path);
     CHECK(system(cmd) == 0);
     int waited = 0;
-    while (!file_exists(model) && waited++ < 1200) usleep(100000); // up to 120 s
+    while (!file_exists(model) && waited++ < 1200) sleep_ms(100); // up to 120 s
     CHECK_MSG(file_exists(model), "no checkpoint after 120 s");
-    usleep(300000);
+    sleep_ms(300);
     char *pid_text = read_text_file(pid_path);
     CHECK(pid_text);
     if (pid_text) kill((pid_t)atol(pid_text), SIGKILL);
     free(pid_text);
     waited = 0;
-    while (!file_exists(rc_path) && waited++ < 1200) usleep(100000);
+    while (!file_exists(rc_path) && waited++ < 1200) sleep_ms(100);
     CHECK_MSG(file_exists(rc_path), "the job did not end within 120 s of the kill");
     char *rc = read_text_file(rc_path), *text = CHECKED_OUTPUT(out);
     CHECK(rc && atoi(rc) != 0);
@@ -329,7 +329,7 @@ static void test_sigterm_saves(void) {
         free(text);
         text = read_text_file(log);
         if (text && count_occurrences(text, "\n") > 3) break;
-        usleep(100000);
+        sleep_ms(100);
     }
     free(text);
     char *pid_text = read_text_file(pid_path);
@@ -337,7 +337,7 @@ static void test_sigterm_saves(void) {
     if (pid_text) kill((pid_t)atol(pid_text), SIGTERM);
     free(pid_text);
     waited = 0;
-    while (!file_exists(rc_path) && waited++ < 1200) usleep(100000);
+    while (!file_exists(rc_path) && waited++ < 1200) sleep_ms(100);
     CHECK_MSG(file_exists(rc_path), "the job did not end within 120 s of SIGTERM");
     // mpirun stops forwarding the ranks' output as it ends the job, so rank
     // 0's "interrupted at step N" line may not arrive; what it saved does.

@@ -437,7 +437,12 @@ static void cache_and_full_logits(GPT *model, int steps, float *cached, float *f
 
 static double largest_difference(const float *a, const float *b, long n) {
     double worst = 0.0;
-    for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    // A comparison, not fmax: GCC 12 for AArch64 fails (an internal compiler
+    // error) vectorizing an fmax reduction of floats widened to double.
+    for (long i = 0; i < n; i++) {
+        double difference = fabs((double)a[i] - b[i]);
+        if (difference > worst) worst = difference;
+    }
     return worst;
 }
 

@@ -290,8 +290,14 @@ static GPTConfig checked_model_shape(Run *run) {
     run->B = o->batch;
     run->T = o->context;
     double need = bytes_needed(run, &cfg);
+    // _SC_PHYS_PAGES is not POSIX, but Linux, macOS and the BSDs answer it;
+    // without an answer (-1) the check is skipped.
+#ifdef _SC_PHYS_PAGES
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (need > have)
+#else
+    double have = -1;
+#endif
+    if (have > 0 && need > have)
         die("this model and batch need about %.1f GB of memory, the machine has %.1f GB",
             need / 1e9, have / 1e9);
     return cfg;
@@ -365,6 +371,9 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
            o->threads);
+#ifndef _OPENMP // make OPENMP=0, or macOS without libomp: base/no_openmp/omp.h
+    printf("note: built without OpenMP: every step runs on one thread\n");
+#endif
     char precision[128];
     precision_describe(run->model.products.precision, run->model.products.bf16, precision,
                        sizeof precision);

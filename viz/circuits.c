@@ -197,8 +197,12 @@ static void draw_table(Image *image, const CircuitLayout *l, int x0, int y0, con
                        int n, const uint32_t *chars, const char *subtitle) {
     draw_text(image, subtitle, x0, y0, 1);
     int grid_x = x0 + l->strip, grid_y = y0 + FONT_H + 6 + l->strip;
-    double top = 1e-12;
-    for (int i = 0; i < n * n; i++) top = fmax(top, fabs(table[i]));
+    // The largest |entry| in float, then widened (exactly): GCC 12 for
+    // AArch64 stops with an internal compiler error (vect_transform_reduction)
+    // when it vectorizes an fmax of floats widened to double at -O3.
+    float largest = 0;
+    for (int i = 0; i < n * n; i++) largest = fmaxf(largest, fabsf(table[i]));
+    double top = fmax(1e-12, largest);
     uint8_t rgb[3];
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
