@@ -76,15 +76,6 @@ static int detect_amx_bf16(void) {
 #else
 static int detect_avx2_fma(void) { return 0; }
 static int detect_avx512f(void) { return 0; }
-static int detect_avx512f(void) {
-    if (!detect_avx2_fma()) return 0;
-    unsigned a, b, c, d;
-    // XCR0 bits 5, 6, 7: opmask, upper ZMM0-15, ZMM16-31
-    if ((read_xcr0() & 0xe6) != 0xe6) return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b >> 16) & 1; // AVX512F
-}
-
 static int detect_avx512_bf16(void) { return 0; }
 static int detect_amx_bf16(void) { return 0; }
 #endif

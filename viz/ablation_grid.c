@@ -120,7 +120,10 @@ static void draw_bar(Image *image, int x, int y, int h, double top, const char *
 
 static void draw_strips(Image *image, const AblationLayout *l, const AblationPicture *p) {
     double top = 1e-9;
-    for (long i = 0; i < (long)p->strips * p->T; i++) top = fmax(top, fabs(p->strip_increase[i]));
+    for (long i = 0; i < (long)p->strips * p->T; i++) { // (a comparison: Debian 12's cross GCC
+        double d = fabs(p->strip_increase[i]);          // crashes on fmax of widened floats)
+        if (d > top) top = d;
+    }
     char text[200];
     snprintf(text, sizeof text, "Mean ablation, prediction by prediction, on the text's first %d "
              "characters: under each character predicted,", p->T + 1);
@@ -172,8 +175,9 @@ void ablation_render(Image *image, const AblationPicture *p) {
     int units = p->layers * (p->heads + 2), heads = p->layers * p->heads;
     double top[2] = {1e-9, 1e-9};
     for (int u = 0; u < units; u++) {
-        top[u >= heads] = fmax(top[u >= heads], fabs(p->zero_loss[u] - p->loss));
-        top[u >= heads] = fmax(top[u >= heads], fabs(p->mean_loss[u] - p->loss));
+        double zero = fabs(p->zero_loss[u] - p->loss), mean = fabs(p->mean_loss[u] - p->loss);
+        if (zero > top[u >= heads]) top[u >= heads] = zero;
+        if (mean > top[u >= heads]) top[u >= heads] = mean;
     }
     draw_panel(image, &l, p, PAD, p->zero_loss, top, "zero-ablated: loss increase");
     draw_panel(image, &l, p, PAD + l.panel_w + PANEL_GAP / 2, p->mean_loss, top,

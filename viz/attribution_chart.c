@@ -74,7 +74,8 @@ void attribution_render(Image *image, const Attribution *a, uint32_t current, ui
     x = draw_text_char(image, "next (true):", next, x, PAD + TITLE_H + 4);
     draw_text_char(image, "other (the most likely but the true one):", other, x, PAD + TITLE_H + 4);
     double scale = 1e-9;
-    for (int i = 0; i < n; i++) scale = fmax(scale, fabs(bars[i].value));
+    for (int i = 0; i < n; i++) // a comparison, not fmax (which Debian 12's cross GCC crashes on)
+        if (fabs(bars[i].value) > scale) scale = fabs(bars[i].value);
     static const uint8_t grey[3] = {170, 170, 170};
     for (int i = 0; i < n; i++) {
         int y = top + i * ROW_H;

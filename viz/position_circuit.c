@@ -79,7 +79,8 @@ void position_circuit_render(Image *image, const GPT *model, int layer, int head
     circuit_qk_positions(model, layer, head, T, qk);
     double top = 1e-12;
     for (int i = 0; i < T; i++)
-        for (int j = 0; j <= i; j++) top = fmax(top, fabs(qk[i * T + j]));
+        for (int j = 0; j <= i; j++) // a comparison, not fmax (which Debian 12's cross GCC crashes on)
+            if (fabs(qk[i * T + j]) > top) top = fabs(qk[i * T + j]);
     uint8_t rgb[3];
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) {
