@@ -22,15 +22,42 @@
 
 // ---- folders and paths
 
+// Every folder make_temp_dir made, removed when the process that made them
+// exits (not a forked child), unless GPT_TEST_KEEP is set (to look at a
+// failed test's files).
+static char **temp_dirs;
+static int temp_dir_count;
+static pid_t temp_dir_owner;
+
+static void remove_temp_dirs(void) {
+    if (getpid() != temp_dir_owner) return;
+    for (int i = 0; i < temp_dir_count; i++) {
+        if (!getenv("GPT_TEST_KEEP")) remove_tree(temp_dirs[i]);
+        free(temp_dirs[i]);
+    }
+    free(temp_dirs);
+    temp_dirs = NULL;
+    temp_dir_count = 0;
+}
+
 const char *make_temp_dir(void) {
-    static char paths[64][64];
-    static int next;
-    char *p = paths[next++ % 64];
+    if (!temp_dirs) {
+        temp_dir_owner = getpid();
+        atexit(remove_temp_dirs);
+    }
+    char *p = xmalloc(64);
     snprintf(p, 64, "/tmp/gpt_test_XXXXXX");
     if (!mkdtemp(p)) {
         perror("mkdtemp");
         exit(2);
     }
+    char **grown = realloc(temp_dirs, (size_t)(temp_dir_count + 1) * sizeof *temp_dirs);
+    if (!grown) {
+        perror("realloc");
+        exit(2);
+    }
+    temp_dirs = grown;
+    temp_dirs[temp_dir_count++] = p;
     return p;
 }
 

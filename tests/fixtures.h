@@ -22,6 +22,8 @@
 // ---- folders and paths
 
 // A fresh temporary folder; returns its path (static storage per call).
+// A new empty folder /tmp/gpt_test_XXXXXX, removed with everything in it
+// when the test process exits (GPT_TEST_KEEP=1 keeps it).
 const char *make_temp_dir(void);
 // rm -rf dir.
 void remove_tree(const char *dir);
