@@ -23,6 +23,11 @@
 #include "check.h"
 #include "fixtures.h"
 
+
+// The larger of two numbers, by comparison: Debian 12's cross GCC for ARM64
+// (12.2, -O3) crashes on loops that take fmax of floats widened to double.
+static double larger(double a, double b) { return a > b ? a : b; }
+
 // ---- the reference: one window through the model in double precision
 
 // What the reference changes: unit ablated as kind (ABLATE_NONE: nothing),
@@ -91,7 +96,7 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblatio
                     double s = 0;
                     for (int d = h * hs; d < (h + 1) * hs; d++) s += q[i * C + d] * k[j * C + d];
                     scores[j] = s / sqrt(hs);
-                    top = fmax(top, scores[j]);
+                    top = larger(top, scores[j]);
                 }
                 for (int j = 0; j <= i; j++) sum += scores[j] = exp(scores[j] - top);
                 for (int d = h * hs; d < (h + 1) * hs; d++) {
@@ -138,7 +143,7 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblatio
 // -log softmax(logits)[target]
 static double ref_loss(const double *logits, int V, int target) {
     double top = logits[0], sum = 0;
-    for (int v = 1; v < V; v++) top = fmax(top, logits[v]);
+    for (int v = 1; v < V; v++) top = larger(top, logits[v]);
     for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
     return log(sum) + top - logits[target];
 }
@@ -220,7 +225,7 @@ static void test_ablation_against_double(void) {
     }
     float *got_means = ablation_means(&model, tokens, W, T);
     double worst = 0;
-    for (int i = 0; i < L * 3 * C; i++) worst = fmax(worst, fabs(got_means[i] - means[i]));
+    for (int i = 0; i < L * 3 * C; i++) worst = larger(worst, fabs(got_means[i] - means[i]));
     CHECK_MSG(worst < 1e-5, "means off by %g", worst);
     // every unit, both ways: ablated_loss, ablation_losses and the reference
     double *zero = xmalloc(sizeof(double) * units), *mean = xmalloc(sizeof(double) * units);
@@ -242,7 +247,7 @@ static void test_ablation_against_double(void) {
             double from_all = u < 0 ? clean : k == 0 ? zero[u] : mean[u];
             CHECK_MSG(got == from_all, "unit %d kind %d: %.9g alone, %.9g with the others", u, kind,
                       got, from_all);
-            worst = fmax(worst, fabs(got - want));
+            worst = larger(worst, fabs(got - want));
             double sum = 0;
             for (int i = 0; i < W * T; i++) sum += position_losses[i];
             CHECK_NEAR(sum / (W * T), got, 1e-12);
@@ -269,7 +274,7 @@ static void ref_unembed(const GPT *m, const double *x, double *probs) {
     double *ln = xmalloc(sizeof(double) * C), top = -1e300, sum = 0;
     ref_layernorm(ln, x, m->params.lnf_w, m->params.lnf_b, C);
     ref_linear(probs, ln, m->params.wte, NULL, C, V);
-    for (int v = 0; v < V; v++) top = fmax(top, probs[v]);
+    for (int v = 0; v < V; v++) top = larger(top, probs[v]);
     for (int v = 0; v < V; v++) sum += probs[v] = exp(probs[v] - top);
     for (int v = 0; v < V; v++) probs[v] /= sum;
     free(ln);
@@ -294,8 +299,8 @@ static void test_lens_against_double(void) {
                 if (probs[v] > probs[top]) top = v;
             const LensCell *c = &cells[d * T + t];
             CHECK_MSG(c->top == top, "depth %d position %d: top %d, want %d", d, t, c->top, top);
-            worst = fmax(worst, fabs(c->top_prob - probs[top]));
-            worst = fmax(worst, fabs(c->target_prob - probs[targets[t]]));
+            worst = larger(worst, fabs(c->top_prob - probs[top]));
+            worst = larger(worst, fabs(c->target_prob - probs[targets[t]]));
             if (d > 0) changes += c->top != cells[(d - 1) * T + t].top;
         }
     CHECK_MSG(worst < 1e-5, "lens probabilities off by %g", worst);
@@ -304,7 +309,7 @@ static void test_lens_against_double(void) {
     gpt_forward(&model, tokens, NULL, 1, T);
     worst = 0;
     for (int t = 0; t < T; t++)
-        worst = fmax(worst, fabs(cells[L * T + t].target_prob - model.acts.probs[t * V + targets[t]]));
+        worst = larger(worst, fabs(cells[L * T + t].target_prob - model.acts.probs[t * V + targets[t]]));
     CHECK_MSG(worst < 1e-6, "the last depth differs from the model's probabilities by %g", worst);
     free(stream);
     gpt_free(&model);
@@ -343,9 +348,9 @@ static void test_attribution_against_double(void) {
         for (int v = 0; v < V; v++)
             if (v != targets[P] && (other < 0 || lg[v] > lg[other])) other = v;
         CHECK_MSG(a.other == other, "position %d: other %d, want %d", P, a.other, other);
-        worst = fmax(worst, fabs(a.logit_diff - (lg[targets[P]] - lg[other])));
+        worst = larger(worst, fabs(a.logit_diff - (lg[targets[P]] - lg[other])));
         // the sum of the parts is the model's logit difference
-        worst_sum = fmax(worst_sum, fabs(attribution_total(&a) - a.logit_diff));
+        worst_sum = larger(worst_sum, fabs(attribution_total(&a) - a.logit_diff));
         // each part
         const double *x = stream + ((long)L * T + P) * C;
         double mean = 0, var = 0, bias = 0;
@@ -358,9 +363,9 @@ static void test_attribution_against_double(void) {
             bias += diff * p->lnf_b[c];
         }
         for (int c = 0; c < C; c++) part[c] = p->wte[tokens[P] * C + c];
-        worst = fmax(worst, fabs(a.token_embedding - ref_contribution(part, u, rstd, C)));
+        worst = larger(worst, fabs(a.token_embedding - ref_contribution(part, u, rstd, C)));
         for (int c = 0; c < C; c++) part[c] = p->wpe[P * C + c];
-        worst = fmax(worst, fabs(a.position_embedding - ref_contribution(part, u, rstd, C)));
+        worst = larger(worst, fabs(a.position_embedding - ref_contribution(part, u, rstd, C)));
         double rest = bias;
         for (int l = 0; l < L; l++) {
             for (int h = 0; h < NH; h++) {
@@ -369,13 +374,13 @@ static void test_attribution_against_double(void) {
                     for (int d = h * hs; d < (h + 1) * hs; d++)
                         part[c] += (double)p->w_o[(l * C + c) * C + d] * att[((long)l * T + P) * C + d];
                 }
-                worst = fmax(worst, fabs(a.heads[l * NH + h] - ref_contribution(part, u, rstd, C)));
+                worst = larger(worst, fabs(a.heads[l * NH + h] - ref_contribution(part, u, rstd, C)));
             }
-            worst = fmax(worst, fabs(a.mlps[l] - ref_contribution(mlp + ((long)l * T + P) * C, u, rstd, C)));
+            worst = larger(worst, fabs(a.mlps[l] - ref_contribution(mlp + ((long)l * T + P) * C, u, rstd, C)));
             for (int c = 0; c < C; c++) part[c] = p->b_o[l * C + c];
             rest += ref_contribution(part, u, rstd, C);
         }
-        worst = fmax(worst, fabs(a.rest - rest));
+        worst = larger(worst, fabs(a.rest - rest));
         attribution_free(&a);
     }
     CHECK_MSG(worst < 2e-5, "attribution off by %g", worst);
