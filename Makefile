@@ -101,21 +101,22 @@ LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson $(OPENMP_LIBS))
 BUILD_FLAGS = $(BUILD)/build-flags.txt
 
 # Rooms, bottom to top (each includes only from the rooms below it):
-#   base/ -> kernels/ -> model/, data/ -> optim/, infer/, viz/ -> the programs train/, sample/, attn/
+#   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
-MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c model/interpret.c
+MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c
+INTERPRET_SRC = interpret/interpret.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 TRAIN_LIB_SRC = train/train_state.c train/train_options.c train/run_folder.c \
                 train/progress.c train/run.c train/distributed.c \
                 train/recipes.c train/loss_plot.c
-LIB_SRC = $(BASE_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(DATA_SRC) $(OPTIM_SRC) $(INFER_SRC)
+LIB_SRC = $(BASE_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(DATA_SRC) $(OPTIM_SRC) $(INFER_SRC) $(INTERPRET_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
 
 TEST_SRC = $(wildcard tests/*.c)

@@ -22,7 +22,7 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../base/options.h"
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "../viz/ablation_grid.h"
 #include "../viz/atlas.h"
 #include "../viz/attribution_chart.h"

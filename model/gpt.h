@@ -220,7 +220,7 @@ typedef struct {
     float *x_out;                   // (R,C) the stream out of the block
 } BlockBuffers;
 
-// ---- hooks: what the interpretability tools (model/interpret.h) change or
+// ---- hooks: what the interpretability tools (interpret/interpret.h) change or
 // read inside the one forward. NULL in training, evaluation and sampling,
 // where they cost one pointer test per layer; each function may be NULL.
 // rows is the forward's R (fewer in the KV cache's last layer).

@@ -1,4 +1,4 @@
-// test_lens.c: why a head matters (model/interpret.h, bin/attn --ablate,
+// test_lens.c: why a head matters (interpret/interpret.h, bin/attn --ablate,
 // --lens, --attribute-position). The hooks leave the forward as it was;
 // ablated losses, the logit lens and the attribution against a forward in
 // double precision written here; attributions adding up to the logit
@@ -16,7 +16,7 @@
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
 #include "../model/gpt.h"
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "../viz/circuits.h"
 #include "../viz/position_circuit.h"
 #include "../viz/unifont.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "circuits.h"
 #include "font.h"
 #include "unifont.h"

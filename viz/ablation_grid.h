@@ -1,4 +1,4 @@
-// ablation_grid.h: what each head is worth, as a picture (model/interpret.h
+// ablation_grid.h: what each head is worth, as a picture (interpret/interpret.h
 // computes the losses). Two grids side by side, zero ablation and mean
 // ablation: row l = layer l, columns head 0..NH-1 then "attn" and "mlp"
 // (the layer's whole attention and MLP), each cell coloured by the loss
@@ -20,7 +20,7 @@
 typedef struct {
     int layers, heads;
     double loss;                  // the unchanged model's
-    const double *zero_loss;      // (units) in model/interpret.h's unit order
+    const double *zero_loss;      // (units) in interpret/interpret.h's unit order
     const double *mean_loss;
     long positions;               // how many predictions each loss averages
     int windows;                  // over how many windows

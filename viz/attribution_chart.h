@@ -1,5 +1,5 @@
 // attribution_chart.h: which heads wrote one prediction, as a bar chart
-// (model/interpret.h computes the parts). One bar per part of the final
+// (interpret/interpret.h computes the parts). One bar per part of the final
 // stream: the token and position embeddings, each head and each layer's
 // MLP in layer order, the rest (the b_O biases and ln_f's bias); then their
 // sum and the model's logit difference, which it should equal. Bars grow
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "draw.h"
 
 // current: the character at the position; next and other: those of

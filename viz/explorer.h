@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "scores.h"
 
 typedef struct {

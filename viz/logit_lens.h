@@ -1,5 +1,5 @@
 // logit_lens.h: the prediction forming layer by layer, as a picture
-// (model/interpret.h computes it). Row "embed" is the stream after the
+// (interpret/interpret.h computes it). Row "embed" is the stream after the
 // embeddings, row "block l" after block l, the last row the model's own
 // prediction; column t is position t of the window. Each cell holds the
 // character most likely to come next, read through LN_f and the
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/interpret.h"
+#include "../interpret/interpret.h"
 #include "draw.h"
 
 #define LENS_LINE_CHARS 64

@@ -12,7 +12,7 @@
 #ifndef INTERPRET_H
 #define INTERPRET_H
 
-#include "gpt.h"
+#include "../model/gpt.h"
 
 // ---- ablation
 //
