@@ -932,6 +932,36 @@ static void test_explorer_analyses(void) {
     vocab_free(&vocab);
 }
 
+// A no-break space in the explorer's text shows the mark the pictures give
+// it (U+237D, the shouldered open box), as space, newline and tab show
+// theirs, not a blank.
+static void test_explorer_no_break_space(void) {
+    const char *ckpt = save_text_model(VOCAB_TEXT "\xc2\xa0", 16, weights);
+    const char *dir = make_temp_dir(), *chromium = find_chromium();
+    char cmd[4096], log[600];
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to\xc2\xa0" "be' --out %s --html", ckpt,
+             dir);
+    CHECK(run_command(cmd, NULL) == 0);
+    if (!chromium) {
+        skip_test("chromium not installed");
+        return;
+    }
+    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
+    snprintf(log, sizeof log, "%s/dom.html", dir);
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--virtual-time-budget=3000 --dump-dom 'file://%s/index.html'", chromium, sandbox,
+             dir, dir);
+    CHECK(run_command(cmd, log) == 0);
+    char *dom = read_text_file(log);
+    CHECK(dom);
+    if (dom) {
+        CHECK_MSG(strstr(dom, "<span title=\"position 2\">\xe2\x8d\xbd</span>"),
+                  "position 2 (the no-break space) does not show U+237D");
+        CHECK(strstr(dom, "<span title=\"position 1\">o</span>"));
+        free(dom);
+    }
+}
+
 void suite_lens(void) {
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
@@ -951,6 +981,7 @@ void suite_lens(void) {
     run_test("lens: bin/attn --out refuses a folder of the user's, unless --force; its marker",
              test_attn_out_folder);
     run_test("lens: bin/attn's files the same for 1 and 2 threads", test_attn_threads);
+    run_test("lens: a no-break space in the explorer's text shows a mark", test_explorer_no_break_space);
     run_test("lens: the explorer's ablation, lens and attribution views in headless Chromium",
              test_explorer_analyses);
 }

@@ -64,7 +64,7 @@ static const char *const page_tail =
     "D.views.forEach(v=>{v.A=floats(v.attn);});\n"
     "const S={view:0,layer:-1,head:-1,sel:-1,q:-1,k:-1};\n"
     "const cv=document.getElementById('canvas'),cx=cv.getContext('2d');\n"
-    "function shown(c){return c===32?'\\u2423':c===10?'\\u21b5':c===9?'\\u21e5':String.fromCodePoint(c);}\n"
+    "function shown(c){return c===32?'\\u2423':c===10?'\\u21b5':c===9?'\\u21e5':c===160?'\\u237d':String.fromCodePoint(c);}\n"
     "function w(v,l,h,i,j){return v.A[((l*NH+h)*v.T+i)*v.T+j];}\n"
     "function color(x){const k=Math.max(0,Math.min(255,Math.round(x*255)));return '#'+cmap.substr(6*k,6);}\n"
     "function geom(){const v=D.views[S.view];if(S.layer<0){const t=Math.max(2,Math.floor(160/v.T));"
