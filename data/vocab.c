@@ -101,6 +101,9 @@ int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, 
     // One bit per code point (136 KiB), so a corpus of any size is one pass
     // and no copy.
     uint8_t *seen = xcalloc(CODE_POINT_LIMIT / 8, 1);
+    // past the highest code point seen, every bit is 0: the loops below stop
+    // there (a folder's files are read one by one, most of them ASCII)
+    uint32_t end = 0x80;
     size_t pos = 0;
     while (pos < len) {
         uint32_t code_point = text[pos];
@@ -113,11 +116,12 @@ int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, 
                 free(seen);
                 return 0;
             }
+            if (code_point >= end) end = code_point + 1;
         }
         seen[code_point >> 3] |= (uint8_t)(1u << (code_point & 7));
     }
     long distinct = 0;
-    for (uint32_t i = 0; i < CODE_POINT_LIMIT / 8; i++) distinct += __builtin_popcount(seen[i]);
+    for (uint32_t i = 0; i < (end + 7) / 8; i++) distinct += __builtin_popcount(seen[i]);
     if (distinct > VOCAB_MAX_SIZE) {
         set_error(err, err_len,
                   "%ld distinct characters, more than the limit of %d (token ids are uint16_t)",
@@ -129,7 +133,7 @@ int vocab_build(Vocab *vocab, const unsigned char *text, size_t len, char *err, 
     vocab->sorted = 1;
     vocab->code_points = xmalloc(sizeof(uint32_t) * (size_t)distinct);
     int id = 0;
-    for (uint32_t code_point = 0; code_point < CODE_POINT_LIMIT; code_point++)
+    for (uint32_t code_point = 0; code_point < end; code_point++)
         if (seen[code_point >> 3] & (1u << (code_point & 7))) vocab->code_points[id++] = code_point;
     free(seen);
     return 1;
