@@ -486,3 +486,30 @@ void check_param_gradient(const ModelCase *m, int tensor, float *param, float an
     CHECK_MSG(fabs(analytic - numeric) <= tol, "d_%s[%zu]: analytic %.7g, numeric %.7g (tol %.3g)",
               param_specs[tensor].name, index, analytic, numeric, tol);
 }
+
+// ---- the explorer in headless Chromium
+
+const char *find_chromium(void) {
+    static const char *const candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
+                                             "/usr/bin/google-chrome"};
+    for (int i = 0; i < 3; i++)
+        if (access(candidates[i], X_OK) == 0) return candidates[i];
+    return NULL;
+}
+
+char *chromium_dom(const char *chromium, const char *dir, const char *page) {
+    // the page's console goes to the log with the DOM: a request the policy
+    // blocked shows there ("violates the following Content Security Policy")
+    char cmd[4096], log[600];
+    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
+    snprintf(log, sizeof log, "%s/dom.html", dir);
+    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
+             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
+             "--dump-dom 'file://%s/%s'", chromium, sandbox, dir, dir, page);
+    int status = run_command(cmd, log);
+    CHECK_MSG(status == 0, "chromium exited %d", status);
+    char *dom = read_text_file(log);
+    CHECK_MSG(dom, "no DOM from chromium");
+    return dom;
+}
+

@@ -217,4 +217,13 @@ double model_loss(const ModelCase *m);
 void check_param_gradient(const ModelCase *m, int tensor, float *param, float analytic,
                           size_t index);
 
+// ---- the explorer in headless Chromium
+
+// Debian's chromium (or another of its names), NULL if none is installed.
+const char *find_chromium(void);
+// DIR/PAGE (e.g. "index.html#pos=5") as the DOM after its scripts ran,
+// with the page's console messages (a blocked request shows there); NULL
+// (a failed check) if chromium failed. The caller frees it.
+char *chromium_dom(const char *chromium, const char *dir, const char *page);
+
 #endif

@@ -530,18 +530,10 @@ static void test_training_snapshots(void) {
 
 // ---- the explorer in headless Chromium
 
-static const char *find_chromium(void) {
-    static const char *const candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
-                                             "/usr/bin/google-chrome"};
-    for (int i = 0; i < 3; i++)
-        if (access(candidates[i], X_OK) == 0) return candidates[i];
-    return NULL;
-}
-
 static void test_explorer_in_chromium(void) {
     const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     const char *dir = make_temp_dir();
-    char cmd[4096], path[512], log[512];
+    char cmd[4096], path[512];
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'It was the best of' --out %s --html", ckpt, dir);
     CHECK(run_command(cmd, NULL) == 0);
     snprintf(path, sizeof path, "%s/index.html", dir);
@@ -573,17 +565,7 @@ static void test_explorer_in_chromium(void) {
     gpt_free(&model);
     vocab_free(&vocab);
 
-    // the page's console goes to the log with the DOM: a request the policy
-    // blocked shows there ("violates the following Content Security Policy")
-    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
-    snprintf(log, sizeof log, "%s/dom.html", dir);
-    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
-             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
-             "--dump-dom 'file://%s/index.html#layer=1&head=0&q=14&k=9'", chromium, sandbox, dir, dir);
-    int status = run_command(cmd, log);
-    CHECK_MSG(status == 0, "chromium exited %d", status);
-    char *dom = read_text_file(log);
-    CHECK(dom);
+    char *dom = chromium_dom(chromium, dir, "index.html#layer=1&head=0&q=14&k=9");
     if (dom) {
         char *r = strstr(dom, "id=\"readout\"");
         CHECK_MSG(r, "no readout in the DOM");
@@ -608,15 +590,12 @@ static void test_explorer_in_chromium(void) {
                            "resources=performance.getEntriesByType('resource').length;</script>"
                            "</body></html>";
     write_file_bytes(path, requests, strlen(requests));
-    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
-             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 --dump-dom 'file://%s'",
-             chromium, sandbox, dir, path);
-    CHECK(run_command(cmd, log) == 0);
-    dom = read_text_file(log);
+    dom = chromium_dom(chromium, dir, "requests.html");
     CHECK_MSG(dom && strstr(dom, "Content Security Policy") && !strstr(dom, "data-resources=\"0\""),
               "a page with a request went unnoticed");
     free(dom);
     // a screenshot that is not blank: many colours (the viridis cells)
+    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
     snprintf(path, sizeof path, "%s/shot.png", dir);
     snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
              "--virtual-time-budget=3000 --window-size=1000,800 --screenshot=%s "

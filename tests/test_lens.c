@@ -836,14 +836,6 @@ static void test_attn_threads(void) {
 
 // ---- the explorer's views in headless Chromium
 
-static const char *find_chromium(void) {
-    static const char *const candidates[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
-                                             "/usr/bin/google-chrome"};
-    for (int i = 0; i < 3; i++)
-        if (access(candidates[i], X_OK) == 0) return candidates[i];
-    return NULL;
-}
-
 // The number after `key` (e.g. data-total=") at or after from, NAN if none.
 static double attribute_value(const char *from, const char *key) {
     const char *at = from ? strstr(from, key) : NULL;
@@ -862,7 +854,7 @@ static int occurrences(const char *text, const char *key) {
 static void test_explorer_analyses(void) {
     const char *ckpt = save_text_model(VOCAB_TEXT, 16, weights);
     const char *dir = make_temp_dir();
-    char cmd[4096], path[600], log[600];
+    char cmd[4096], path[600];
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text '%s' --out %s --html --ablate --lens "
              "--attribute-position 3", ckpt, PHRASE, dir);
     CHECK(run_command(cmd, NULL) == 0);
@@ -889,14 +881,7 @@ static void test_explorer_analyses(void) {
     double zero[8], mean[8];
     double clean = ablation_losses(&model, ids, ids + 1, 1, wt, means, zero, mean);
 
-    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
-    snprintf(log, sizeof log, "%s/dom.html", dir);
-    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
-             "--enable-logging=stderr --v=0 --virtual-time-budget=3000 "
-             "--dump-dom 'file://%s/index.html#pos=5'", chromium, sandbox, dir, dir);
-    CHECK(run_command(cmd, log) == 0);
-    char *dom = read_text_file(log);
-    CHECK(dom);
+    char *dom = chromium_dom(chromium, dir, "index.html#pos=5");
     if (dom) {
         CHECK_MSG(strstr(dom, "data-ready=\"1\"") && strstr(dom, "data-resources=\"0\""),
                   "the page's script did not finish, or fetched something");
@@ -938,7 +923,7 @@ static void test_explorer_analyses(void) {
 static void test_explorer_no_break_space(void) {
     const char *ckpt = save_text_model(VOCAB_TEXT "\xc2\xa0", 16, weights);
     const char *dir = make_temp_dir(), *chromium = find_chromium();
-    char cmd[4096], log[600];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text 'to\xc2\xa0" "be' --out %s --html", ckpt,
              dir);
     CHECK(run_command(cmd, NULL) == 0);
@@ -946,14 +931,7 @@ static void test_explorer_no_break_space(void) {
         skip_test("chromium not installed");
         return;
     }
-    const char *sandbox = geteuid() == 0 ? "--no-sandbox" : "";
-    snprintf(log, sizeof log, "%s/dom.html", dir);
-    snprintf(cmd, sizeof cmd, "%s --headless %s --disable-gpu --user-data-dir=%s/profile "
-             "--virtual-time-budget=3000 --dump-dom 'file://%s/index.html'", chromium, sandbox,
-             dir, dir);
-    CHECK(run_command(cmd, log) == 0);
-    char *dom = read_text_file(log);
-    CHECK(dom);
+    char *dom = chromium_dom(chromium, dir, "index.html");
     if (dom) {
         CHECK_MSG(strstr(dom, "<span title=\"position 2\">\xe2\x8d\xbd</span>"),
                   "position 2 (the no-break space) does not show U+237D");
