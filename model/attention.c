@@ -557,6 +557,206 @@ void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, floa
                               drop, pr);
 }
 
+// ---- fused causal self-attention (attention.h)
+//
+// One (batch row, head) on the calling thread. A query tile of rows
+// [i0, i0 + rows) meets the key tiles [j0, j0 + cols) with j0 <= its last
+// row (the causal mask): cols = min(FUSED_KEYS, i0 + rows - j0), so the
+// diagonal tile stops at the last query's key. Tiles are row-major with
+// row stride FUSED_KEYS, each starting on a cache line in the scratch.
+
+// Scratch of one (batch row, head), in floats: keys transposed (hs, T)
+// (and in the backward values transposed, (hs, T), and D (T)), then the
+// tiles of at most T rows: scores/probabilities, and in the backward dP/dS;
+// the mask's factors, and in the forward each row's maximum and sum.
+static size_t fused_tile_floats(int T) {
+    return (size_t)(T < FUSED_QUERIES ? T : FUSED_QUERIES) * FUSED_KEYS;
+}
+static size_t fused_forward_floats(int T, int hs) {
+    return whole_cache_lines((size_t)hs * T, sizeof(float)) + fused_tile_floats(T) + FUSED_KEYS +
+           2 * whole_cache_lines(FUSED_QUERIES, sizeof(float));
+}
+static size_t fused_backward_floats(int T, int hs) {
+    return 2 * whole_cache_lines((size_t)hs * T, sizeof(float)) +
+           whole_cache_lines((size_t)T, sizeof(float)) + 2 * fused_tile_floats(T) + FUSED_KEYS;
+}
+
+// mult (cols) = the dropout factor of query i's keys j0.. : 1/(1-p) where
+// kept, 0 where dropped (index ((b*NH + h)*T + i)*T + j, first = bh*T*T).
+static void dropout_factors(float *mult, const DropoutMask *drop, uint64_t row_index, int cols) {
+    const DropoutMask m = *drop;
+    for (int j = 0; j < cols; j++)
+        mult[j] = dropout_keeps(&m, row_index + (uint64_t)j) ? m.scale : 0.0f;
+}
+
+// Visible keys of query i in the tile from j0, cols wide: 0..cols.
+static inline int visible_in_tile(int i, int j0, int cols) {
+    int n = i - j0 + 1;
+    return n < 0 ? 0 : n < cols ? n : cols;
+}
+
+// One (batch row, head) of the forward: q_bh, out_bh, k_bh, v_bh (T, ld C),
+// lse_bh (T).
+static void attention_head_forward_fused(float *out_bh, float *lse_bh, const float *q_bh,
+                                         const float *k_bh, const float *v_bh, int T, int C,
+                                         int hs, long bh, const DropoutMask *drop) {
+    float scale = 1.0f / sqrtf((float)hs);
+    float *k_t = thread_scratch(fused_forward_floats(T, hs));
+    float *scores = k_t + whole_cache_lines((size_t)hs * T, sizeof(float));
+    float *mult = scores + fused_tile_floats(T);
+    float *row_max_so_far = mult + FUSED_KEYS;
+    float *row_sum = row_max_so_far + whole_cache_lines(FUSED_QUERIES, sizeof(float));
+    transpose_head(k_t, k_bh, T, C, hs);
+    for (int i0 = 0; i0 < T; i0 += FUSED_QUERIES) {
+        int rows = T - i0 < FUSED_QUERIES ? T - i0 : FUSED_QUERIES;
+        float *out_rows = out_bh + (long)i0 * C;
+        for (int r = 0; r < rows; r++) {
+            row_max_so_far[r] = -INFINITY;
+            row_sum[r] = 0.0f;
+            memset(out_rows + (long)r * C, 0, (size_t)hs * sizeof(float));
+        }
+        for (int j0 = 0; j0 < i0 + rows; j0 += FUSED_KEYS) {
+            int cols = i0 + rows - j0 < FUSED_KEYS ? i0 + rows - j0 : FUSED_KEYS;
+            // S (rows, cols) = q rows . k_t's columns j0..
+            matmul_strided(scores, FUSED_KEYS, q_bh + (long)i0 * C, C, 1, k_t + j0, T, rows, hs,
+                           cols, 0);
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r, n = visible_in_tile(i, j0, cols);
+                float *s = scores + r * FUSED_KEYS;
+                if (n == 0) {
+                    for (int j = 0; j < cols; j++) s[j] = 0.0f;
+                    continue;
+                }
+                float old_max = row_max_so_far[r], tile_max = row_max(s, n);
+                float new_max = tile_max > old_max ? tile_max : old_max;
+                float rescale = old_max == -INFINITY ? 0.0f : fast_expf((old_max - new_max) * scale);
+                for (int j = 0; j < cols; j++) {
+                    float e = fast_expf((s[j] - new_max) * scale);
+                    s[j] = j < n ? e : 0.0f;
+                }
+                float sum = 0.0f;
+                _Pragma("omp simd reduction(+ : sum)")
+                for (int j = 0; j < n; j++) sum += s[j];
+                row_sum[r] = row_sum[r] * rescale + sum;
+                row_max_so_far[r] = new_max;
+                if (drop) {
+                    dropout_factors(mult, drop, (uint64_t)(bh * T + i) * T + j0, n);
+                    for (int j = 0; j < n; j++) s[j] *= mult[j];
+                }
+                if (rescale != 1.0f) {
+                    float *o = out_rows + (long)r * C;
+                    for (int e = 0; e < hs; e++) o[e] *= rescale;
+                }
+            }
+            // out rows += P (rows, cols) . v rows j0..
+            matmul_strided(out_rows, C, scores, FUSED_KEYS, 1, v_bh + (long)j0 * C, C, rows, cols,
+                           hs, 1);
+        }
+        for (int r = 0; r < rows; r++) {
+            float inv_sum = 1.0f / row_sum[r];
+            float *o = out_rows + (long)r * C;
+            for (int e = 0; e < hs; e++) o[e] *= inv_sum;
+            lse_bh[i0 + r] = row_max_so_far[r] * scale + logf(row_sum[r]);
+        }
+    }
+}
+
+void attention_forward_fused(const Products *pr, float *out, float *lse, const float *q,
+                             const float *k, const float *v, int B, int T, int C, int NH,
+                             const DropoutMask *drop) {
+    (void)pr;
+    int hs = C / NH;
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * T * T * hs / 2, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        long at = (long)b * T * C + h * hs;
+        attention_head_forward_fused(out + at, lse + bh * T, q + at, k + at, v + at, T, C, hs, bh,
+                                     drop);
+    });
+}
+
+// One (batch row, head) of the backward: d_q_bh, d_o, o_bh, q_bh (T, ld C),
+// d_k_bh, d_v_bh, k_bh, v_bh (T, ld C), lse_bh (T). Per tile:
+//   S = q_i . k_j^T, P = exp(S scale - lse) (0 above the diagonal)
+//   dP = dO_i . v_j^T (times the mask's factors M with dropout)
+//   dS = P (dP - D) scale
+//   d_v_j += (P M)^T . dO_i,  d_k_j += dS^T . q_i,  d_q_i += dS . k_j
+static void attention_head_backward_fused(float *d_q_bh, float *d_k_bh, float *d_v_bh,
+                                          const float *d_o, const float *o_bh,
+                                          const float *lse_bh, const float *q_bh,
+                                          const float *k_bh, const float *v_bh, int T, int C,
+                                          int hs, long bh, const DropoutMask *drop) {
+    float scale = 1.0f / sqrtf((float)hs);
+    size_t head_t = whole_cache_lines((size_t)hs * T, sizeof(float));
+    float *k_t = thread_scratch(fused_backward_floats(T, hs));
+    float *v_t = k_t + head_t, *d_dot_o = v_t + head_t;
+    float *probs = d_dot_o + whole_cache_lines((size_t)T, sizeof(float));
+    float *d_scores = probs + fused_tile_floats(T), *mult = d_scores + fused_tile_floats(T);
+    transpose_head(k_t, k_bh, T, C, hs);
+    transpose_head(v_t, v_bh, T, C, hs);
+    for (int i = 0; i < T; i++) {
+        const float *g = d_o + (long)i * C, *o = o_bh + (long)i * C;
+        float dot = 0.0f;
+        _Pragma("omp simd reduction(+ : dot)")
+        for (int e = 0; e < hs; e++) dot += g[e] * o[e];
+        d_dot_o[i] = dot;
+    }
+    for (int i0 = 0; i0 < T; i0 += FUSED_QUERIES) {
+        int rows = T - i0 < FUSED_QUERIES ? T - i0 : FUSED_QUERIES;
+        for (int j0 = 0; j0 < i0 + rows; j0 += FUSED_KEYS) {
+            int cols = i0 + rows - j0 < FUSED_KEYS ? i0 + rows - j0 : FUSED_KEYS;
+            matmul_strided(probs, FUSED_KEYS, q_bh + (long)i0 * C, C, 1, k_t + j0, T, rows, hs,
+                           cols, 0);
+            matmul_strided(d_scores, FUSED_KEYS, d_o + (long)i0 * C, C, 1, v_t + j0, T, rows, hs,
+                           cols, 0);
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r, n = visible_in_tile(i, j0, cols);
+                float *p = probs + r * FUSED_KEYS, *ds = d_scores + r * FUSED_KEYS;
+                float row_lse = lse_bh[i], d_i = d_dot_o[i];
+                for (int j = 0; j < cols; j++) {
+                    float e = fast_expf(p[j] * scale - row_lse);
+                    p[j] = j < n ? e : 0.0f;
+                }
+                if (drop) {
+                    dropout_factors(mult, drop, (uint64_t)(bh * T + i) * T + j0, n);
+                    for (int j = 0; j < n; j++) ds[j] *= mult[j];
+                }
+                for (int j = 0; j < cols; j++) ds[j] = p[j] * (ds[j] - d_i) * scale;
+                if (drop)
+                    for (int j = 0; j < n; j++) p[j] *= mult[j];
+            }
+            const float *q_rows = q_bh + (long)i0 * C, *d_o_rows = d_o + (long)i0 * C;
+            // element (j, i) of a tile transposed is tile[i * FUSED_KEYS + j]
+            matmul_strided(d_v_bh + (long)j0 * C, C, probs, 1, FUSED_KEYS, d_o_rows, C, cols, rows,
+                           hs, 1);
+            matmul_strided(d_k_bh + (long)j0 * C, C, d_scores, 1, FUSED_KEYS, q_rows, C, cols,
+                           rows, hs, 1);
+            matmul_strided(d_q_bh + (long)i0 * C, C, d_scores, FUSED_KEYS, 1, k_bh + (long)j0 * C,
+                           C, rows, cols, hs, 1);
+        }
+    }
+}
+
+void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float *d_v,
+                              const float *d_out, const float *out, const float *lse,
+                              const float *q, const float *k, const float *v, int B, int T,
+                              int C, int NH, const DropoutMask *drop) {
+    (void)pr;
+    int hs = C / NH;
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * T * T * hs, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        long at = (long)b * T * C + h * hs;
+        attention_head_backward_fused(d_q + at, d_k + at, d_v + at, d_out + at, out + at,
+                                      lse + bh * T, q + at, k + at, v + at, T, C, hs, bh, drop);
+    });
+}
+
+size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH) {
+    (void)kernel;
+    int hs = C / NH;
+    size_t forward = fused_forward_floats(T, hs), backward = fused_backward_floats(T, hs);
+    return (forward > backward ? forward : backward) * sizeof(float);
+}
+
 size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
                                int dropout) {
     int hs = C / NH;

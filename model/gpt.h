@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "dropout.h"
+#include "../base/util.h"
 #include "../kernels/matmul.h"
 
 typedef struct {
@@ -105,7 +106,10 @@ typedef struct {
     float *encoded;            // (B,T,C)    token + position embedding
     float *ln1_mean, *ln1_rstd;// (L,B,T)
     float *q, *k, *v;          // (L,B,T,C)
-    float *att_probs;          // (L,B,NH,T,T) kept for the heatmaps
+    float *att_probs;          // (L,B,NH,T,T) where pictures read them (below: Attention
+                               //          probabilities), else NULL
+    float *att_lse;            // (L,B,NH,T) a training forward's: each row's log-sum-exp
+                               //          of its attention scores (attention.h, fused)
     float *att_out;            // (L,B,T,C)  heads concatenated, before W_O
     float *residual2;          // (L,B,T,C)  x + attention
     float *ln2_mean, *ln2_rstd;// (L,B,T)
@@ -152,6 +156,10 @@ typedef struct {
     float *backward_memory;    // the backward's scratch (training only)
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
+    // Attention probabilities: a model allocated for training keeps them
+    // only for a forward that asks nothing to learn (no targets), in this
+    // buffer, grown on the first such forward (the heatmaps of a run).
+    GrowingBuffer att_probs_memory;
     float mean_loss;           // of the last forward with targets, else -1
     // Training sets dropout.p > 0 around one forward and backward (the
     // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
@@ -285,8 +293,20 @@ void gpt_zero_grad(GPT *model);
 // Backward of the last forward's mean loss; accumulates into grads.
 void gpt_backward(GPT *model, const int *tokens);
 
-// The attention probabilities (T,T) of the last forward for (layer, head,
-// batch row): row i = query position, column j = key position.
+// ---- attention probabilities
+//
+// A forward keeps every layer's attention probabilities (B,NH,T,T), from
+// the unfused attention (attention_forward_dropout) whose numbers the
+// pictures have always shown, unless it is a training forward: targets
+// given to a model allocated with gpt_alloc_training. That one runs the
+// fused attention and keeps each row's log-sum-exp (L,B,NH,T) for the
+// backward instead: memory in T, not T^2. So bin/attn, the atlas and the
+// KV cache's models (gpt_alloc_inference) keep them always, and a training
+// run for its heatmaps (a forward over the probe without targets).
+//
+// The probabilities (T,T) of the last forward for (layer, head, batch
+// row): row i = query position, column j = key position. Dies when the last
+// forward was a training forward.
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row);
 
 // Check a config for sense; on error writes a message and returns 0.
