@@ -199,17 +199,25 @@ static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, in
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
 
-// What only the backward needs (d_att_out shares proj_out's memory: they
-// are never live at once).
+// What only the backward needs. Buffers never live at once share memory
+// (block_backward's order): d_att_out proj_out's; d_fc fc_gelu's (GELU's
+// output is read last by W_proj's backward, before d_fc is written); d_q,
+// d_k, d_v d_fc_gelu's (read last by GELU's backward, before the
+// attention's).
 static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
                                       float *memory) {
     double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
     const BufferView layout[] = {{&s->d_residual, BT * C}, {&s->d_ln, BT * C},
-                                 {&s->d_q, BT * C},        {&s->d_k, BT * C},
-                                 {&s->d_v, BT * C},        {&s->d_fc, BT * 4 * C},
                                  {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V}};
     double total = lay_out(layout, sizeof layout / sizeof layout[0], memory);
-    if (memory) s->d_att_out = s->proj_out;
+    if (memory) {
+        size_t btc = (size_t)B * T * cfg->dim;
+        s->d_att_out = s->proj_out;
+        s->d_fc = s->fc_gelu;
+        s->d_q = s->d_fc_gelu;
+        s->d_k = s->d_fc_gelu + btc;
+        s->d_v = s->d_fc_gelu + 2 * btc;
+    }
     return total;
 }
 
@@ -235,15 +243,26 @@ size_t gpt_num_params(const GPTConfig *cfg) {
     return total;
 }
 
+// Each thread that runs attention keeps its scratch: training's fused
+// attention (dropout's included), inference's unfused forward.
+static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf16, int T,
+                                            int training) {
+    return (double)omp_get_max_threads() *
+           (double)(training ? attention_fused_scratch_bytes(bf16, T, cfg->dim, cfg->heads)
+                             : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0, 0));
+}
+
+double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
+    double rows = (double)cfg->layers * B * cfg->heads * T; // (L,B,NH,T)
+    return (training ? rows : rows * T) * sizeof(float) +
+           attention_scratch_all_threads(cfg, bf16, T, training);
+}
+
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     Activations a;
     Scratch s;
     double params = (double)gpt_num_params(cfg);
-    // each thread that runs attention keeps its scratch: training's fused
-    // attention (dropout's included), inference's unfused forward
-    double attention = (double)omp_get_max_threads() *
-                       (training ? attention_fused_scratch_bytes(bf16, T, cfg->dim, cfg->heads)
-                                 : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0, 0));
+    double attention = attention_scratch_all_threads(cfg, bf16, T, training);
     double floats = params + activation_layout(cfg, &a, B, T, training, NULL) +
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
                     matmul_workspace_floats(cfg, bf16, B, T) + attention / sizeof(float);

@@ -131,9 +131,9 @@ typedef struct {
     float *proj_out;           // (B,T,C)  output of W_O or the MLP projection
     float *d_residual;         // (B,T,C) gradient flowing down the residual stream
     float *d_ln;               // (B,T,C)
-    float *d_q, *d_k, *d_v;    // (B,T,C)
+    float *d_q, *d_k, *d_v;    // (B,T,C)  share d_fc_gelu's memory
     float *d_att_out;          // (B,T,C)  shares proj_out's memory
-    float *d_fc;               // (B,T,4C)
+    float *d_fc;               // (B,T,4C) shares fc_gelu's memory
     float *d_fc_gelu;          // (B,T,4C)
     float *d_logits;           // (B,T,V)
 } Scratch;
@@ -183,15 +183,22 @@ void gpt_init_params(GPT *model, unsigned long long seed);
 // Allocate what a forward over batches up to B x T needs (activations,
 // scratch, the kernels' workspace): to sample, draw heatmaps, evaluate.
 void gpt_alloc_inference(GPT *model, int B, int T);
-// gpt_alloc_inference plus gradients and the backward's scratch.
+// gpt_alloc_inference plus gradients and the backward's scratch, the
+// activations keeping the attention's log-sum-exps instead of its
+// probabilities (below: Attention probabilities).
 void gpt_alloc_training(GPT *model, int B, int T);
 // Bytes the two calls above allocate for cfg and B x T (parameters
 // included; not the optimizer's moments; bf16 operands laid out for the
-// given kernel), from the same layout code, and
-// the attention scratch each of omp_get_max_threads() threads keeps
-// without dropout (attention.h: dropout's is what a run adds).
+// given kernel), from the same layout code, and the attention scratch each
+// of omp_get_max_threads() threads keeps (training's, with dropout or
+// without; inference's, without). Not a training model's probabilities
+// of a forward without targets (gpt_forward), grown when first asked.
 // In double, so that absurd shapes give a huge figure, not an overflow.
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
+// The attention's part of it: what the activations keep of it (training's
+// log-sum-exps (L,B,NH,T), inference's probabilities (L,B,NH,T,T)) and the
+// scratch of every thread.
+double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
 // The number of parameters (floats) of a model of shape cfg.
 size_t gpt_num_params(const GPTConfig *cfg);
 void gpt_free(GPT *model);
