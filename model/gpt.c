@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "../kernels/matmul.h"
+#include "../kernels/parallel.h"
 #include "ops.h"
 #include "../base/util.h"
 
@@ -244,10 +245,13 @@ size_t gpt_num_params(const GPTConfig *cfg) {
 }
 
 // Each thread that runs attention keeps its scratch: training's fused
-// attention (dropout's included), inference's unfused forward.
-static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf16, int T,
+// attention (dropout's included), inference's unfused forward. Below
+// FOR_EACH's threshold (parallel.h) the calling thread runs it alone.
+static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T,
                                             int training) {
-    return (double)omp_get_max_threads() *
+    double work = (double)B * T * T * cfg->dim; // B*NH*T*T*hs, the backward's
+    int threads = work >= PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
+    return (double)threads *
            (double)(training ? attention_fused_scratch_bytes(bf16, T, cfg->dim, cfg->heads)
                              : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0, 0));
 }
@@ -255,14 +259,14 @@ static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf1
 double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     double rows = (double)cfg->layers * B * cfg->heads * T; // (L,B,NH,T)
     return (training ? rows : rows * T) * sizeof(float) +
-           attention_scratch_all_threads(cfg, bf16, T, training);
+           attention_scratch_all_threads(cfg, bf16, B, T, training);
 }
 
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     Activations a;
     Scratch s;
     double params = (double)gpt_num_params(cfg);
-    double attention = attention_scratch_all_threads(cfg, bf16, T, training);
+    double attention = attention_scratch_all_threads(cfg, bf16, B, T, training);
     double floats = params + activation_layout(cfg, &a, B, T, training, NULL) +
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
                     matmul_workspace_floats(cfg, bf16, B, T) + attention / sizeof(float);

@@ -327,6 +327,97 @@ static void test_same_bits_any_threads(void) {
     }
 }
 
+// ---- bf16 products (--precision bf16): on every bf16 kernel this CPU
+// runs, against the double reference and the unfused bf16 attention, and
+// the same bits on 1 and 2 threads.
+//
+// The products' inputs are rounded to bf16 (relative 2^-9 each); a value
+// that sums T such terms of order 1 with both signs is then off by a few
+// 1e-3 of the tensor's typical size. The bound: BF16_RTOL of the
+// reference tensor's largest element (at least 1, the inputs' scale: with
+// T = 1 the gradients of q and k are exactly 0, and the fused backward's
+// D = dO . O, O from bf16 products, leaves them at ~1e-2), about 3 times
+// the worst measured on these cases; a missed tile or a wrong mask is off
+// by the size of a whole term.
+#define BF16_RTOL 3e-2
+
+static double largest(const double *x, long n) {
+    double most = 0;
+    for (long i = 0; i < n; i++) most = fabs(x[i]) > most ? fabs(x[i]) : most;
+    return most;
+}
+
+// got within BF16_RTOL of want's largest element; returns the worst error
+// over that largest element.
+static double check_bf16_close(const char *what, const float *got, const double *want, long n,
+                               const char *label) {
+    double scale = largest(want, n) > 1.0 ? largest(want, n) : 1.0;
+    double tol = BF16_RTOL * scale, worst = 0;
+    int reported = 0;
+    for (long i = 0; i < n; i++) {
+        double err = fabs(got[i] - want[i]);
+        worst = err > worst ? err : worst;
+        checks_in_test++;
+        if (!(err <= tol) && reported++ < 5)
+            check_fail(__FILE__, __LINE__, "%s %s[%ld] = %.6g, reference %.6g (bound %.3g)", label,
+                       what, i, got[i], want[i], tol);
+    }
+    return worst / scale;
+}
+
+static void check_bf16_case(Bf16Kernel kernel, int T, int dropout) {
+    enum { B = 2, C = 128, NH = 2 };
+    products_init(&products, PRECISION_BF16, kernel);
+    Rng rng;
+    rng_seed(&rng, 800 + (uint64_t)T * 2 + (uint64_t)dropout);
+    DropoutMask mask = attention_dropout(NH, T, 2);
+    FusedCase c = fused_case(&rng, B, T, C, NH, dropout ? &mask : NULL);
+    Gradients g = fused_gradients(&c);
+    Reference ref = reference(&c);
+    long n = (long)B * T * C;
+    char label[96];
+    snprintf(label, sizeof label, "%s T %d%s:", bf16_kernel_name(kernel), T,
+             dropout ? " dropout" : "");
+    double worst = check_bf16_close("out", c.out, ref.out, n, label);
+    double w;
+    w = check_bf16_close("lse", c.lse, ref.lse, (long)B * NH * T, label), worst = w > worst ? w : worst;
+    w = check_bf16_close("d_q", g.d_q, ref.d_q, n, label), worst = w > worst ? w : worst;
+    w = check_bf16_close("d_k", g.d_k, ref.d_k, n, label), worst = w > worst ? w : worst;
+    w = check_bf16_close("d_v", g.d_v, ref.d_v, n, label), worst = w > worst ? w : worst;
+    if (getenv("FUSED_VERBOSE")) printf("  %s worst %.3g\n", label, worst);
+    // the unfused bf16 attention: the same reference, the same bound
+    float *out = zeros(n), *probs = zeros((long)B * NH * T * T);
+    float *d[3] = {zeros(n), zeros(n), zeros(n)};
+    attention_forward_dropout(&products, out, probs, c.q, c.k, c.v, B, T, T, C, NH, 1, c.drop);
+    attention_backward_dropout(&products, d[0], d[1], d[2], c.r, probs, c.q, c.k, c.v, B, T, T, C,
+                               NH, 1, c.drop);
+    check_bf16_close("unfused out", out, ref.out, n, label);
+    check_bf16_close("unfused d_q", d[0], ref.d_q, n, label);
+    free(out), free(probs), free(d[0]), free(d[1]), free(d[2]);
+    free_reference(&ref);
+    free_gradients(&g);
+    free_fused_case(&c);
+    products_free(&products);
+}
+
+static void test_bf16_matches_reference(void) {
+    const Bf16Kernel kernels[] = {BF16_PORTABLE, BF16_AVX2, BF16_AVX512, BF16_AMX};
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        if (bf16_best_kernel(kernels[i]) != kernels[i]) continue; // not on this CPU
+        check_bf16_case(kernels[i], 1, 0);
+        check_bf16_case(kernels[i], 70, 1);
+        check_bf16_case(kernels[i], 130, 0);
+    }
+    products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
+}
+
+static void test_bf16_same_bits_any_threads(void) {
+    products_init(&products, PRECISION_BF16, bf16_best_kernel(BF16_AMX));
+    test_same_bits_any_threads();
+    products_free(&products);
+    products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
+}
+
 void suite_fused_attention(void) {
     products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("fused attention matches a double-precision reference (T 1, 5, 70, 130; dropout)",
@@ -336,5 +427,9 @@ void suite_fused_attention(void) {
     run_test("fused attention gradients against finite differences", test_gradients);
     run_test("fused attention's backward accumulates", test_backward_accumulates);
     run_test("fused attention gives the same bits on 1 and 2 threads", test_same_bits_any_threads);
+    run_test("fused attention in bf16 on every kernel matches the reference (T 1, 70, 130; dropout)",
+             test_bf16_matches_reference);
+    run_test("fused attention in bf16 gives the same bits on 1 and 2 threads",
+             test_bf16_same_bits_any_threads);
     products_free(&products);
 }
