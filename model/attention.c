@@ -737,8 +737,8 @@ static inline int visible_in_tile(int i, int j0, int cols) {
 }
 
 // One (batch row, head) of the forward: q_bh, out_bh, k_bh, v_bh (T, ld C),
-// lse_bh (T).
-static void attention_head_forward_fused(const Products *pr, float *out_bh, float *lse_bh,
+// stats_bh (T,2).
+static void attention_head_forward_fused(const Products *pr, float *out_bh, float *stats_bh,
                                          const float *q_bh, const float *k_bh, const float *v_bh,
                                          int T, int C, int hs, long bh, const DropoutMask *drop) {
     float scale = 1.0f / sqrtf((float)hs);
@@ -790,42 +790,52 @@ static void attention_head_forward_fused(const Products *pr, float *out_bh, floa
             float inv_sum = 1.0f / row_sum[r];
             float *o = out_rows + (long)r * C;
             for (int e = 0; e < hs; e++) o[e] *= inv_sum;
-            lse_bh[i0 + r] = row_max_so_far[r] * scale + logf(row_sum[r]);
+            stats_bh[2 * (i0 + r)] = row_max_so_far[r];
+            stats_bh[2 * (i0 + r) + 1] = logf(row_sum[r]);
         }
     }
 }
 
-void attention_forward_fused(const Products *pr, float *out, float *lse, const float *q,
+void attention_forward_fused(const Products *pr, float *out, float *stats, const float *q,
                              const float *k, const float *v, int B, int T, int C, int NH,
                              const DropoutMask *drop) {
     int hs = C / NH;
     FOR_EACH(bh, (long)B * NH, (long)B * NH * T * T * hs / 2, {
         int b = (int)(bh / NH), h = (int)(bh % NH);
         long at = (long)b * T * C + h * hs;
-        attention_head_forward_fused(pr, out + at, lse + bh * T, q + at, k + at, v + at, T, C, hs,
+        attention_head_forward_fused(pr, out + at, stats + 2 * bh * T, q + at, k + at, v + at, T, C, hs,
                                      bh, drop);
     });
 }
 
 // One (batch row, head) of the backward: d_q_bh, d_o, o_bh, q_bh (T, ld C),
-// d_k_bh, d_v_bh, k_bh, v_bh (T, ld C), lse_bh (T). Per tile:
-//   S = q_i . k_j^T, P = exp(S scale - lse) (0 above the diagonal)
+// d_k_bh, d_v_bh, k_bh, v_bh (T, ld C), stats_bh (T,2). Per tile:
+//   S = q_i . k_j^T, P = exp((S - m) scale - log sum) (0 above the diagonal)
 //   dP = dO_i . v_j^T (times the mask's factors M with dropout)
 //   dS = P (dP - D) scale
 //   d_v_j += (P M)^T . dO_i,  d_k_j += dS^T . q_i,  d_q_i += dS . k_j
 static void attention_head_backward_fused(const Products *pr, float *d_q_bh, float *d_k_bh,
                                           float *d_v_bh, const float *d_o, const float *o_bh,
-                                          const float *lse_bh, const float *q_bh,
+                                          const float *stats_bh, const float *q_bh,
                                           const float *k_bh, const float *v_bh, int T, int C,
                                           int hs, long bh, const DropoutMask *drop) {
     float scale = 1.0f / sqrtf((float)hs);
     FusedHead f = fused_head(pr, q_bh, k_bh, v_bh, d_o, T, C, hs);
     float *probs = f.scores, *d_scores = f.d_scores, *d_dot_o = f.d_dot_o;
+    // D = dO . O, in bf16 with dO rounded as dP's product reads it: where
+    // a row's softmax is one-hot (O = v_j), dP_ij - D_i is then 0 to fp32
+    // rounding, not to dO's bf16 rounding times |dO| |v_j|
     for (int i = 0; i < T; i++) {
         const float *g = d_o + (long)i * C, *o = o_bh + (long)i * C;
         float dot = 0.0f;
-        _Pragma("omp simd reduction(+ : dot)")
-        for (int e = 0; e < hs; e++) dot += g[e] * o[e];
+        if (f.bf16) {
+            const bf16 *g_rounded = f.d_o_rows + i * f.head_ld;
+            _Pragma("omp simd reduction(+ : dot)")
+            for (int e = 0; e < hs; e++) dot += bf16_to_float(g_rounded[e]) * o[e];
+        } else {
+            _Pragma("omp simd reduction(+ : dot)")
+            for (int e = 0; e < hs; e++) dot += g[e] * o[e];
+        }
         d_dot_o[i] = dot;
     }
     for (int i0 = 0; i0 < T; i0 += FUSED_QUERIES) {
@@ -839,9 +849,10 @@ static void attention_head_backward_fused(const Products *pr, float *d_q_bh, flo
             for (int r = 0; r < rows; r++) {
                 int i = i0 + r, n = visible_in_tile(i, j0, cols);
                 float *p = probs + r * FUSED_KEYS, *ds = d_scores + r * FUSED_KEYS;
-                float row_lse = lse_bh[i], d_i = d_dot_o[i];
+                float row_max = stats_bh[2 * i], row_log_sum = stats_bh[2 * i + 1];
+                float d_i = d_dot_o[i];
                 for (int j = 0; j < cols; j++) {
-                    float e = fast_expf(p[j] * scale - row_lse);
+                    float e = fast_expf((p[j] - row_max) * scale - row_log_sum);
                     p[j] = j < n ? e : 0.0f;
                 }
                 if (drop) {
@@ -863,7 +874,7 @@ static void attention_head_backward_fused(const Products *pr, float *d_q_bh, flo
 }
 
 void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float *d_v,
-                              const float *d_out, const float *out, const float *lse,
+                              const float *d_out, const float *out, const float *stats,
                               const float *q, const float *k, const float *v, int B, int T,
                               int C, int NH, const DropoutMask *drop) {
     int hs = C / NH;
@@ -871,7 +882,8 @@ void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float 
         int b = (int)(bh / NH), h = (int)(bh % NH);
         long at = (long)b * T * C + h * hs;
         attention_head_backward_fused(pr, d_q + at, d_k + at, d_v + at, d_out + at, out + at,
-                                      lse + bh * T, q + at, k + at, v + at, T, C, hs, bh, drop);
+                                      stats + 2 * bh * T, q + at, k + at, v + at, T, C, hs, bh,
+                                      drop);
     });
 }
 

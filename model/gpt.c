@@ -168,7 +168,7 @@ static double lay_out(const BufferView *views, size_t n, float *memory) {
 }
 
 // The saved activations for a batch of B x T: a training model's keep the
-// attention's log-sum-exp (L,B,NH,T), an inference model's its
+// attention's log-sum-exps (L,B,NH,T,2: attention.h), an inference model's its
 // probabilities (L,B,NH,T,T) (gpt.h: Attention probabilities).
 static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int T,
                                 int training, float *memory) {
@@ -177,7 +177,7 @@ static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int
     const BufferView layout[] = {
         {&a->encoded, BT * C},         {&a->ln1_mean, L * BT},       {&a->ln1_rstd, L * BT},
         {&a->q, L * BT * C},           {&a->k, L * BT * C},          {&a->v, L * BT * C},
-        training ? (BufferView){&a->att_lse, L * B * NH * T}
+        training ? (BufferView){&a->att_stats, L * B * NH * T * 2}
                  : (BufferView){&a->att_probs, L * B * NH * T * T},
         {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
         {&a->ln2_mean, L * BT},        {&a->ln2_rstd, L * BT},       {&a->fc, L * BT * 4 * C},
@@ -186,7 +186,7 @@ static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int
     };
     if (memory) {
         if (training) a->att_probs = NULL;
-        else a->att_lse = NULL;
+        else a->att_stats = NULL;
     }
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
@@ -258,7 +258,7 @@ static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf1
 
 double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     double rows = (double)cfg->layers * B * cfg->heads * T; // (L,B,NH,T)
-    return (training ? rows : rows * T) * sizeof(float) +
+    return (training ? rows * 2 : rows * T) * sizeof(float) +
            attention_scratch_all_threads(cfg, bf16, B, T, training);
 }
 
@@ -477,7 +477,7 @@ static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
                                   a->att_probs + (long)l * B * NH * T * T, b->q, b->k, b->v, B,
                                   T, T, C, NH, 1, drop);
     else
-        attention_forward_fused(&model->products, b->att_out, a->att_lse + (long)l * B * NH * T,
+        attention_forward_fused(&model->products, b->att_out, a->att_stats + 2L * l * B * NH * T,
                                 b->q, b->k, b->v, B, T, C, NH, drop);
     return f->rows;
 }
@@ -581,7 +581,7 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc, *v = a->v + l * btc;
     float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
     float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-    float *att_lse = a->att_lse + (long)l * B * NH * T;
+    float *att_stats = a->att_stats + 2L * l * B * NH * T;
 
     // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
     // GELU(fc) and LN2's output are recomputed rather than stored
@@ -621,7 +621,7 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
     attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, att_out,
-                             att_lse, q, k, v, B, T, C, NH, drop ? &masks.att_probs : NULL);
+                             att_stats, q, k, v, B, T, C, NH, drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (s->ln held LN2's until here)
     layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x_in, p->ln1_w + l * C,

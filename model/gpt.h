@@ -108,8 +108,8 @@ typedef struct {
     float *q, *k, *v;          // (L,B,T,C)
     float *att_probs;          // (L,B,NH,T,T) where pictures read them (below: Attention
                                //          probabilities), else NULL
-    float *att_lse;            // (L,B,NH,T) a training forward's: each row's log-sum-exp
-                               //          of its attention scores (attention.h, fused)
+    float *att_stats;          // (L,B,NH,T,2) a training forward's: each row's softmax
+                               //          statistics, its log-sum-exp (attention.h, fused)
     float *att_out;            // (L,B,T,C)  heads concatenated, before W_O
     float *residual2;          // (L,B,T,C)  x + attention
     float *ln2_mean, *ln2_rstd;// (L,B,T)
@@ -196,7 +196,7 @@ void gpt_alloc_training(GPT *model, int B, int T);
 // In double, so that absurd shapes give a huge figure, not an overflow.
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
 // The attention's part of it: what the activations keep of it (training's
-// log-sum-exps (L,B,NH,T), inference's probabilities (L,B,NH,T,T)) and the
+// log-sum-exps (L,B,NH,T,2), inference's probabilities (L,B,NH,T,T)) and the
 // scratch of every thread.
 double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
 // The number of parameters (floats) of a model of shape cfg.
@@ -306,7 +306,7 @@ void gpt_backward(GPT *model, const int *tokens);
 // the unfused attention (attention_forward_dropout) whose numbers the
 // pictures have always shown, unless it is a training forward: targets
 // given to a model allocated with gpt_alloc_training. That one runs the
-// fused attention and keeps each row's log-sum-exp (L,B,NH,T) for the
+// fused attention and keeps each row's log-sum-exp (L,B,NH,T,2) for the
 // backward instead: memory in T, not T^2. So bin/attn, the atlas and the
 // KV cache's models (gpt_alloc_inference) keep them always, and a training
 // run for its heatmaps (a forward over the probe without targets).

@@ -232,7 +232,7 @@ static void test_attention_probs(void) {
     // a training forward (targets, training buffers) keeps none; an
     // inference model keeps them with targets too
     gpt_forward(&model, tokens, tokens, 2, 5);
-    CHECK(model.acts.att_probs == NULL && model.acts.att_lse != NULL);
+    CHECK(model.acts.att_probs == NULL && model.acts.att_stats != NULL);
     gpt_alloc_inference(&model, 2, 5);
     gpt_forward(&model, tokens, tokens, 2, 5);
     check_attention_probs(&model, 2, 5);
