@@ -557,6 +557,347 @@ void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, floa
                               drop, pr);
 }
 
+// ---- fused causal self-attention (attention.h)
+//
+// One (batch row, head) on the calling thread. A query tile of rows
+// [i0, i0 + rows) meets the key tiles [j0, j0 + cols) with j0 <= its last
+// row (the causal mask): cols = min(FUSED_KEYS, i0 + rows - j0), so the
+// diagonal tile stops at the last query's key. Tiles are fp32, row-major
+// with row stride FUSED_KEYS.
+//
+// The tile products run in the model's precision. fp32: matmul_strided,
+// the keys (and in the backward the values) transposed once, (hs, T). bf16
+// (bf16 inputs, fp32 sums, as the unfused attention's bf16 path): each
+// operand converted (a left one, rows) or packed (a right one) once per
+// (batch row, head), a tile rounded to bf16 before it multiplies; j0 and
+// i0 are multiples of 64, where the packed panels start (BF16_PANEL; and
+// AMX's steps of 32 rows). Softmax, dropout and the tiles stay fp32.
+
+// The operands of one (batch row, head), both passes, carved from the
+// thread's scratch; those a pass or precision does not use are NULL.
+typedef struct {
+    int bf16;                     // the products' precision
+    Bf16Kernel kernel;
+    int T, C, hs;
+    // fp32: keys and values transposed (hs, T)
+    float *k_t, *v_t;
+    // bf16: left operands as rows (T, ld kpad(hs)), right ones packed
+    bf16 *q_rows, *d_o_rows;      // q, dO (T, hs)
+    bf16 *k_t_packed, *v_t_packed;// k^T, v^T (hs, T)
+    bf16 *k_packed, *v_packed;    // k, v (T, hs)
+    bf16 *q_packed, *d_o_packed;  // q, dO (T, hs)
+    bf16 *tile_rows;              // a tile (rows, ld kpad(FUSED_KEYS))
+    bf16 *tile_t;                 // a tile transposed (bf16_gemm_block_transposed)
+    long head_ld, tile_ld;
+    // fp32 tiles: scores or P, and in the backward dP or dS
+    float *scores, *d_scores;
+    float *mult;                  // one row's dropout factors (FUSED_KEYS)
+    float *row_max, *row_sum;     // the forward's per row (FUSED_QUERIES)
+    float *d_dot_o;               // the backward's D (T)
+} FusedHead;
+
+static int fused_tile_rows(int T) { return T < FUSED_QUERIES ? T : FUSED_QUERIES; }
+
+// Points f's views into memory (NULL: only counts) and returns the floats
+// they take, each view on a cache line.
+typedef struct {
+    void **view;
+    size_t bytes;
+} ScratchView;
+static size_t fused_layout(FusedHead *f, Bf16Kernel kernel, int bf16, int T, int hs, int backward,
+                           float *memory) {
+    size_t head_rows = bf16 ? bf16_rows_size(kernel, T, hs) * sizeof(bf16) : 0;
+    size_t head_t = bf16 ? bf16_packed_size(kernel, hs, T) * sizeof(bf16) : 0;
+    size_t head_packed = bf16 ? bf16_packed_size(kernel, T, hs) * sizeof(bf16) : 0;
+    size_t fp32_t = bf16 ? 0 : (size_t)hs * T * sizeof(float);
+    int rows = fused_tile_rows(T);
+    size_t tile = (size_t)rows * FUSED_KEYS * sizeof(float);
+    const ScratchView views[] = {
+        {(void **)&f->k_t, fp32_t},
+        {(void **)&f->v_t, backward ? fp32_t : 0},
+        {(void **)&f->q_rows, head_rows},
+        {(void **)&f->d_o_rows, backward ? head_rows : 0},
+        {(void **)&f->k_t_packed, head_t},
+        {(void **)&f->v_t_packed, backward ? head_t : 0},
+        {(void **)&f->k_packed, backward ? head_packed : 0},
+        {(void **)&f->v_packed, backward ? 0 : head_packed},
+        {(void **)&f->q_packed, backward ? head_packed : 0},
+        {(void **)&f->d_o_packed, backward ? head_packed : 0},
+        {(void **)&f->tile_rows, bf16 ? bf16_rows_size(kernel, rows, FUSED_KEYS) * sizeof(bf16) : 0},
+        {(void **)&f->tile_t,
+         bf16 && backward ? bf16_transposed_scratch(kernel, FUSED_KEYS, rows) * sizeof(bf16) : 0},
+        {(void **)&f->scores, tile},
+        {(void **)&f->d_scores, backward ? tile : 0},
+        {(void **)&f->mult, FUSED_KEYS * sizeof(float)},
+        {(void **)&f->row_max, backward ? 0 : FUSED_QUERIES * sizeof(float)},
+        {(void **)&f->row_sum, backward ? 0 : FUSED_QUERIES * sizeof(float)},
+        {(void **)&f->d_dot_o, backward ? (size_t)T * sizeof(float) : 0},
+    };
+    size_t floats = 0;
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
+        size_t n = whole_cache_lines(views[i].bytes, 1) / sizeof(float);
+        if (memory) *views[i].view = views[i].bytes ? memory + floats : NULL;
+        floats += n;
+    }
+    return floats;
+}
+
+static size_t fused_floats(Bf16Kernel kernel, int bf16, int T, int hs, int backward) {
+    FusedHead unused;
+    return fused_layout(&unused, kernel, bf16, T, hs, backward, NULL);
+}
+
+// The operands of one (batch row, head): q_bh, d_o (T, ld C; d_o NULL in
+// the forward), k_bh, v_bh (T, ld C), transposed, converted or packed.
+static FusedHead fused_head(const Products *pr, const float *q_bh, const float *k_bh,
+                            const float *v_bh, const float *d_o, int T, int C, int hs) {
+    int bf16 = pr->precision == PRECISION_BF16, backward = d_o != NULL;
+    Bf16Kernel kernel = pr->bf16;
+    FusedHead f = {.bf16 = bf16, .kernel = kernel, .T = T, .C = C, .hs = hs};
+    // the most any of the four takes, so that the scratch grows once
+    float *scratch = thread_scratch(attention_fused_scratch_bytes(kernel, T, C, C / hs) / sizeof(float));
+    fused_layout(&f, kernel, bf16, T, hs, backward, scratch);
+    if (!bf16) {
+        transpose_head(f.k_t, k_bh, T, C, hs);
+        if (backward) transpose_head(f.v_t, v_bh, T, C, hs);
+        return f;
+    }
+    f.head_ld = bf16_kpad(kernel, hs);
+    f.tile_ld = bf16_kpad(kernel, FUSED_KEYS);
+    bf16_convert(kernel, f.q_rows, f.head_ld, q_bh, C, 1, T, hs, 0);
+    bf16_pack(kernel, f.k_t_packed, k_bh, 1, C, hs, T, 0); // k^T (hs, T)
+    if (!backward) {
+        bf16_pack(kernel, f.v_packed, v_bh, C, 1, T, hs, 0); // v (T, hs)
+        return f;
+    }
+    bf16_convert(kernel, f.d_o_rows, f.head_ld, d_o, C, 1, T, hs, 0);
+    bf16_pack(kernel, f.v_t_packed, v_bh, 1, C, hs, T, 0); // v^T (hs, T)
+    bf16_pack(kernel, f.k_packed, k_bh, C, 1, T, hs, 0);   // k (T, hs)
+    bf16_pack(kernel, f.q_packed, q_bh, C, 1, T, hs, 0);   // q (T, hs)
+    bf16_pack(kernel, f.d_o_packed, d_o, C, 1, T, hs, 0);  // dO (T, hs)
+    return f;
+}
+
+// tile (rows, cols) = rows i0.. of a (T, ld C) . columns j0.. of x^T (hs, T):
+// the scores (a = q, x = k) or dP (a = dO, x = v); a_rows and x_t_packed
+// are their bf16 forms, x_t the fp32 one.
+static void rows_times_transposed(const FusedHead *f, float *tile, const float *a,
+                                  const bf16 *a_rows, const float *x_t, const bf16 *x_t_packed,
+                                  int i0, int rows, int j0, int cols) {
+    if (!f->bf16) {
+        matmul_strided(tile, FUSED_KEYS, a + (long)i0 * f->C, f->C, 1, x_t + j0, f->T, rows, f->hs,
+                       cols, 0);
+        return;
+    }
+    bf16_gemm_block(f->kernel, tile, FUSED_KEYS, a_rows + i0 * f->head_ld, f->head_ld, x_t_packed,
+                    f->hs, 0, j0, rows, f->hs, cols, 0);
+}
+
+// c (rows, hs, ld C) += tile (rows, cols) . rows first.. of x (T, ld C), or
+// of x_packed, its bf16 form: out += P v, d_q += dS k.
+static void tile_times_rows(const FusedHead *f, float *c, const float *tile, int rows, int cols,
+                            const float *x, const bf16 *x_packed, int first) {
+    if (!f->bf16) {
+        matmul_strided(c, f->C, tile, FUSED_KEYS, 1, x + (long)first * f->C, f->C, rows, cols,
+                       f->hs, 1);
+        return;
+    }
+    bf16_convert(f->kernel, f->tile_rows, f->tile_ld, tile, FUSED_KEYS, 1, rows, cols, 0);
+    bf16_gemm_block(f->kernel, c, f->C, f->tile_rows, f->tile_ld, x_packed, f->T, first, 0, rows,
+                    cols, f->hs, 1);
+}
+
+// c (cols, hs, ld C) += tile^T (cols, rows) . rows first.. of x (T, ld C),
+// or of x_packed: d_v += (P M)^T dO, d_k += dS^T q.
+static void tile_transposed_times_rows(const FusedHead *f, float *c, const float *tile, int rows,
+                                       int cols, const float *x, const bf16 *x_packed,
+                                       int first) {
+    if (!f->bf16) {
+        // element (j, i) of the tile transposed is tile[i * FUSED_KEYS + j]
+        matmul_strided(c, f->C, tile, 1, FUSED_KEYS, x + (long)first * f->C, f->C, cols, rows,
+                       f->hs, 1);
+        return;
+    }
+    bf16_gemm_block_transposed(f->kernel, c, f->C, f->tile_t, tile, FUSED_KEYS, cols, rows,
+                               x_packed, f->T, first, f->hs);
+}
+
+// mult (cols) = the dropout factor of query i's keys j0.. : 1/(1-p) where
+// kept, 0 where dropped (index ((b*NH + h)*T + i)*T + j, first = bh*T*T).
+static void dropout_factors(float *mult, const DropoutMask *drop, uint64_t row_index, int cols) {
+    const DropoutMask m = *drop;
+    for (int j = 0; j < cols; j++)
+        mult[j] = dropout_keeps(&m, row_index + (uint64_t)j) ? m.scale : 0.0f;
+}
+
+// Visible keys of query i in the tile from j0, cols wide: 0..cols.
+static inline int visible_in_tile(int i, int j0, int cols) {
+    int n = i - j0 + 1;
+    return n < 0 ? 0 : n < cols ? n : cols;
+}
+
+// One (batch row, head) of the forward: q_bh, out_bh, k_bh, v_bh (T, ld C),
+// stats_bh (T,2).
+static void attention_head_forward_fused(const Products *pr, float *out_bh, float *stats_bh,
+                                         const float *q_bh, const float *k_bh, const float *v_bh,
+                                         int T, int C, int hs, long bh, const DropoutMask *drop) {
+    float scale = 1.0f / sqrtf((float)hs);
+    FusedHead f = fused_head(pr, q_bh, k_bh, v_bh, NULL, T, C, hs);
+    float *scores = f.scores, *row_max_so_far = f.row_max, *row_sum = f.row_sum;
+    for (int i0 = 0; i0 < T; i0 += FUSED_QUERIES) {
+        int rows = T - i0 < FUSED_QUERIES ? T - i0 : FUSED_QUERIES;
+        float *out_rows = out_bh + (long)i0 * C;
+        for (int r = 0; r < rows; r++) {
+            row_max_so_far[r] = -INFINITY;
+            row_sum[r] = 0.0f;
+            memset(out_rows + (long)r * C, 0, (size_t)hs * sizeof(float));
+        }
+        for (int j0 = 0; j0 < i0 + rows; j0 += FUSED_KEYS) {
+            int cols = i0 + rows - j0 < FUSED_KEYS ? i0 + rows - j0 : FUSED_KEYS;
+            rows_times_transposed(&f, scores, q_bh, f.q_rows, f.k_t, f.k_t_packed, i0, rows, j0,
+                                  cols); // S = q_i . k_j^T
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r, n = visible_in_tile(i, j0, cols);
+                float *s = scores + r * FUSED_KEYS;
+                if (n == 0) {
+                    for (int j = 0; j < cols; j++) s[j] = 0.0f;
+                    continue;
+                }
+                float old_max = row_max_so_far[r], tile_max = row_max(s, n);
+                float new_max = tile_max > old_max ? tile_max : old_max;
+                float rescale = old_max == -INFINITY ? 0.0f : fast_expf((old_max - new_max) * scale);
+                for (int j = 0; j < cols; j++) {
+                    float e = fast_expf((s[j] - new_max) * scale);
+                    s[j] = j < n ? e : 0.0f;
+                }
+                float sum = 0.0f;
+                _Pragma("omp simd reduction(+ : sum)")
+                for (int j = 0; j < n; j++) sum += s[j];
+                row_sum[r] = row_sum[r] * rescale + sum;
+                row_max_so_far[r] = new_max;
+                if (drop) {
+                    dropout_factors(f.mult, drop, (uint64_t)(bh * T + i) * T + j0, n);
+                    for (int j = 0; j < n; j++) s[j] *= f.mult[j];
+                }
+                if (rescale != 1.0f) {
+                    float *o = out_rows + (long)r * C;
+                    for (int e = 0; e < hs; e++) o[e] *= rescale;
+                }
+            }
+            tile_times_rows(&f, out_rows, scores, rows, cols, v_bh, f.v_packed, j0); // out += P v_j
+        }
+        for (int r = 0; r < rows; r++) {
+            float inv_sum = 1.0f / row_sum[r];
+            float *o = out_rows + (long)r * C;
+            for (int e = 0; e < hs; e++) o[e] *= inv_sum;
+            stats_bh[2 * (i0 + r)] = row_max_so_far[r];
+            stats_bh[2 * (i0 + r) + 1] = logf(row_sum[r]);
+        }
+    }
+}
+
+void attention_forward_fused(const Products *pr, float *out, float *stats, const float *q,
+                             const float *k, const float *v, int B, int T, int C, int NH,
+                             const DropoutMask *drop) {
+    int hs = C / NH;
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * T * T * hs / 2, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        long at = (long)b * T * C + h * hs;
+        attention_head_forward_fused(pr, out + at, stats + 2 * bh * T, q + at, k + at, v + at, T, C, hs,
+                                     bh, drop);
+    });
+}
+
+// One (batch row, head) of the backward: d_q_bh, d_o, o_bh, q_bh (T, ld C),
+// d_k_bh, d_v_bh, k_bh, v_bh (T, ld C), stats_bh (T,2). Per tile:
+//   S = q_i . k_j^T, P = exp((S - m) scale - log sum) (0 above the diagonal)
+//   dP = dO_i . v_j^T (times the mask's factors M with dropout)
+//   dS = P (dP - D) scale
+//   d_v_j += (P M)^T . dO_i,  d_k_j += dS^T . q_i,  d_q_i += dS . k_j
+static void attention_head_backward_fused(const Products *pr, float *d_q_bh, float *d_k_bh,
+                                          float *d_v_bh, const float *d_o, const float *o_bh,
+                                          const float *stats_bh, const float *q_bh,
+                                          const float *k_bh, const float *v_bh, int T, int C,
+                                          int hs, long bh, const DropoutMask *drop) {
+    float scale = 1.0f / sqrtf((float)hs);
+    FusedHead f = fused_head(pr, q_bh, k_bh, v_bh, d_o, T, C, hs);
+    float *probs = f.scores, *d_scores = f.d_scores, *d_dot_o = f.d_dot_o;
+    // D = dO . O, in bf16 with dO rounded as dP's product reads it: where
+    // a row's softmax is one-hot (O = v_j), dP_ij - D_i is then 0 to fp32
+    // rounding, not to dO's bf16 rounding times |dO| |v_j|
+    for (int i = 0; i < T; i++) {
+        const float *g = d_o + (long)i * C, *o = o_bh + (long)i * C;
+        float dot = 0.0f;
+        if (f.bf16) {
+            const bf16 *g_rounded = f.d_o_rows + i * f.head_ld;
+            _Pragma("omp simd reduction(+ : dot)")
+            for (int e = 0; e < hs; e++) dot += bf16_to_float(g_rounded[e]) * o[e];
+        } else {
+            _Pragma("omp simd reduction(+ : dot)")
+            for (int e = 0; e < hs; e++) dot += g[e] * o[e];
+        }
+        d_dot_o[i] = dot;
+    }
+    for (int i0 = 0; i0 < T; i0 += FUSED_QUERIES) {
+        int rows = T - i0 < FUSED_QUERIES ? T - i0 : FUSED_QUERIES;
+        for (int j0 = 0; j0 < i0 + rows; j0 += FUSED_KEYS) {
+            int cols = i0 + rows - j0 < FUSED_KEYS ? i0 + rows - j0 : FUSED_KEYS;
+            rows_times_transposed(&f, probs, q_bh, f.q_rows, f.k_t, f.k_t_packed, i0, rows, j0,
+                                  cols); // S = q_i . k_j^T
+            rows_times_transposed(&f, d_scores, d_o, f.d_o_rows, f.v_t, f.v_t_packed, i0, rows,
+                                  j0, cols); // dP = dO_i . v_j^T
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r, n = visible_in_tile(i, j0, cols);
+                float *p = probs + r * FUSED_KEYS, *ds = d_scores + r * FUSED_KEYS;
+                float row_max = stats_bh[2 * i], row_log_sum = stats_bh[2 * i + 1];
+                float d_i = d_dot_o[i];
+                for (int j = 0; j < cols; j++) {
+                    float e = fast_expf((p[j] - row_max) * scale - row_log_sum);
+                    p[j] = j < n ? e : 0.0f;
+                }
+                if (drop) {
+                    dropout_factors(f.mult, drop, (uint64_t)(bh * T + i) * T + j0, n);
+                    for (int j = 0; j < n; j++) ds[j] *= f.mult[j];
+                }
+                for (int j = 0; j < cols; j++) ds[j] = p[j] * (ds[j] - d_i) * scale;
+                if (drop)
+                    for (int j = 0; j < n; j++) p[j] *= f.mult[j];
+            }
+            tile_transposed_times_rows(&f, d_v_bh + (long)j0 * C, probs, rows, cols, d_o,
+                                       f.d_o_packed, i0); // d_v_j += (P M)^T dO_i
+            tile_transposed_times_rows(&f, d_k_bh + (long)j0 * C, d_scores, rows, cols, q_bh,
+                                       f.q_packed, i0); // d_k_j += dS^T q_i
+            tile_times_rows(&f, d_q_bh + (long)i0 * C, d_scores, rows, cols, k_bh, f.k_packed,
+                            j0); // d_q_i += dS k_j
+        }
+    }
+}
+
+void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float *d_v,
+                              const float *d_out, const float *out, const float *stats,
+                              const float *q, const float *k, const float *v, int B, int T,
+                              int C, int NH, const DropoutMask *drop) {
+    int hs = C / NH;
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * T * T * hs, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        long at = (long)b * T * C + h * hs;
+        attention_head_backward_fused(pr, d_q + at, d_k + at, d_v + at, d_out + at, out + at,
+                                      stats + 2 * bh * T, q + at, k + at, v + at, T, C, hs, bh,
+                                      drop);
+    });
+}
+
+size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t most = 0;
+    for (int bf16 = 0; bf16 <= 1; bf16++)
+        for (int backward = 0; backward <= 1; backward++) {
+            size_t floats = fused_floats(kernel, bf16, T, hs, backward);
+            most = floats > most ? floats : most;
+        }
+    return most * sizeof(float);
+}
+
 size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
                                int dropout) {
     int hs = C / NH;

@@ -63,12 +63,50 @@ void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, floa
                                 const float *k, const float *v, int B, int Tq, int Tk, int C,
                                 int NH, int causal, const DropoutMask *drop);
 
+// ---- fused causal self-attention (training)
+//
+// The same attention for q, k, v (B,T,C) of one sequence, causal, without
+// the probabilities: per (batch row, head), tiles of FUSED_QUERIES queries
+// against tiles of FUSED_KEYS keys, an online softmax (each row's running
+// maximum and sum, the output rescaled as they grow), the key tiles above
+// the diagonal skipped. What the backward needs of the softmax is each
+// row's log-sum-exp, kept as two floats, stats (B,NH,T,2): the row's
+// largest raw score m_i = max_j q_i . k_j and log sum_{j<=i} exp((q_i . k_j
+// - m_i) / sqrt(hs)), so that lse_i = m_i / sqrt(hs) + the second; the
+// backward recomputes P_ij = exp((q_i . k_j - m_i) / sqrt(hs) - that)
+// tile by tile. (With lse_i alone, exp(s_ij - lse_i) takes the difference
+// of two large numbers once the scores are large, ~1e6, as in a diverging
+// run: its rounding is then multiplied into P by e^ulp.) Memory in T, not
+// T^2. Dropout (drop != NULL) on the probabilities with the masks of
+// attention_forward_dropout (element (b,h,i,j) at index ((b*NH + h)*T +
+// i)*T + j), regenerated in the backward. Each (batch row, head) is summed
+// whole by one thread in a fixed order: the same bits whatever the thread
+// count. Products in the model's precision (bf16: bf16 inputs, fp32 sums;
+// softmax and dropout fp32).
+#define FUSED_QUERIES 64
+#define FUSED_KEYS 64
+void attention_forward_fused(const Products *pr, float *out, float *stats, const float *q,
+                             const float *k, const float *v, int B, int T, int C, int NH,
+                             const DropoutMask *drop);
+// Accumulates (+=) into d_q, d_k, d_v (B,T,C), given d_out (B,T,C) and the
+// forward's out (B,T,C) and stats (B,NH,T,2):
+//   D_i = dO_i . O_i,  dP_ij = dO_i . v_j (times the mask with dropout),
+//   dS_ij = P_ij (dP_ij - D_i) / sqrt(hs).
+void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float *d_v,
+                              const float *d_out, const float *out, const float *stats,
+                              const float *q, const float *k, const float *v, int B, int T,
+                              int C, int NH, const DropoutMask *drop);
+
 // Bytes of scratch each thread that runs the functions above keeps
+
 // (allocated on its first call, then reused): the most over both
 // precisions (bf16 on the given kernel), for the forward alone or with the backward, with or without
 // dropout. What a model's memory estimate adds per thread.
 #include <stddef.h>
 size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
                                int dropout);
+// The same for the fused functions: the most of the forward and the
+// backward, with or without dropout, in either precision.
+size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH);
 
 #endif

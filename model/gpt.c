@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "../kernels/matmul.h"
+#include "../kernels/parallel.h"
 #include "ops.h"
 #include "../base/util.h"
 
@@ -166,19 +167,27 @@ static double lay_out(const BufferView *views, size_t n, float *memory) {
     return total;
 }
 
-// The saved activations for a batch of B x T.
+// The saved activations for a batch of B x T: a training model's keep the
+// attention's log-sum-exps (L,B,NH,T,2: attention.h), an inference model's its
+// probabilities (L,B,NH,T,T) (gpt.h: Attention probabilities).
 static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int T,
-                                float *memory) {
+                                int training, float *memory) {
     double L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
     double BT = (double)B * T;
     const BufferView layout[] = {
         {&a->encoded, BT * C},         {&a->ln1_mean, L * BT},       {&a->ln1_rstd, L * BT},
         {&a->q, L * BT * C},           {&a->k, L * BT * C},          {&a->v, L * BT * C},
-        {&a->att_probs, L * B * NH * T * T}, {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
+        training ? (BufferView){&a->att_stats, L * B * NH * T * 2}
+                 : (BufferView){&a->att_probs, L * B * NH * T * T},
+        {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
         {&a->ln2_mean, L * BT},        {&a->ln2_rstd, L * BT},       {&a->fc, L * BT * 4 * C},
         {&a->residual3, L * BT * C},   {&a->lnf, BT * C},            {&a->lnf_mean, BT},
         {&a->lnf_rstd, BT},            {&a->probs, BT * V},          {&a->losses, BT},
     };
+    if (memory) {
+        if (training) a->att_probs = NULL;
+        else a->att_stats = NULL;
+    }
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
 
@@ -191,17 +200,25 @@ static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, in
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
 
-// What only the backward needs (d_att_out shares proj_out's memory: they
-// are never live at once).
+// What only the backward needs. Buffers never live at once share memory
+// (block_backward's order): d_att_out proj_out's; d_fc fc_gelu's (GELU's
+// output is read last by W_proj's backward, before d_fc is written); d_q,
+// d_k, d_v d_fc_gelu's (read last by GELU's backward, before the
+// attention's).
 static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
                                       float *memory) {
     double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
     const BufferView layout[] = {{&s->d_residual, BT * C}, {&s->d_ln, BT * C},
-                                 {&s->d_q, BT * C},        {&s->d_k, BT * C},
-                                 {&s->d_v, BT * C},        {&s->d_fc, BT * 4 * C},
                                  {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V}};
     double total = lay_out(layout, sizeof layout / sizeof layout[0], memory);
-    if (memory) s->d_att_out = s->proj_out;
+    if (memory) {
+        size_t btc = (size_t)B * T * cfg->dim;
+        s->d_att_out = s->proj_out;
+        s->d_fc = s->fc_gelu;
+        s->d_q = s->d_fc_gelu;
+        s->d_k = s->d_fc_gelu + btc;
+        s->d_v = s->d_fc_gelu + 2 * btc;
+    }
     return total;
 }
 
@@ -227,14 +244,30 @@ size_t gpt_num_params(const GPTConfig *cfg) {
     return total;
 }
 
+// Each thread that runs attention keeps its scratch: training's fused
+// attention (dropout's included), inference's unfused forward. Below
+// FOR_EACH's threshold (parallel.h) the calling thread runs it alone.
+static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T,
+                                            int training) {
+    double work = (double)B * T * T * cfg->dim; // B*NH*T*T*hs, the backward's
+    int threads = work >= PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
+    return (double)threads *
+           (double)(training ? attention_fused_scratch_bytes(bf16, T, cfg->dim, cfg->heads)
+                             : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0, 0));
+}
+
+double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
+    double rows = (double)cfg->layers * B * cfg->heads * T; // (L,B,NH,T)
+    return (training ? rows * 2 : rows * T) * sizeof(float) +
+           attention_scratch_all_threads(cfg, bf16, B, T, training);
+}
+
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
     Activations a;
     Scratch s;
     double params = (double)gpt_num_params(cfg);
-    // each thread that runs attention keeps its scratch (without dropout's)
-    double attention = (double)omp_get_max_threads() *
-                       attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, training, 0);
-    double floats = params + activation_layout(cfg, &a, B, T, NULL) +
+    double attention = attention_scratch_all_threads(cfg, bf16, B, T, training);
+    double floats = params + activation_layout(cfg, &a, B, T, training, NULL) +
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
                     matmul_workspace_floats(cfg, bf16, B, T) + attention / sizeof(float);
     if (training) floats += params + backward_scratch_layout(cfg, &s, B, T, NULL);
@@ -252,14 +285,15 @@ static void free_batch_buffers(GPT *model) {
     memset(&model->scratch, 0, sizeof model->scratch);
 }
 
-void gpt_alloc_inference(GPT *model, int B, int T) {
+// What a forward needs, with a training model's activations when training.
+static void alloc_forward_buffers(GPT *model, int B, int T, int training) {
     const GPTConfig *cfg = &model->config;
     free_batch_buffers(model);
     model->batch_size = B;
     model->seq_len = T;
     model->acts_memory =
-        xcalloc((size_t)activation_layout(cfg, &model->acts, B, T, NULL), sizeof(float));
-    activation_layout(cfg, &model->acts, B, T, model->acts_memory);
+        xcalloc((size_t)activation_layout(cfg, &model->acts, B, T, training, NULL), sizeof(float));
+    activation_layout(cfg, &model->acts, B, T, training, model->acts_memory);
     model->scratch_memory =
         xcalloc((size_t)forward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
     forward_scratch_layout(cfg, &model->scratch, B, T, model->scratch_memory);
@@ -269,9 +303,11 @@ void gpt_alloc_inference(GPT *model, int B, int T) {
     model->cur_T = T;
 }
 
+void gpt_alloc_inference(GPT *model, int B, int T) { alloc_forward_buffers(model, B, T, 0); }
+
 void gpt_alloc_training(GPT *model, int B, int T) {
     const GPTConfig *cfg = &model->config;
-    gpt_alloc_inference(model, B, T);
+    alloc_forward_buffers(model, B, T, 1);
     model->backward_memory =
         xcalloc((size_t)backward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
     backward_scratch_layout(cfg, &model->scratch, B, T, model->backward_memory);
@@ -281,6 +317,7 @@ void gpt_alloc_training(GPT *model, int B, int T) {
 
 void gpt_free(GPT *model) {
     free_batch_buffers(model);
+    free(model->att_probs_memory.data);
     products_free(&model->products);
     free(model->params_memory);
     memset(model, 0, sizeof *model);
@@ -427,13 +464,21 @@ static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, C, C);
 }
 
+// The fused attention in a training forward, else the unfused one keeping
+// the probabilities (gpt.h: Attention probabilities).
 static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
+    const Activations *a = &model->acts;
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
-    float *att_probs = model->acts.att_probs + (long)l * B * NH * T * T;
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
-    attention_forward_dropout(&model->products, b->att_out, att_probs, b->q, b->k, b->v, B,
-                              T, T, C, NH, 1, f->dropout ? &masks.att_probs : NULL);
+    const DropoutMask *drop = f->dropout ? &masks.att_probs : NULL;
+    if (a->att_probs)
+        attention_forward_dropout(&model->products, b->att_out,
+                                  a->att_probs + (long)l * B * NH * T * T, b->q, b->k, b->v, B,
+                                  T, T, C, NH, 1, drop);
+    else
+        attention_forward_fused(&model->products, b->att_out, a->att_stats + 2L * l * B * NH * T,
+                                b->q, b->k, b->v, B, T, C, NH, drop);
     return f->rows;
 }
 
@@ -476,11 +521,18 @@ float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int 
         (model->cur_B != B || model->cur_T != T || hooks->first_layer >= cfg->layers))
         die("gpt_forward_hooked: from block %d of %d over %dx%d, after a forward over %dx%d",
             hooks->first_layer, cfg->layers, B, T, model->cur_B, model->cur_T);
+    int training = model->backward_memory != NULL; // allocated by gpt_alloc_training
     if (model->cur_B != B || model->cur_T != T)
-        activation_layout(cfg, &model->acts, B, T, model->acts_memory);
+        activation_layout(cfg, &model->acts, B, T, training, model->acts_memory);
     model->cur_B = B;
     model->cur_T = T;
     Activations *a = &model->acts;
+    // a training model keeps the probabilities of a forward without targets
+    if (training)
+        a->att_probs = targets ? NULL
+                               : growing_buffer(&model->att_probs_memory,
+                                                (size_t)cfg->layers * B * cfg->heads * T * T *
+                                                    sizeof(float));
     int BT = B * T;
     BatchForward batch = {model, tokens};
     Forward f = {.model = model,
@@ -529,7 +581,7 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc, *v = a->v + l * btc;
     float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
     float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-    float *att_probs = a->att_probs + (long)l * B * NH * T * T;
+    float *att_stats = a->att_stats + 2L * l * B * NH * T;
 
     // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
     // GELU(fc) and LN2's output are recomputed rather than stored
@@ -568,9 +620,8 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     zero_floats(s->d_q, btc);
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
-    attention_backward_dropout(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out,
-                               att_probs, q, k, v, B, T, T, C, NH, 1,
-                               drop ? &masks.att_probs : NULL);
+    attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, att_out,
+                             att_stats, q, k, v, B, T, C, NH, drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (s->ln held LN2's until here)
     layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x_in, p->ln1_w + l * C,
@@ -629,5 +680,8 @@ void gpt_backward(GPT *model, const int *tokens) {
 
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {
     int B = model->cur_B, T = model->cur_T, NH = model->config.heads;
+    if (!model->acts.att_probs)
+        die("gpt_attention_probs: the last forward was a training forward (targets given to a "
+            "model allocated for training), which keeps no attention probabilities");
     return model->acts.att_probs + ((((long)layer * B + batch_row) * NH + head) * T * T);
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "dropout.h"
+#include "../base/util.h"
 #include "../kernels/matmul.h"
 
 typedef struct {
@@ -105,7 +106,10 @@ typedef struct {
     float *encoded;            // (B,T,C)    token + position embedding
     float *ln1_mean, *ln1_rstd;// (L,B,T)
     float *q, *k, *v;          // (L,B,T,C)
-    float *att_probs;          // (L,B,NH,T,T) kept for the heatmaps
+    float *att_probs;          // (L,B,NH,T,T) where pictures read them (below: Attention
+                               //          probabilities), else NULL
+    float *att_stats;          // (L,B,NH,T,2) a training forward's: each row's softmax
+                               //          statistics, its log-sum-exp (attention.h, fused)
     float *att_out;            // (L,B,T,C)  heads concatenated, before W_O
     float *residual2;          // (L,B,T,C)  x + attention
     float *ln2_mean, *ln2_rstd;// (L,B,T)
@@ -127,9 +131,9 @@ typedef struct {
     float *proj_out;           // (B,T,C)  output of W_O or the MLP projection
     float *d_residual;         // (B,T,C) gradient flowing down the residual stream
     float *d_ln;               // (B,T,C)
-    float *d_q, *d_k, *d_v;    // (B,T,C)
+    float *d_q, *d_k, *d_v;    // (B,T,C)  share d_fc_gelu's memory
     float *d_att_out;          // (B,T,C)  shares proj_out's memory
-    float *d_fc;               // (B,T,4C)
+    float *d_fc;               // (B,T,4C) shares fc_gelu's memory
     float *d_fc_gelu;          // (B,T,4C)
     float *d_logits;           // (B,T,V)
 } Scratch;
@@ -152,6 +156,10 @@ typedef struct {
     float *backward_memory;    // the backward's scratch (training only)
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
+    // Attention probabilities: a model allocated for training keeps them
+    // only for a forward that asks nothing to learn (no targets), in this
+    // buffer, grown on the first such forward (the heatmaps of a run).
+    GrowingBuffer att_probs_memory;
     float mean_loss;           // of the last forward with targets, else -1
     // Training sets dropout.p > 0 around one forward and backward (the
     // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
@@ -175,15 +183,22 @@ void gpt_init_params(GPT *model, unsigned long long seed);
 // Allocate what a forward over batches up to B x T needs (activations,
 // scratch, the kernels' workspace): to sample, draw heatmaps, evaluate.
 void gpt_alloc_inference(GPT *model, int B, int T);
-// gpt_alloc_inference plus gradients and the backward's scratch.
+// gpt_alloc_inference plus gradients and the backward's scratch, the
+// activations keeping the attention's log-sum-exps instead of its
+// probabilities (below: Attention probabilities).
 void gpt_alloc_training(GPT *model, int B, int T);
 // Bytes the two calls above allocate for cfg and B x T (parameters
 // included; not the optimizer's moments; bf16 operands laid out for the
-// given kernel), from the same layout code, and
-// the attention scratch each of omp_get_max_threads() threads keeps
-// without dropout (attention.h: dropout's is what a run adds).
+// given kernel), from the same layout code, and the attention scratch each
+// of omp_get_max_threads() threads keeps (training's, with dropout or
+// without; inference's, without). Not a training model's probabilities
+// of a forward without targets (gpt_forward), grown when first asked.
 // In double, so that absurd shapes give a huge figure, not an overflow.
 double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
+// The attention's part of it: what the activations keep of it (training's
+// log-sum-exps (L,B,NH,T,2), inference's probabilities (L,B,NH,T,T)) and the
+// scratch of every thread.
+double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training);
 // The number of parameters (floats) of a model of shape cfg.
 size_t gpt_num_params(const GPTConfig *cfg);
 void gpt_free(GPT *model);
@@ -285,8 +300,20 @@ void gpt_zero_grad(GPT *model);
 // Backward of the last forward's mean loss; accumulates into grads.
 void gpt_backward(GPT *model, const int *tokens);
 
-// The attention probabilities (T,T) of the last forward for (layer, head,
-// batch row): row i = query position, column j = key position.
+// ---- attention probabilities
+//
+// A forward keeps every layer's attention probabilities (B,NH,T,T), from
+// the unfused attention (attention_forward_dropout) whose numbers the
+// pictures have always shown, unless it is a training forward: targets
+// given to a model allocated with gpt_alloc_training. That one runs the
+// fused attention and keeps each row's log-sum-exp (L,B,NH,T,2) for the
+// backward instead: memory in T, not T^2. So bin/attn, the atlas and the
+// KV cache's models (gpt_alloc_inference) keep them always, and a training
+// run for its heatmaps (a forward over the probe without targets).
+//
+// The probabilities (T,T) of the last forward for (layer, head, batch
+// row): row i = query position, column j = key position. Dies when the last
+// forward was a training forward.
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row);
 
 // Check a config for sense; on error writes a message and returns 0.

@@ -69,6 +69,7 @@ void run_test(const char *name, TestFn fn) {
 SUITE(suite_data);
 SUITE(suite_ops);
 SUITE(suite_attention);
+SUITE(suite_fused_attention);
 SUITE(suite_model);
 SUITE(suite_checkpoint);
 SUITE(suite_train);
@@ -119,7 +120,8 @@ int main(int argc, char **argv) {
         const char *name;
         void (*fn)(void);
     } suites[] = {{"data", suite_data},           {"ops", suite_ops},
-                  {"attention", suite_attention}, {"model", suite_model},
+                  {"attention", suite_attention}, {"fused-attention", suite_fused_attention},
+                  {"model", suite_model},
                   {"checkpoint", suite_checkpoint}, {"train", suite_train},
                   {"sample", suite_sample}, {"heatmap", suite_heatmap},
                   {"robust-signals", suite_robust_signals},

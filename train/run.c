@@ -192,23 +192,24 @@ static RunBuffers run_buffers(const Run *run, size_t num_params) {
                         .batch_tokens = (size_t)run->B * run->T};
 }
 
+// With --heatmaps-every, the probe's forward keeps every layer's attention
+// probabilities (L,NH,T,T) at most, and runs the unfused attention.
+static double heatmap_bytes(const Run *run, const GPTConfig *cfg) {
+    if (run->o.heatmaps_every <= 0) return 0.0;
+    return gpt_attention_bytes(cfg, run->bf16_kernel, 1, run->T, 0);
+}
+
 // The run needs about this much memory: the model's own layout
 // (gpt_memory_bytes), the two AdamW moments (and Muon's momentum), the
-// run's buffers and, with dropout, the attention scratch it adds.
+// run's buffers and the heatmaps' attention probabilities.
 static double bytes_needed(const Run *run, const GPTConfig *cfg) {
     double params = (double)gpt_num_params(cfg);
     RunBuffers b = run_buffers(run, (size_t)params);
-    // dropout's attention scratch, per thread (gpt_memory_bytes counts the rest)
-    double dropout = run->o.dropout > 0.0f
-                         ? (double)omp_get_max_threads() *
-                               ((double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 1) -
-                                (double)attention_scratch_bytes(run->bf16_kernel, run->T, run->T, cfg->dim, cfg->heads, 1, 0))
-                         : 0.0;
     double moments = strcmp(run->o.optimizer, "muon") ? 2.0 : 3.0;
     return gpt_memory_bytes(cfg, run->bf16_kernel, run->micro_rows, run->T, 1) +
            moments * params * sizeof(float) +
            ((double)b.grad_micro + (double)b.reduce_scratch) * sizeof(float) +
-           2.0 * (double)b.batch_tokens * sizeof(int) + dropout;
+           2.0 * (double)b.batch_tokens * sizeof(int) + heatmap_bytes(run, cfg);
 }
 
 // A resumed run: rank 0 loads the folder (its vocabulary into *ckpt_vocab)
@@ -339,8 +340,9 @@ static void open_run_log(Run *run) {
 }
 
 // The run's summary on stdout: corpus, fine-tuning, recipe, model, batch split, resume.
+// sample_cache: the bytes of the sampler's KV cache, as allocated.
 static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
-                          const GPTConfig *cfg) {
+                          const GPTConfig *cfg, double sample_cache) {
     const TrainOptions *o = &run->o;
     char files[64], skipped[32] = "";
     int num_skipped = loaded->skipped.count;
@@ -378,6 +380,11 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     precision_describe(run->model.products.precision, run->model.products.bf16, precision,
                        sizeof precision);
     printf("precision: %s\n", precision);
+    printf("memory: about %.2f GB (attention %.1f MB, the sampler's cache %.1f MB)\n",
+           (bytes_needed(run, cfg) + sample_cache) / 1e9,
+           (gpt_attention_bytes(cfg, run->bf16_kernel, run->micro_rows, run->T, 1) +
+            heatmap_bytes(run, cfg)) / 1e6,
+           sample_cache / 1e6);
     if (run->procs > 1 || run->accum > 1)
         printf("batch %d as %d process%s x %d micro-batch%s of %d rows, gradients summed in order\n",
                run->B, run->procs, run->procs > 1 ? "es" : "", run->accum,
@@ -477,12 +484,13 @@ void run_start(Run *run, int argc, char **argv) {
     run->muon_min_lr = o->lr > 0.0f ? o->muon_lr * (o->min_lr / o->lr) : 0.0f;
     run->train = corpus_train(&run->corpus);
     run->val = corpus_val(&run->corpus);
-    print_summary(run, recipe, &loaded, &cfg);
+    size_t before_cache = xalloc_total_bytes();
+    kv_cache_init(&run->sample_cache, &run->model);
+    print_summary(run, recipe, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
     skipped_files_free(&loaded.skipped);
 
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     note_label_font(run);
-    kv_cache_init(&run->sample_cache, &run->model);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
     distributed_started();
     share_state(run);
