@@ -6,11 +6,17 @@
         recipe and the larger shape in PyTorch, in fp32 and under bf16
         autocast (torch.autocast("cpu", dtype=torch.bfloat16)), and ours
         (bin/bench --steps, fp32 and bf16), in alternating rounds, and
-        prints the medians and the medians of the rounds' ratios. PyTorch's fp32 products run on whatever libblas.so.3
+        prints the medians and the medians of the rounds' ratios. With
+        --long, also the larger shape at context 1024 (batch 8), each side
+        run in a process of its own so that its peak memory (max RSS) is
+        printed beside its time. PyTorch's fp32 products run on whatever libblas.so.3
         is installed: the script says which (OpenBLAS's
         openblas_get_corename), and runs without OPENBLAS_CORETYPE and
         OPENBLAS_L2_SIZE in the environment, so that OpenBLAS picks its own
         kernel for this CPU (it restarts itself without them).
+
+    scripts/compare_pytorch.py pytorch-steps --context T ... (used by bench --long)
+        Times PyTorch's steps of one shape and prints the median ms/iter.
 
     scripts/compare_pytorch.py train [--seed 1337]
         Trains the same model with the default recipe in PyTorch (random
@@ -37,6 +43,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 # OpenBLAS reads these when it is loaded (at `import torch`); some machines
@@ -45,7 +52,7 @@ import time
 # gives them back to our own benchmark.
 OPENBLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 ORIGINAL_OPENBLAS = {}
-if __name__ == "__main__" and sys.argv[1:2] == ["bench"] and \
+if __name__ == "__main__" and sys.argv[1:2] in (["bench"], ["pytorch-steps"]) and \
         "COMPARE_PYTORCH_SAVED_OPENBLAS" not in os.environ:
     _env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARIABLES}
     _env["COMPARE_PYTORCH_SAVED_OPENBLAS"] = json.dumps(
@@ -344,7 +351,7 @@ def blas_in_use():
     return f"{', '.join(libs) or 'no BLAS library loaded'} (not OpenBLAS)"
 
 
-def time_pytorch(name, layers, heads, dim, context, batch, bf16):
+def time_pytorch(name, layers, heads, dim, context, batch, bf16, iters=None):
     torch.manual_seed(0)
     model = TinyGPT(65, context, layers, heads, dim)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -354,9 +361,10 @@ def time_pytorch(name, layers, heads, dim, context, batch, bf16):
                             lr=1e-3, betas=(0.9, 0.99))
     x = torch.randint(0, 65, (batch, context))
     y = torch.randint(0, 65, (batch, context))
-    iters = 30 if dim <= 128 else 5
+    iters = iters or (30 if dim <= 128 else 5)
+    warmup = 3 if context <= 256 else 1
     times = []
-    for it in range(iters + 3):
+    for it in range(iters + warmup):
         start = time.perf_counter()
         # autocast: the products in bf16 (oneDNN), master weights, optimizer in fp32
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -365,7 +373,7 @@ def time_pytorch(name, layers, heads, dim, context, batch, bf16):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if it >= 3:
+        if it >= warmup:
             times.append(1e3 * (time.perf_counter() - start))
     return statistics.median(times), iters
 
@@ -384,6 +392,57 @@ def ours_steps():
     return ours
 
 
+# The long-context row: the larger shape at context 1024, batch 8.
+LONG = ("context 1024", 6, 6, 384, 1024, 8)
+LONG_STEPS = 3  # timed steps a side and precision (PyTorch fp32 takes ~30 s a step)
+
+
+def peak_run(argv, env=None, cwd=None):
+    """Runs argv to the end; returns (its standard output, its peak RSS in GB of 10^6 kB)."""
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        sys.exit(f"compare_pytorch: {' '.join(argv)} exited with {child.returncode}")
+    return out, usage.ru_maxrss / 1e6
+
+
+def pytorch_steps(args):
+    torch.set_num_threads(args.threads)
+    ms, _ = time_pytorch("", args.layers, args.heads, args.dim, args.context, args.batch,
+                         args.bf16, args.iters)
+    print(f"{ms:.1f}")
+
+
+def long_pytorch(threads, bf16):
+    """PyTorch at the long context in a process of its own: (ms/iter, peak GB)."""
+    _, layers, heads, dim, context, batch = LONG
+    argv = [sys.executable, os.path.abspath(__file__), "pytorch-steps", "--threads", str(threads),
+            "--layers", str(layers), "--heads", str(heads), "--dim", str(dim),
+            "--context", str(context), "--batch", str(batch), "--iters", str(LONG_STEPS)]
+    out, gb = peak_run(argv + (["--bf16"] if bf16 else []))
+    return float(out.split()[-1]), gb
+
+
+def long_ours(threads, precision):
+    """bin/train at the long context: (median ms/iter of its steps after the first, peak GB)."""
+    _, layers, heads, dim, context, batch = LONG
+    env = dict(os.environ)
+    env.update(ORIGINAL_OPENBLAS)
+    with tempfile.TemporaryDirectory() as out_dir:
+        argv = [os.path.join(ROOT, "bin", "train"), "--layers", str(layers), "--heads", str(heads),
+                "--dim", str(dim), "--context", str(context), "--batch", str(batch),
+                "--iters", str(LONG_STEPS + 1), "--threads", str(threads), "--precision", precision,
+                "--eval-every", "1000", "--eval-batches", "1", "--log-every", "1",
+                "--sample-chars", "0", "--out", os.path.join(out_dir, "run")]
+        _, gb = peak_run(argv, env=env, cwd=ROOT)
+        with open(os.path.join(out_dir, "run", "log.csv")) as log:
+            rows = [line.split(",") for line in log.read().splitlines()[1:]]
+        ms = [float(r[4]) for r in rows if r[4] and int(r[0]) > 1]
+    return statistics.median(ms), gb
+
+
 def bench(args):
     torch.set_num_threads(args.threads)
     print(f"PyTorch {torch.__version__}, {args.threads} threads; BLAS: {blas_in_use()}")
@@ -397,6 +456,7 @@ def bench(args):
     nan = float("nan")
     pytorch = {k: [] for k in keys}
     ours = {k: [] for k in keys}
+    long = {(side, p): [] for side in ("pytorch", "ours") for p in ("fp32", "bf16")}
     for round_ in range(args.rounds):
         for name, layers, heads, dim, context, batch in SHAPES:
             for precision in ("fp32", "bf16"):
@@ -407,6 +467,19 @@ def bench(args):
                 pytorch[name, precision].append(ms)
         for k, ms in ours_steps().items():
             ours[k].append(ms)
+        if args.long:
+            for precision in ("fp32", "bf16"):
+                for side in ("pytorch", "ours"):
+                    if side == "pytorch" and precision == "bf16" and args.no_pytorch_bf16:
+                        long[side, precision].append((nan, nan))
+                    elif side == "pytorch":
+                        long[side, precision].append(long_pytorch(args.threads, precision == "bf16"))
+                    else:
+                        long[side, precision].append(long_ours(args.threads, precision))
+            print(f"round {round_ + 1}/{args.rounds}, context 1024: " + ", ".join(
+                f"{p}: PyTorch {long['pytorch', p][-1][0]:.0f} ms {long['pytorch', p][-1][1]:.2f} GB,"
+                f" ours {long['ours', p][-1][0]:.0f} ms {long['ours', p][-1][1]:.2f} GB"
+                for p in ("fp32", "bf16")))
         print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
             f"{n} {p}: PyTorch {pytorch[n, p][-1]:.1f} ours {ours[n, p][-1]:.1f}" for n, p in keys))
         sys.stdout.flush()
@@ -425,6 +498,20 @@ def bench(args):
         print(f"  {name:16s} {of:10.1f} {ob:10.1f} {pf:13.1f} {pb:13.1f} {rf:7.2f}x {rb:7.2f}x"
               f" {best:25.2f}x")
     print("  (last column: PyTorch bf16 autocast against our faster precision)")
+    if not args.long:
+        return
+    print(f"\n{LONG[0]} (larger shape, batch 8), ms/iter and peak memory (max RSS, GB of 10^6 kB),"
+          f" medians of {args.rounds} rounds, each side in a process of its own:")
+    print(f"  {'':6s} {'ours ms':>9s} {'ours GB':>8s} {'PyTorch ms':>11s} {'PyTorch GB':>11s}"
+          f" {'time ratio':>11s} {'memory ratio':>13s}")
+    for p in ("fp32", "bf16"):
+        o, t = long["ours", p], long["pytorch", p]
+        time_ratio = med([b[0] / a[0] for a, b in zip(o, t)])
+        memory_ratio = med([b[1] / a[1] for a, b in zip(o, t)])
+        print(f"  {p:6s} {med([a[0] for a in o]):9.0f} {med([a[1] for a in o]):8.2f}"
+              f" {med([b[0] for b in t]):11.0f} {med([b[1] for b in t]):11.2f}"
+              f" {time_ratio:10.2f}x {memory_ratio:12.2f}x")
+    print("  (ratios: PyTorch's / ours; above 1, ours is faster or smaller)")
 
 
 def main():
@@ -438,6 +525,13 @@ def main():
     b.add_argument("--no-pytorch-bf16", action="store_true",
                    help="skip PyTorch's bf16 autocast (on a CPU without native bf16 its "
                         "products are emulated: a larger-shape step took 56 s on Zen 3)")
+    b.add_argument("--long", action="store_true",
+                   help="add the context-1024 row, memory beside time (about 4 minutes a round)")
+    s = sub.add_parser("pytorch-steps")
+    s.add_argument("--threads", type=int, default=os.cpu_count())
+    for flag in ("--layers", "--heads", "--dim", "--context", "--batch", "--iters"):
+        s.add_argument(flag, type=int, required=True)
+    s.add_argument("--bf16", action="store_true")
     t = sub.add_parser("train")
     t.add_argument("--seed", type=int, default=1337)
     t.add_argument("--no-bias", action="store_true", help="no Linear biases (nanoGPT's setting)")
@@ -453,7 +547,7 @@ def main():
     args = parser.parse_args()
     if args.command == "train":
         np.random.seed(args.seed)
-    {"bench": bench, "train": train, "check": check}[args.command](args)
+    {"bench": bench, "pytorch-steps": pytorch_steps, "train": train, "check": check}[args.command](args)
 
 
 if __name__ == "__main__":
