@@ -54,6 +54,15 @@ static int detect_avx512_bf16(void) {
     return (a >> 5) & 1; // AVX512_BF16: CPUID.(EAX=7,ECX=1):EAX bit 5
 }
 
+// CPUID leaf 0's vendor string, "AuthenticAMD", in EBX, EDX, ECX.
+static int detect_amd(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163; // "Auth" "enti" "cAMD"
+}
+
+static int detect_bf16_dot_outruns_fma(void) { return detect_avx512_bf16() && detect_amd(); }
+
 // Linux: the tile data (XTILEDATA, state component 18) is off for a process
 // until it asks for it; without the permission the first tile instruction
 // would kill it with SIGILL.
@@ -77,6 +86,7 @@ static int detect_amx_bf16(void) {
 static int detect_avx2_fma(void) { return 0; }
 static int detect_avx512f(void) { return 0; }
 static int detect_avx512_bf16(void) { return 0; }
+static int detect_bf16_dot_outruns_fma(void) { return 0; }
 static int detect_amx_bf16(void) { return 0; }
 #endif
 
@@ -103,6 +113,11 @@ int cpu_has_avx512f(void) {
 int cpu_has_avx512_bf16(void) {
     static int cached = -1;
     return cached_answer(&cached, detect_avx512_bf16);
+}
+
+int cpu_bf16_dot_outruns_fma(void) {
+    static int cached = -1;
+    return cached_answer(&cached, detect_bf16_dot_outruns_fma);
 }
 
 int cpu_has_amx_bf16(void) {

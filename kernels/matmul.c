@@ -60,7 +60,7 @@ void precision_describe(Precision p, Bf16Kernel bf16, char *out, size_t len) {
     else snprintf(out, len, "fp32");
 }
 Precision precision_default(void) {
-    return cpu_has_avx512_bf16() ? PRECISION_BF16 : PRECISION_FP32;
+    return cpu_has_amx_bf16() || cpu_bf16_dot_outruns_fma() ? PRECISION_BF16 : PRECISION_FP32;
 }
 const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
 const char *const precision_names[2] = {"fp32", "bf16"};

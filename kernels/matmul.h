@@ -99,8 +99,9 @@ size_t linear_shared_workspace_bytes(Bf16Kernel bf16, long n, int ic, int oc, in
 
 // ---- precisions by name, and the programs' --precision option
 
-// bf16 where the CPU has native bf16 dot products (checked at run time),
-// fp32 elsewhere: bin/train's default. (bin/sample and bin/attn default to
+// bf16 where the CPU's bf16 products outrun its fp32 ones (checked at run
+// time: AMX, or an AVX512_BF16 that cpu_features.h knows to be fast), fp32
+// elsewhere: bin/train's default. (bin/sample and bin/attn default to
 // fp32, so that their output is the reference's: with bf16, bin/sample
 // streams half the bytes per token and is faster, but its text drifts from
 // what PyTorch's fp32 generate writes.)
