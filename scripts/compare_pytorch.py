@@ -13,7 +13,11 @@
         is installed: the script says which (OpenBLAS's
         openblas_get_corename), and runs without OPENBLAS_CORETYPE and
         OPENBLAS_L2_SIZE in the environment, so that OpenBLAS picks its own
-        kernel for this CPU (it restarts itself without them).
+        kernel for this CPU (it restarts itself without them). Where OpenBLAS
+        does not know the CPU it falls back to an old kernel (Debian 12's
+        0.3.21 takes Prescott, SSE3, on a family 6 model 207 Xeon):
+        --openblas-coretype NAME (e.g. SkylakeX) then gives PyTorch that
+        kernel instead, and the figures say so.
 
     scripts/compare_pytorch.py pytorch-steps --context T ... (used by bench --long)
         Times PyTorch's steps of one shape and prints the median ms/iter.
@@ -30,8 +34,8 @@
         its --data, --batch, --eval-batches and --val-fraction are the run's
         (read from optimizer.safetensors beside the checkpoint) unless given.
 
-Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`)
-and numpy. Not part of the tests or CI.
+Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`),
+numpy, and for bench --long /usr/bin/time (Debian's time). Not part of the tests or CI.
 """
 import argparse
 import ctypes
@@ -57,6 +61,8 @@ if __name__ == "__main__" and sys.argv[1:2] in (["bench"], ["pytorch-steps"]) an
     _env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARIABLES}
     _env["COMPARE_PYTORCH_SAVED_OPENBLAS"] = json.dumps(
         {k: os.environ[k] for k in OPENBLAS_VARIABLES if k in os.environ})
+    if "--openblas-coretype" in sys.argv[:-1]:
+        _env["OPENBLAS_CORETYPE"] = sys.argv[sys.argv.index("--openblas-coretype") + 1]
     os.execve(sys.executable, [sys.executable] + sys.argv, _env)
 
 import numpy as np
@@ -378,10 +384,16 @@ def time_pytorch(name, layers, heads, dim, context, batch, bf16, iters=None):
     return statistics.median(times), iters
 
 
+def our_environment():
+    """The user's environment, OpenBLAS's variables as they were (ours does not use them)."""
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARIABLES}
+    env.update(ORIGINAL_OPENBLAS)
+    return env
+
+
 def ours_steps():
     """Our training steps, both shapes and precisions: {(shape, precision): ms}."""
-    env = dict(os.environ)
-    env.update(ORIGINAL_OPENBLAS)  # ours does not use it; leave the user's setting
+    env = our_environment()
     run = subprocess.run([os.path.join(ROOT, "bin", "bench"), "--steps"], cwd=ROOT, check=True,
                          env=env, stdout=subprocess.PIPE, text=True)
     ours = {}
@@ -398,14 +410,15 @@ LONG_STEPS = 3  # timed steps a side and precision (PyTorch fp32 takes ~30 s a s
 
 
 def peak_run(argv, env=None, cwd=None):
-    """Runs argv to the end; returns (its standard output, its peak RSS in GB of 10^6 kB)."""
-    child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
-    out = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        sys.exit(f"compare_pytorch: {' '.join(argv)} exited with {child.returncode}")
-    return out, usage.ru_maxrss / 1e6
+    """Runs argv to the end; returns (its standard output, its peak RSS in GB of 10^6 kB).
+    Through /usr/bin/time: a child forked from this process would count this
+    process's memory (PyTorch's, grown over the rounds) in its own peak."""
+    with tempfile.NamedTemporaryFile("r") as peak:
+        run = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", peak.name] + argv, cwd=cwd,
+                             env=env, stdout=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            sys.exit(f"compare_pytorch: {' '.join(argv)} exited with {run.returncode}")
+        return run.stdout, int(peak.read().split()[-1]) / 1e6
 
 
 def pytorch_steps(args):
@@ -428,8 +441,7 @@ def long_pytorch(threads, bf16):
 def long_ours(threads, precision):
     """bin/train at the long context: (median ms/iter of its steps after the first, peak GB)."""
     _, layers, heads, dim, context, batch = LONG
-    env = dict(os.environ)
-    env.update(ORIGINAL_OPENBLAS)
+    env = our_environment()
     with tempfile.TemporaryDirectory() as out_dir:
         argv = [os.path.join(ROOT, "bin", "train"), "--layers", str(layers), "--heads", str(heads),
                 "--dim", str(dim), "--context", str(context), "--batch", str(batch),
@@ -446,7 +458,10 @@ def long_ours(threads, precision):
 def bench(args):
     torch.set_num_threads(args.threads)
     print(f"PyTorch {torch.__version__}, {args.threads} threads; BLAS: {blas_in_use()}")
-    print("OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this run (OpenBLAS picks its own kernel); "
+    blas = (f"OPENBLAS_CORETYPE={args.openblas_coretype} for PyTorch (given), OPENBLAS_L2_SIZE unset; "
+            if args.openblas_coretype else
+            "OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this run (OpenBLAS picks its own kernel); ")
+    print(blas +
           f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     subprocess.run(["make", "-s", "bin/bench"], cwd=ROOT, check=True)
@@ -525,6 +540,8 @@ def main():
     b.add_argument("--no-pytorch-bf16", action="store_true",
                    help="skip PyTorch's bf16 autocast (on a CPU without native bf16 its "
                         "products are emulated: a larger-shape step took 56 s on Zen 3)")
+    b.add_argument("--openblas-coretype", metavar="NAME",
+                   help="PyTorch's OpenBLAS kernel, where it does not know this CPU (default: its pick)")
     b.add_argument("--long", action="store_true",
                    help="add the context-1024 row, memory beside time (about 4 minutes a round)")
     s = sub.add_parser("pytorch-steps")
