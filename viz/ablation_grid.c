@@ -16,7 +16,6 @@
 #define CELL_W 86
 #define CELL_H 34
 #define PANEL_GAP 24
-#define BAR_W 16
 #define BAR_SPACING 84 // from the heads' colour bar to the layers'
 #define STRIP_H 14
 
@@ -56,7 +55,7 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
     l->line_h = bh + 4 + p->strips * STRIP_H + 8;
     l->strip_y = grids_bottom + 16;
     int strip_w = PAD + l->strip_label_w + ABLATION_STRIP_CHARS * l->cw + PAD;
-    l->width = l->bar_x + BAR_SPACING + BAR_W + 4 + font_text_width(7, 1) + PAD;
+    l->width = l->bar_x + BAR_SPACING + DIVERGING_BAR_W + 4 + font_text_width(7, 1) + PAD;
     if (strip_w > l->width && l->lines) l->width = strip_w;
     int note_w = PAD + font_text_width(120, 1) + PAD;
     if (note_w > l->width) l->width = note_w;
@@ -104,18 +103,7 @@ static void draw_panel(Image *image, const AblationLayout *l, const AblationPict
 
 static void draw_bar(Image *image, int x, int y, int h, double top, const char *label) {
     draw_text(image, label, x, y - LINE_H + 2, 1);
-    uint8_t rgb[3];
-    for (int r = 0; r < h; r++) {
-        diverging_rgb(1.0 - 2.0 * r / (h - 1), rgb);
-        fill_rect(image, x, y + r, BAR_W, 1, rgb);
-    }
-    draw_frame(image, x, y, BAR_W, h);
-    char text[32];
-    snprintf(text, sizeof text, "+%.3g", top);
-    draw_text(image, text, x + BAR_W + 4, y, 1);
-    draw_text(image, "0", x + BAR_W + 4, y + h / 2 - 3, 1);
-    snprintf(text, sizeof text, "-%.3g", top);
-    draw_text(image, text, x + BAR_W + 4, y + h - 7, 1);
+    draw_diverging_bar(image, x, y, h, top);
 }
 
 static void draw_strips(Image *image, const AblationLayout *l, const AblationPicture *p) {

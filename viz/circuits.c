@@ -166,8 +166,22 @@ void diverging_rgb(double value, uint8_t rgb[3]) {
     for (int c = 0; c < 3; c++) rgb[c] = (uint8_t)lrint(255 + t * (end[c] - 255));
 }
 
+void draw_diverging_bar(Image *image, int x, int y, int h, double top) {
+    uint8_t rgb[3];
+    for (int r = 0; r < h; r++) {
+        diverging_rgb(1.0 - 2.0 * r / (h - 1), rgb);
+        fill_rect(image, x, y + r, DIVERGING_BAR_W, 1, rgb);
+    }
+    draw_frame(image, x, y, DIVERGING_BAR_W, h);
+    char text[32];
+    snprintf(text, sizeof text, "+%.3g", top);
+    draw_text(image, text, x + DIVERGING_BAR_W + 4, y, 1);
+    draw_text(image, "0", x + DIVERGING_BAR_W + 4, y + h / 2 - 3, 1);
+    snprintf(text, sizeof text, "-%.3g", top);
+    draw_text(image, text, x + DIVERGING_BAR_W + 4, y + h - 7, 1);
+}
+
 #define PAD 8
-#define BAR_W 16
 #define PANEL_GAP 24
 #define SV_W 220
 
@@ -184,7 +198,7 @@ static void circuit_layout(int n, int hs, CircuitLayout *l) {
     l->cell = (bw > bh ? bw : bh) + 1;
     l->strip = bh + 4;
     l->grid = n * l->cell;
-    l->panel_w = l->strip + l->grid + 10 + BAR_W + 4 + font_text_width(7, 1) + PANEL_GAP;
+    l->panel_w = l->strip + l->grid + 10 + DIVERGING_BAR_W + 4 + font_text_width(7, 1) + PANEL_GAP;
     l->top = PAD + FONT_H * 2 + 8;
     int grid_h = l->grid > 120 ? l->grid : 120;
     l->width = PAD + 2 * l->panel_w + SV_W + PAD;
@@ -219,17 +233,7 @@ static void draw_table(Image *image, const CircuitLayout *l, int x0, int y0, con
                          1, INK);
     }
     int bar_x = grid_x + l->grid + 10, bar_h = l->grid > 120 ? l->grid : 120;
-    for (int r = 0; r < bar_h; r++) {
-        diverging_rgb(1.0 - 2.0 * r / (bar_h - 1), rgb);
-        fill_rect(image, bar_x, grid_y + r, BAR_W, 1, rgb);
-    }
-    draw_frame(image, bar_x, grid_y, BAR_W, bar_h);
-    char text[32];
-    snprintf(text, sizeof text, "+%.3g", top);
-    draw_text(image, text, bar_x + BAR_W + 4, grid_y, 1);
-    draw_text(image, "0", bar_x + BAR_W + 4, grid_y + bar_h / 2 - 3, 1);
-    snprintf(text, sizeof text, "-%.3g", top);
-    draw_text(image, text, bar_x + BAR_W + 4, grid_y + bar_h - 7, 1);
+    draw_diverging_bar(image, bar_x, grid_y, bar_h, top);
 }
 
 void circuit_render(Image *image, const GPT *model, int layer, int head, const int *ids,

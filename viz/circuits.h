@@ -43,5 +43,9 @@ int circuits_write(const char *dir, const GPT *model, int only_layer, int only_h
 
 // The diverging colour for a value in [-1, 1] (clamped).
 void diverging_rgb(double value, uint8_t rgb[3]);
+// Its colour bar, DIVERGING_BAR_W wide and h high at (x, y): +top at the
+// top, 0 in the middle, -top at the bottom, labelled on its right.
+#define DIVERGING_BAR_W 16
+void draw_diverging_bar(Image *image, int x, int y, int h, double top);
 
 #endif

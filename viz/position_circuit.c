@@ -15,7 +15,6 @@
 #define TITLE_H (FONT_H * 2 + 6)
 #define LINE_H (FONT_H + 4)
 #define AXIS_W 24 // the numbers left of the grid and above it
-#define BAR_W 16
 #define TICK 8    // every TICK-th position numbered
 
 static const uint8_t FUTURE[3] = {225, 225, 225};
@@ -65,7 +64,7 @@ void position_circuit_render(Image *image, const GPT *model, int layer, int head
     int x0, y0;
     position_circuit_origin(&x0, &y0);
     int bar_x = x0 + grid + 12, bar_h = grid > 120 ? grid : 120;
-    int width = bar_x + BAR_W + 4 + font_text_width(8, 1) + PAD;
+    int width = bar_x + DIVERGING_BAR_W + 4 + font_text_width(8, 1) + PAD;
     int note_w = PAD + font_text_width(96, 1) + PAD;
     if (note_w > width) width = note_w;
     int caption_y = y0 + (grid > bar_h ? grid : bar_h) + 10;
@@ -98,16 +97,7 @@ void position_circuit_render(Image *image, const GPT *model, int layer, int head
         draw_text(image, text, x0 + i * cell + (cell - w) / 2, y0 - FONT_H - 3, 1);
         draw_text(image, text, x0 - w - 4, y0 + i * cell + (cell - 7) / 2, 1);
     }
-    for (int r = 0; r < bar_h; r++) {
-        diverging_rgb(1.0 - 2.0 * r / (bar_h - 1), rgb);
-        fill_rect(image, bar_x, y0 + r, BAR_W, 1, rgb);
-    }
-    draw_frame(image, bar_x, y0, BAR_W, bar_h);
-    snprintf(text, sizeof text, "+%.3g", top);
-    draw_text(image, text, bar_x + BAR_W + 4, y0, 1);
-    draw_text(image, "0", bar_x + BAR_W + 4, y0 + bar_h / 2 - 3, 1);
-    snprintf(text, sizeof text, "-%.3g", top);
-    draw_text(image, text, bar_x + BAR_W + 4, y0 + bar_h - 7, 1);
+    draw_diverging_bar(image, bar_x, y0, bar_h, top);
     free(qk);
     int y = caption_y;
     draw_text(image, "Direct-path approximation: position embeddings only, through this head's",
