@@ -166,7 +166,10 @@ static void test_memorises_short_text(void) {
         if (step == 1) first_loss = loss;
         gpt_zero_grad(&model);
         gpt_backward(&model, tokens);
-        adam_step(&model, m, v, step, 1e-2f);
+        // the rate decays to 0 over the last 100 steps: at a constant 1e-2 the
+        // loss still spikes (to 0.2 at step 281 on one build, 0.04 on another)
+        float lr = step <= STEPS - 100 ? 1e-2f : 1e-2f * (STEPS - step + 1) / 100;
+        adam_step(&model, m, v, step, lr);
     }
     // Every offset once.
     for (int b = 0; b < P; b++) {
