@@ -219,6 +219,10 @@ void check_param_gradient(const ModelCase *m, int tensor, float *param, float an
 
 // ---- the explorer in headless Chromium
 
+// Whether an explorer page is one file that fetches nothing: a policy that
+// forbids all network access, and no address or loading element in it.
+int page_fetches_nothing(const char *page);
+
 // Debian's chromium (or another of its names), NULL if none is installed.
 const char *find_chromium(void);
 // DIR/PAGE (e.g. "index.html#pos=5") as the DOM after its scripts ran,
