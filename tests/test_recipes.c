@@ -9,6 +9,7 @@
 
 #include <stb/stb_image.h> // the implementation is compiled in test_heatmap.c
 
+#include "../base/safetensors.h"
 #include "../base/util.h"
 #include "../data/dataset.h"
 #include "../infer/checkpoint.h"
@@ -464,6 +465,54 @@ static void test_time_budget_resumed_before_plan(void) {
     free(console);
 }
 
+// Whether DIR/optimizer.safetensors says the run trained with Muon (its
+// "optimizer" metadata; AdamW's state names none): 1, 0, or -1 unreadable.
+static int saved_with_muon(const char *dir) {
+    char path[700], err[256];
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    StFile *file = safetensors_open(path, err, sizeof err);
+    CHECK_MSG(file, "%s", err);
+    if (!file) return -1;
+    const char *name = safetensors_meta(file, "optimizer");
+    int muon = name && !strcmp(name, "muon");
+    safetensors_close(file);
+    return muon;
+}
+
+// The 1- and 5-minute recipes train with Muon (at --muon-lr 0.02), the
+// 15-minute one with AdamW; the recipe line says which, the state file
+// keeps it, a resume continues with it, and --optimizer given wins.
+static void test_recipe_optimizer(void) {
+    const char *tmp = make_temp_dir();
+    const char *corpus = make_corpus(tmp, "corpus.txt", 20000);
+    const struct {
+        const char *flags, *name, *line;
+    } runs[] = {{"--minutes 1", "one", "--optimizer muon --muon-lr 0.02\n"},
+                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02\n"},
+                {"--minutes 15", "fifteen", "--optimizer adamw\n"},
+                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw\n"}};
+    char dir[600], capture[600], flags[1024];
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", tmp, runs[i].name);
+        snprintf(flags, sizeof flags, "%s --stop-at 2 --eval-batches 1 --sample-chars 0 --threads 1 --data %s",
+                 runs[i].flags, corpus);
+        CHECK(run_train(flags, dir, capture) == 0);
+        char *console = read_text_file(capture);
+        const char *recipe = console ? strstr(console, "recipe for ") : NULL;
+        const char *line_end = recipe ? strchr(recipe, '\n') : NULL;
+        const char *said = recipe ? strstr(recipe, runs[i].line) : NULL;
+        CHECK_MSG(said && said + strlen(runs[i].line) - 1 == line_end, "%s: %s", runs[i].flags,
+                  console ? console : "");
+        free(console);
+        int muon = strstr(runs[i].line, "muon") != NULL, saved = saved_with_muon(dir);
+        CHECK_MSG(saved == muon, "%s: optimizer.safetensors says muon %d", runs[i].flags, saved);
+        // a resume continues with the recipe's optimizer (one that changed
+        // it would be refused)
+        CHECK(run_train("--resume --threads 1 --stop-at 3", dir, NULL) == 0);
+    }
+}
+
 // The plan's arithmetic on made-up timings: the process's first step is
 // not timed (also when it is step 4 of a resumed run); the plan comes at
 // the warmup's end, or once the budget is spent; a plan that ends within
@@ -904,6 +953,8 @@ void suite_recipes(void) {
              test_time_budget_wsd);
     run_test("recipes: the plan lands on time on made-up machines (wsd: within 3%)",
              test_time_budget_lands_on_time);
+    run_test("recipes: the 1- and 5-minute recipes train with Muon, kept on resume; --optimizer wins",
+             test_recipe_optimizer);
     run_test("recipes: --minutes stopped before its plan keeps its budget on resume",
              test_time_budget_resumed_before_plan);
     run_test("recipes: the --minutes plan's arithmetic, a budget too short said in one line",

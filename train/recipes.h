@@ -12,6 +12,8 @@ typedef struct {
     float minutes; // the budget this recipe was chosen for
     int layers, heads, dim, context, batch, warmup;
     float lr, min_lr, dropout, weight_decay;
+    const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
+    float muon_lr;
 } Recipe;
 
 // The recipe for a budget: the one for the largest budget <= minutes (the

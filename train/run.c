@@ -365,10 +365,12 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
             snprintf(found_for, sizeof found_for, ": the %g-minute one", (double)recipe->minutes);
         printf("recipe for %g minute%s%s (flags given win): --layers %d --heads %d --dim %d "
                "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
-               "--weight-decay %g\n",
+               "--weight-decay %g --optimizer %s",
                (double)o->minutes, o->minutes == 1.0f ? "" : "s", found_for, o->layers, o->heads, o->dim, o->context, o->batch,
                (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
-               (double)o->weight_decay);
+               (double)o->weight_decay, o->optimizer);
+        if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
+        printf("\n");
     }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,

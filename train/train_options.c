@@ -42,7 +42,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          10, 0},
         {"--warmup", "N", OPT_INT, &o->warmup, "linear warmup iterations", 0, 1e9, 0},
         {"--optimizer", "adamw|muon", OPT_STRING, &o->optimizer,
-         "muon: Muon for the blocks' matrices, AdamW (--lr) for the rest", 0, -1, 0},
+         "muon: Muon for the blocks' matrices, AdamW (--lr) for the rest; --minutes: the recipe's", 0, -1, 0},
         {"--muon-lr", "RATE", OPT_FLOAT, &o->muon_lr,
          "Muon's peak learning rate (its final one: --min-lr/--lr of it)", -1e9, 1e9, 0}, // run.c refuses <= 0
         {"--schedule", "cosine|wsd", OPT_STRING, &o->schedule,
