@@ -14,11 +14,13 @@
 
 // ---- the tables
 
-// out (n, hs) = rows ids of E (V,C) times W_h^T, W_h = rows h*hs.. of w (C,C).
-static void project(const GPT *model, const float *w, int head, const int *ids, int n, double *out) {
+// out (n, hs) = n rows of an embedding table (.., C) times W_h^T, W_h = rows
+// h*hs.. of w (C,C): rows ids[a], or rows 0..n-1 when ids is NULL.
+static void project(const GPT *model, const float *w, int head, const float *table, const int *ids,
+                    int n, double *out) {
     int C = model->config.dim, hs = C / model->config.heads;
     for (int a = 0; a < n; a++) {
-        const float *e = model->params.wte + (size_t)ids[a] * C;
+        const float *e = table + (size_t)(ids ? ids[a] : a) * C;
         for (int d = 0; d < hs; d++) {
             const float *row = w + (size_t)(head * hs + d) * C;
             double sum = 0;
@@ -28,11 +30,12 @@ static void project(const GPT *model, const float *w, int head, const int *ids, 
     }
 }
 
-void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, float *qk) {
+void circuit_qk_rows(const GPT *model, int layer, int head, const float *table, const int *ids,
+                     int n, float *qk) {
     int C = model->config.dim, hs = C / model->config.heads;
     double *q = xmalloc(sizeof(double) * n * hs), *k = xmalloc(sizeof(double) * n * hs);
-    project(model, model->params.w_q + (size_t)layer * C * C, head, ids, n, q);
-    project(model, model->params.w_k + (size_t)layer * C * C, head, ids, n, k);
+    project(model, model->params.w_q + (size_t)layer * C * C, head, table, ids, n, q);
+    project(model, model->params.w_k + (size_t)layer * C * C, head, table, ids, n, k);
     double scale = 1.0 / sqrt((double)hs);
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
@@ -44,10 +47,14 @@ void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, fl
     free(k);
 }
 
+void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, float *qk) {
+    circuit_qk_rows(model, layer, head, model->params.wte, ids, n, qk);
+}
+
 void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, float *ov) {
     int C = model->config.dim, hs = C / model->config.heads;
     double *v = xmalloc(sizeof(double) * n * hs), *o = xmalloc(sizeof(double) * C);
-    project(model, model->params.w_v + (size_t)layer * C * C, head, ids, n, v);
+    project(model, model->params.w_v + (size_t)layer * C * C, head, model->params.wte, ids, n, v);
     const float *w_o = model->params.w_o + (size_t)layer * C * C;
     for (int b = 0; b < n; b++) {
         for (int c = 0; c < C; c++) { // o = W_O,h v_b: columns h*hs.. of W_O

@@ -24,6 +24,10 @@
 // The tables over a subset of n token ids: qk[a*n + b] and ov[b*n + c] for
 // ids[a], ids[b], ids[c].
 void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, float *qk);
+// The same QK table over n rows of any embedding table (.., C), wte or wpe:
+// rows ids[a], or rows 0..n-1 when ids is NULL (position_circuit.h).
+void circuit_qk_rows(const GPT *model, int layer, int head, const float *table, const int *ids,
+                     int n, float *qk);
 void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, float *ov);
 // The hs singular values of W_O,h W_V,h, largest first.
 void circuit_ov_singular_values(const GPT *model, int layer, int head, double *values);

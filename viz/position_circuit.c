@@ -19,34 +19,8 @@
 
 static const uint8_t FUTURE[3] = {225, 225, 225};
 
-// out (T,hs) = P W_h^T, W_h = rows h*hs.. of w (C,C), in double.
-static void project_positions(const GPT *model, const float *w, int head, int T, double *out) {
-    int C = model->config.dim, hs = C / model->config.heads;
-    for (int i = 0; i < T; i++) {
-        const float *p = model->params.wpe + (size_t)i * C;
-        for (int d = 0; d < hs; d++) {
-            const float *row = w + (size_t)(head * hs + d) * C;
-            double sum = 0;
-            for (int c = 0; c < C; c++) sum += (double)row[c] * p[c];
-            out[i * hs + d] = sum;
-        }
-    }
-}
-
 void circuit_qk_positions(const GPT *model, int layer, int head, int T, float *qk) {
-    int C = model->config.dim, hs = C / model->config.heads;
-    double *q = xmalloc(sizeof(double) * T * hs), *k = xmalloc(sizeof(double) * T * hs);
-    project_positions(model, model->params.w_q + (size_t)layer * C * C, head, T, q);
-    project_positions(model, model->params.w_k + (size_t)layer * C * C, head, T, k);
-    double scale = 1.0 / sqrt((double)hs);
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) {
-            double sum = 0;
-            for (int d = 0; d < hs; d++) sum += q[i * hs + d] * k[j * hs + d];
-            qk[i * T + j] = (float)(sum * scale);
-        }
-    free(q);
-    free(k);
+    circuit_qk_rows(model, layer, head, model->params.wpe, NULL, T, qk);
 }
 
 int position_circuit_cell(int T) {
