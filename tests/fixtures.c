@@ -404,6 +404,23 @@ void random_tokens(Rng *rng, int *tokens, int n, int V) {
     for (int i = 0; i < n; i++) tokens[i] = (int)rng_below(rng, (uint64_t)V);
 }
 
+double qk_score_reference(const GPT *model, int layer, int head, const float *x_a,
+                          const float *x_b) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    const float *wq = model->params.w_q + (size_t)layer * C * C;
+    const float *wk = model->params.w_k + (size_t)layer * C * C;
+    double sum = 0;
+    for (int d = head * hs; d < (head + 1) * hs; d++) {
+        double q = 0, k = 0;
+        for (int c = 0; c < C; c++) {
+            q += (double)wq[d * C + c] * x_a[c];
+            k += (double)wk[d * C + c] * x_b[c];
+        }
+        sum += q * k;
+    }
+    return sum;
+}
+
 // ---- gradient checks: one op
 
 float *random_normal(Rng *rng, long n, float scale, float offset) {

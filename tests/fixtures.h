@@ -142,6 +142,11 @@ const char *save_text_model(const char *text, int context, RandomWeights weights
 GPT new_model(const GPTConfig *cfg, int B_max, int T_max, uint64_t seed);
 // n tokens drawn uniformly from 0..V-1.
 void random_tokens(Rng *rng, int *tokens, int n, int V);
+// A head's direct-path QK score of two embedding rows x_a, x_b (C), in
+// double and unscaled: (x_a W_Q,h^T) . (x_b W_K,h^T), the circuits'
+// reference.
+double qk_score_reference(const GPT *model, int layer, int head, const float *x_a,
+                          const float *x_b);
 
 // ---- gradient checks: one op
 //

@@ -133,21 +133,12 @@ static void test_circuits(void) {
         for (int head = 0; head < NH; head++) {
             circuit_qk(&model, layer, head, ids, n, qk);
             circuit_ov(&model, layer, head, ids, n, ov);
-            const float *wq = model.params.w_q + layer * C * C, *wk = model.params.w_k + layer * C * C;
             const float *wv = model.params.w_v + layer * C * C, *wo = model.params.w_o + layer * C * C;
             // the full products in double: E W_Q,h^T W_K,h E^T and E W_O,h W_V,h E^T
             for (int a = 0; a < n; a++)
                 for (int b = 0; b < n; b++) {
                     const float *ea = model.params.wte + ids[a] * C, *eb = model.params.wte + ids[b] * C;
-                    double sum = 0;
-                    for (int d = head * hs; d < (head + 1) * hs; d++) {
-                        double q = 0, k = 0;
-                        for (int c = 0; c < C; c++) {
-                            q += (double)wq[d * C + c] * ea[c];
-                            k += (double)wk[d * C + c] * eb[c];
-                        }
-                        sum += q * k;
-                    }
+                    double sum = qk_score_reference(&model, layer, head, ea, eb);
                     worst_qk = fmax(worst_qk, fabs(sum / sqrt(hs) - qk[a * n + b]));
                     double logit = 0; // attend to a, logit of b
                     for (int c2 = 0; c2 < C; c2++) {

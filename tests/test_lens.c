@@ -399,19 +399,10 @@ static void test_position_circuit_against_double(void) {
     for (int l = 0; l < 2; l++)
         for (int h = 0; h < NH; h++) {
             circuit_qk_positions(&model, l, h, Tc, qk);
-            const float *wq = model.params.w_q + l * C * C, *wk = model.params.w_k + l * C * C;
             for (int i = 0; i < Tc; i++)
                 for (int j = 0; j < Tc; j++) {
-                    const float *pi = model.params.wpe + i * C, *pj = model.params.wpe + j * C;
-                    double sum = 0;
-                    for (int d = h * hs; d < (h + 1) * hs; d++) {
-                        double q = 0, k = 0;
-                        for (int c = 0; c < C; c++) {
-                            q += (double)wq[d * C + c] * pi[c];
-                            k += (double)wk[d * C + c] * pj[c];
-                        }
-                        sum += q * k;
-                    }
+                    double sum = qk_score_reference(&model, l, h, model.params.wpe + i * C,
+                                                    model.params.wpe + j * C);
                     // comparisons, not fmax: Debian 12's cross GCC for ARM64 crashes on it here
                     double off = fabs(sum / sqrt(hs) - qk[i * Tc + j]);
                     if (off > worst) worst = off;
