@@ -104,7 +104,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
-              kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c \
+              kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
 MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c

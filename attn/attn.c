@@ -305,7 +305,7 @@ static AttnOptions parse_options(int argc, char **argv) {
     }
     if (!parsed) usage_error("%s", err);
     o.products = option_choice("--precision", o.precision, precision_names, 2);
-    o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     const char *note = precision_note(o.products, o.bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     if (o.ablate_text_file) o.ablate = 1;

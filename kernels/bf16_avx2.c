@@ -12,9 +12,9 @@
 // even one; a product of two bf16 is exact in fp32, so each FMA rounds
 // once, as vdpbf16ps's two additions do.
 //
-// A row tile's pairs are first spread into fp32 (expand_a), once per pass,
-// K running odd, even, odd, even (the order of the sums), and read by
-// broadcasts as the fp32 kernel's A is (matmul.c). B's words are split in
+// A row tile's pairs are first spread into fp32 (bf16_expand_a), once per
+// pass, K running odd, even, odd, even (the order of the sums), and read
+// by broadcasts as the fp32 kernel's A is (matmul.c). B's words are split in
 // registers, the odd halves by two shifts, the even ones by one, and are
 // loaded again for the even half through a pointer the compiler cannot see
 // through: holding them, or a mask, took the registers the 12 accumulators
@@ -39,22 +39,12 @@ AVX2_TARGET static inline __m256 even_halves(__m256i words) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
 }
 
-// The expanded A: element (r, s) (s = 2q for pair q's odd element, 2q + 1
-// for its even one) at x[r * row + s * step].
-typedef struct {
-    const float *x;
-    long row, step;
-} ExpandedA;
-
-#define AVX2_EXPANDED_FLOATS (2 * KCP * 8)
-
-// rows (<= ROWS) x `pairs` (<= KCP) of A into x. Row-major A (a_pair == 2):
+// rows (<= 8) x `pairs` (<= KCP) of A into x. Row-major A (a_pair == 2):
 // row by row, eight pairs at a time, odd and even halves interleaved (row =
 // 2 * KCP, step = 1). A in the panel layout: a pair's rows are adjacent
 // words, eight loaded at a time (masked to the tile's rows, which may end
 // the panel), odd halves then even ones (row = 1, step = 8).
-AVX2_TARGET static ExpandedA expand_a(float *x, const bf16 *a, long a_row, long a_pair, int rows,
-                                      int pairs) {
+AVX2_TARGET ExpandedA bf16_expand_a(float *x, const bf16 *a, long a_row, long a_pair, int rows, int pairs) {
     if (a_pair == 2) {
         for (int r = 0; r < rows; r++) {
             const bf16 *a_r = a + r * a_row;
@@ -132,8 +122,8 @@ DEFINE_AVX2_TILE(avx2_1, 1)
 // summed in a local block, whose columns past cols are B's zero pads.
 static void tile_avx2(float *c, int ldc, const bf16 *a, long a_row, long a_pair, const bf16 *b,
                       int pairs, int wp, int rows, int cols, int accumulate) {
-    float x[AVX2_EXPANDED_FLOATS] __attribute__((aligned(32)));
-    ExpandedA e = expand_a(x, a, a_row, a_pair, rows, pairs);
+    float x[BF16_EXPANDED_FLOATS] __attribute__((aligned(32)));
+    ExpandedA e = bf16_expand_a(x, a, a_row, a_pair, rows, pairs);
     for (int j = 0; j < cols; j += 16) {
         int strip = cols - j < 16 ? cols - j : 16;
         float local[ROWS * 16];

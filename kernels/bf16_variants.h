@@ -1,6 +1,6 @@
 // bf16_variants.h: each bf16 kernel's own code, one file per instruction
-// set (kernels/bf16_portable.c, _avx2.c, _avx512.c, _amx.c), behind
-// matmul_bf16.c's dispatch table. Private to kernels/: the layouts and the
+// set (kernels/bf16_portable.c, _avx2.c, _avx512f.c, _avx512.c, _amx.c),
+// behind matmul_bf16.c's dispatch table. Private to kernels/: the layouts and the
 // contract callers see are in matmul_bf16.h.
 //
 // A variant has a register tile, and may have its own conversion of a row
@@ -25,6 +25,7 @@
 #define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 #define AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
+#define AVX512F_TARGET __attribute__((target("avx512f,avx2,fma")))
 #else
 #define HAVE_BF16_KERNELS 0
 #endif
@@ -51,7 +52,19 @@ typedef struct {
 
 extern const Bf16Variant bf16_portable;
 #if HAVE_BF16_KERNELS
-extern const Bf16Variant bf16_avx2, bf16_avx512; // AMX converts and packs as AVX-512 does
+// AMX converts and packs as AVX512_BF16 does; AVX-512F too where the CPU has it.
+extern const Bf16Variant bf16_avx2, bf16_avx512f, bf16_avx512;
+
+// The fp32-FMA tiles' A (bf16_avx2.c, bf16_avx512f.c): a row tile's pairs
+// spread into fp32 once per tile call, element (r, s) at x[r * row + s *
+// step], s = 2q for pair q's odd element and 2q + 1 for its even one (the
+// order of the sums). x holds BF16_EXPANDED_FLOATS; rows <= 8, pairs <= KCP.
+typedef struct {
+    const float *x;
+    long row, step;
+} ExpandedA;
+#define BF16_EXPANDED_FLOATS (2 * KCP * 8)
+ExpandedA bf16_expand_a(float *x, const bf16 *a, long a_row, long a_pair, int rows, int pairs);
 // AMX: C (rows, cols) (+)= A (32 padded rows, kpad) . the 16 or 32 columns
 // of a panel of padded width wp that b points at; rows, cols <= 32. Each
 // thread configures its tile registers before its first block and

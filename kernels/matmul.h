@@ -111,8 +111,8 @@ const char *precision_name(Precision p);
 int precision_parse(const char *name, Precision *p);
 // The programs' --precision option: its help, the names in Precision's
 // order, and what a program says on stderr before it runs in precision p
-// on a bf16 kernel (NULL: nothing; for bf16 without bf16 instructions,
-// that it runs as fp32 arithmetic).
+// on a bf16 kernel (NULL: nothing; for bf16 on an fp32-instruction
+// kernel, that it runs as fp32 arithmetic, and why).
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
 extern const char *const precision_names[2];
 const char *precision_note(Precision p, Bf16Kernel bf16);

@@ -1,9 +1,9 @@
 // matmul_bf16.c: the bf16 products' dispatch: conversion, pair-interleaved
 // packing and the product, each run by the variant of the kernel asked for
 // (one file per instruction set: bf16_avx512.c (vdpbf16ps), bf16_amx.c,
-// bf16_avx2.c and bf16_portable.c, their fp32 equivalents;
-// bf16_variants.h), with portable loops where a variant has none. The
-// layouts and the contract are in matmul_bf16.h.
+// and their fp32 equivalents bf16_avx512f.c, bf16_avx2.c and
+// bf16_portable.c; bf16_variants.h), with portable loops where a variant
+// has none. The layouts and the contract are in matmul_bf16.h.
 #include "matmul_bf16.h"
 
 #include <string.h>
@@ -14,21 +14,36 @@
 
 #define CHUNK_ROWS 24   // rows of C per work item (4 tiles share a block of B)
 
-const char *const bf16_limit_names[3] = {"portable", "avx2", "avx512"};
+const char *const bf16_limit_names[BF16_LIMITS] = {"portable", "avx2", "avx512f", "avx512"};
 
+int bf16_kernel_available(Bf16Kernel kernel) {
+    if (!HAVE_BF16_KERNELS) return kernel == BF16_PORTABLE;
+    switch (kernel) {
+    case BF16_AMX: return cpu_has_amx_bf16();
+    case BF16_AVX512: return cpu_has_avx512_bf16();
+    case BF16_AVX512F: return cpu_has_avx512f();
+    case BF16_AVX2: return cpu_has_avx2_fma();
+    default: return 1;
+    }
+}
+
+// Short of the kernel named, vdpbf16ps only where it outruns the fp32 FMAs:
+// on Intel without AMX it issues at half their rate, and AVX-512F's tiles
+// make the same sums with FMAs.
 Bf16Kernel bf16_best_kernel(Bf16Kernel limit) {
-    if (!HAVE_BF16_KERNELS) return BF16_PORTABLE;
-    if (limit >= BF16_AMX && cpu_has_amx_bf16()) return BF16_AMX;
-    if (limit >= BF16_AVX512 && cpu_has_avx512_bf16()) return BF16_AVX512;
-    if (limit >= BF16_AVX2 && cpu_has_avx2_fma()) return BF16_AVX2;
+    if (bf16_kernel_available(limit)) return limit;
+    for (int kernel = limit - 1; kernel > BF16_PORTABLE; kernel--)
+        if (bf16_kernel_available((Bf16Kernel)kernel) && (kernel != BF16_AVX512 || cpu_bf16_dot_outruns_fma()))
+            return (Bf16Kernel)kernel;
     return BF16_PORTABLE;
 }
 
 const char *bf16_kernel_name(Bf16Kernel kernel) {
-    return kernel == BF16_AMX      ? "AMX-BF16"
-           : kernel == BF16_AVX512 ? "AVX512_BF16"
-           : kernel == BF16_AVX2   ? "AVX2 (fp32 FMAs on bf16 inputs)"
-                                   : "portable (fp32 instructions)";
+    return kernel == BF16_AMX       ? "AMX-BF16"
+           : kernel == BF16_AVX512  ? "AVX512_BF16"
+           : kernel == BF16_AVX512F ? "AVX-512 (fp32 FMAs on bf16 inputs)"
+           : kernel == BF16_AVX2    ? "AVX2 (fp32 FMAs on bf16 inputs)"
+                                    : "portable (fp32 instructions)";
 }
 
 // AMX tiles take K in steps of 32 and rows of A in pairs of 16-row tiles:
@@ -53,6 +68,7 @@ static const Bf16Variant *variant(Bf16Kernel kernel) {
     static const Bf16Variant *const variants[] = {
         [BF16_PORTABLE] = &bf16_portable,
         [BF16_AVX2] = &bf16_avx2,
+        [BF16_AVX512F] = &bf16_avx512f,
         [BF16_AVX512] = &bf16_avx512,
         [BF16_AMX] = &bf16_avx512,
     };

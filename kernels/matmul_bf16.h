@@ -18,13 +18,14 @@
 //            holds rows 2q and 2q+1 of a column. Panel j0 starts at element
 //            j0 * KPAD.
 // Kernels, chosen at run time by what the CPU has: AMX tiles (tdpbf16ps),
-// else AVX512_BF16 register tiles (vdpbf16ps), else tiles in fp32
-// arithmetic on the same bf16 values (AVX2 register tiles with FMA, else
-// portable C), adding each pair's two exact products in the order
-// vdpbf16ps does (odd k first), so those three give the same sums (bar
-// denormal products and results: vdpbf16ps flushes them to zero, and in a
-// build without FMA, make PORTABLE=1, the portable kernel rounds a
-// denormal product before adding it). AMX sums each step of 32 products in its own order, so its
+// else AVX512_BF16 register tiles (vdpbf16ps) where they outrun the fp32
+// FMAs (AMD's), else tiles in fp32 arithmetic on the same bf16 values
+// (AVX-512F, else AVX2, register tiles with FMA, else portable C), adding
+// each pair's two exact products in the order vdpbf16ps does (odd k
+// first), so all but AMX give the same sums (bar denormal products and
+// results: vdpbf16ps flushes them to zero, and in a build without FMA,
+// make PORTABLE=1, the portable kernel rounds a denormal product before
+// adding it). AMX sums each step of 32 products in its own order, so its
 // results differ from the others' in the last bits, never from one run or
 // thread count to another.
 #ifndef MATMUL_BF16_H
@@ -57,18 +58,25 @@ static inline float bf16_to_float(bf16 h) {
 static inline int bf16_even(int k) { return (k + 1) & ~1; }
 
 
-// The kernels, fastest last. A model's products (matmul.h) choose one
-// when they are made, the best the CPU has (checked at run time) or an
-// older one (tests compare them; GPT_BF16_KERNEL stands in for an older
-// CPU), and pass it to every call below: the layouts depend on it, so
-// operands made for one kernel are read by the same one.
-typedef enum { BF16_PORTABLE, BF16_AVX2, BF16_AVX512, BF16_AMX } Bf16Kernel;
-// The best kernel this CPU runs, no newer than `limit`.
+// The kernels, in the order of the instructions they need, newest last.
+// A model's products (matmul.h) choose one when they are made, the best
+// the CPU has (checked at run time) or one named (tests compare them;
+// GPT_BF16_KERNEL stands in for an older CPU), and pass it to every call
+// below: the layouts depend on it, so operands made for one kernel are
+// read by the same one.
+typedef enum { BF16_PORTABLE, BF16_AVX2, BF16_AVX512F, BF16_AVX512, BF16_AMX } Bf16Kernel;
+// Whether this CPU (and its OS) runs the kernel.
+int bf16_kernel_available(Bf16Kernel kernel);
+// The best kernel this CPU runs, no newer than `limit`: `limit` itself
+// where it runs, else the newest older one, except that the AVX512_BF16
+// kernel is taken unnamed only where vdpbf16ps outruns the fp32 FMAs
+// (cpu_bf16_dot_outruns_fma), else the AVX-512F one.
 Bf16Kernel bf16_best_kernel(Bf16Kernel limit);
 // The limits by name, in Bf16Kernel's order: what the programs' environment
 // variable GPT_BF16_KERNEL takes to stand in for an older CPU (no bf16
-// instructions, with or without AVX2; or no AMX).
-extern const char *const bf16_limit_names[3];
+// instructions, with AVX-512F, AVX2 or neither; or no AMX).
+#define BF16_LIMITS 4
+extern const char *const bf16_limit_names[BF16_LIMITS];
 const char *bf16_kernel_name(Bf16Kernel kernel);
 // Whether the kernel runs on bf16 instructions (AMX-BF16 or AVX512_BF16)
 // rather than fp32 arithmetic on bf16 values.

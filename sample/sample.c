@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
     SampleOptions o = parse_options(argc, argv);
     omp_set_num_threads(o.threads);
     Precision precision = option_choice("--precision", o.precision, precision_names, 2);
-    Bf16Kernel bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    Bf16Kernel bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     const char *note = precision_note(precision, bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     GPT model;

@@ -1,6 +1,7 @@
 // test_bf16.c: --precision bf16. The rounding to bf16, the linear layer's
 // three products in bf16 against a double-precision reference (every kernel
-// this CPU has: AMX, AVX512_BF16, and the portable fp32-instruction one),
+// this CPU has: AMX, AVX512_BF16, and the fp32-instruction ones: AVX-512F,
+// AVX2, portable), the kernels against each other bit for bit,
 // independence from the thread count, a short training run against fp32,
 // and the programs' --precision option, including the path of a CPU
 // without bf16 instructions.
@@ -107,8 +108,8 @@ static void test_conversion_every_kernel(void) {
         memcpy(&src[i], &bits, sizeof bits);
     }
     enum { K = 67, NCOLS = 61 }; // K x NCOLS <= N: an odd K, a panel narrower than 64
-    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
-    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AMX; kernel++) {
+        if (!bf16_kernel_available(kernel)) continue;
         // AMX pads the row to 32 elements and the rows to 32
         bf16 *dst = xmalloc(sizeof(bf16) * bf16_rows_size(kernel, 1, N));
         bf16_convert(kernel, dst, bf16_kpad(kernel, N), src, N, 1, 1, N, 0);
@@ -138,8 +139,8 @@ static void test_pack_layout_every_kernel(void) {
     const int ks[] = {1, 2, 3, 31, 33, 64, 65, 131}, ns[] = {1, 15, 16, 17, 64, 65, 130};
     Rng rng;
     rng_seed(&rng, 21);
-    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
-    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AMX; kernel++) {
+        if (!bf16_kernel_available(kernel)) continue;
         for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
             for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
                 for (int from_columns = 0; from_columns < 2; from_columns++) {
@@ -304,20 +305,20 @@ static void check_layer_kernel(Bf16Kernel kernel, int n, int ic, int oc) {
 static const int shapes[][3] = {{37, 67, 72}, {5, 3, 9}, {70, 530, 130}, {64, 16, 65}, {1, 33, 17}};
 
 static void test_products_every_kernel(void) {
-    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
-    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++)
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AMX; kernel++) {
+        if (!bf16_kernel_available(kernel)) continue;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             check_layer_kernel(kernel, shapes[s][0], shapes[s][1], shapes[s][2]);
+    }
 }
 
-// The portable kernel and the AVX2 one (fp32 instructions) add each pair's
-// two products as vdpbf16ps does, so all three agree exactly (no denormals
-// in these data): each kernel this CPU has, short of AMX, against the
-// portable one, on every edge of the shapes above (odd K, rows past the
-// tiles, columns past a 16-wide strip and a panel).
+// The portable kernel and the AVX2 and AVX-512F ones (fp32 instructions)
+// add each pair's two products as vdpbf16ps does, so all four agree
+// exactly (no denormals in these data): each kernel this CPU has, short of
+// AMX, against the portable one, on every edge of the shapes above (odd K,
+// rows past the tiles, columns past a 16-wide strip and a panel).
 static void test_kernels_match_bit_for_bit(void) {
-    Bf16Kernel best = bf16_best_kernel(BF16_AVX512); // short of AMX
-    if (best == BF16_PORTABLE) {
+    if (!bf16_kernel_available(BF16_AVX2) && !bf16_kernel_available(BF16_AVX512)) {
         skip_test("this CPU has neither AVX2 nor AVX512_BF16");
         return;
     }
@@ -328,7 +329,8 @@ static void test_kernels_match_bit_for_bit(void) {
         layer_init(&l, &rng, shapes[s][0], shapes[s][1], shapes[s][2]);
         size_t outs = (size_t)l.n * l.oc, inps = (size_t)l.n * l.ic, ws = (size_t)l.oc * l.ic;
         float *out[2], *d_inp[2], *d_w[2];
-        for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
+        for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AVX512; kernel++) {
+            if (!bf16_kernel_available(kernel)) continue;
             int pass = kernel != BF16_PORTABLE;
             Products pr;
             products_init(&pr, PRECISION_BF16, kernel);
@@ -353,6 +355,67 @@ static void test_kernels_match_bit_for_bit(void) {
     }
 }
 
+// C (m, n) (+)= A (m, k) . B (k, n) by one kernel, A row-major (bf16_gemm)
+// or in B's panel layout (bf16_gemm_panel_a), onto a copy of c_start (m
+// rows of ldc): the caller frees it.
+static float *gemm_once(Bf16Kernel kernel, const float *a, const float *b, const float *c_start, int m, int k,
+                        int n, int ldc, int panel_a, int accumulate) {
+    float *c = xmalloc(sizeof(float) * m * ldc);
+    memcpy(c, c_start, sizeof(float) * m * ldc);
+    bf16 *b_packed = xmalloc(sizeof(bf16) * bf16_packed_size(kernel, k, n));
+    bf16_pack(kernel, b_packed, b, n, 1, k, n, 0);
+    bf16 *a_bf16;
+    if (panel_a) { // A^T (k, m) packed: element (p, i) at a[i * k + p]
+        a_bf16 = xmalloc(sizeof(bf16) * bf16_packed_size(kernel, k, m));
+        bf16_pack(kernel, a_bf16, a, 1, k, k, m, 0);
+        bf16_gemm_panel_a(kernel, c, ldc, a_bf16, b_packed, m, k, n, accumulate, 0);
+    } else {
+        a_bf16 = xmalloc(sizeof(bf16) * bf16_rows_size(kernel, m, k));
+        bf16_convert(kernel, a_bf16, bf16_kpad(kernel, k), a, k, 1, m, k, 0);
+        bf16_gemm(kernel, c, ldc, a_bf16, bf16_kpad(kernel, k), b_packed, m, k, n, accumulate, 0);
+    }
+    free(a_bf16), free(b_packed);
+    return c;
+}
+
+// The products themselves, kernel against kernel: both layouts of A, with
+// and without accumulating onto C, on every edge: K odd and past one pass
+// of 256 pairs, rows past the 6-row tiles and the 24-row items, columns
+// past a 16-wide vector and a 64-wide panel. Every kernel this CPU has
+// short of AMX against the AVX512_BF16 one (else the portable one), bit
+// for bit, C's columns past n included (no kernel may write them).
+static void test_gemm_kernels_match_bit_for_bit(void) {
+    const int ms[] = {1, 5, 7, 25, 70}, ks[] = {1, 3, 67, 530}, ns[] = {1, 15, 17, 33, 64, 65, 130};
+    Bf16Kernel reference = bf16_kernel_available(BF16_AVX512) ? BF16_AVX512 : BF16_PORTABLE;
+    Rng rng;
+    rng_seed(&rng, 31);
+    int compared = 0;
+    for (size_t im = 0; im < sizeof ms / sizeof ms[0]; im++)
+        for (size_t ik = 0; ik < sizeof ks / sizeof ks[0]; ik++)
+            for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++) {
+                int m = ms[im], k = ks[ik], n = ns[in], ldc = n + 3;
+                float *a = random_normal(&rng, (long)m * k, 1, 0), *b = random_normal(&rng, (long)k * n, 1, 0);
+                float *c_start = random_normal(&rng, (long)m * ldc, 1, 0);
+                for (int panel_a = 0; panel_a < 2; panel_a++)
+                    for (int accumulate = 0; accumulate < 2; accumulate++) {
+                        float *want = gemm_once(reference, a, b, c_start, m, k, n, ldc, panel_a, accumulate);
+                        for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AVX512; kernel++) {
+                            if (kernel == reference || !bf16_kernel_available(kernel)) continue;
+                            float *got = gemm_once(kernel, a, b, c_start, m, k, n, ldc, panel_a, accumulate);
+                            CHECK_MSG(!memcmp(got, want, sizeof(float) * m * ldc),
+                                      "%s vs %s: %d x %d x %d, A %s, %s: C differs", bf16_kernel_name(kernel),
+                                      bf16_kernel_name(reference), m, k, n, panel_a ? "in panels" : "row-major",
+                                      accumulate ? "accumulated" : "written");
+                            free(got);
+                            compared++;
+                        }
+                        free(want);
+                    }
+                free(a), free(b), free(c_start);
+            }
+    if (!compared) skip_test("this CPU has one kernel short of AMX: nothing to compare");
+}
+
 // Work moves between threads, sums keep their order: 1 and 2 threads give
 // the same bits, for each kernel.
 static void test_thread_count_does_not_change_bits(void) {
@@ -361,8 +424,8 @@ static void test_thread_count_does_not_change_bits(void) {
     Layer l;
     layer_init(&l, &rng, 200, 96, 160);
     int saved = omp_get_max_threads();
-    Bf16Kernel best = bf16_best_kernel(BF16_AMX);
-    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= best; kernel++) {
+    for (Bf16Kernel kernel = BF16_PORTABLE; kernel <= BF16_AMX; kernel++) {
+        if (!bf16_kernel_available(kernel)) continue;
         Products pr;
         products_init(&pr, PRECISION_BF16, kernel);
         float *out[2], *d_inp[2];
@@ -514,8 +577,10 @@ void suite_bf16(void) {
              test_conversion_every_kernel);
     run_test("bf16 packed layout: every element and pad, every kernel", test_pack_layout_every_kernel);
     run_test("bf16 products within the argued bound, every kernel", test_products_every_kernel);
-    run_test("bf16 portable, AVX2 and AVX512_BF16 kernels agree bit for bit",
+    run_test("bf16 portable, AVX2, AVX-512F and AVX512_BF16 kernels agree bit for bit",
              test_kernels_match_bit_for_bit);
+    run_test("bf16 gemm, both layouts of A, accumulating or not: every kernel short of AMX agrees bit for bit",
+             test_gemm_kernels_match_bit_for_bit);
     run_test("bf16 products do not depend on the thread count", test_thread_count_does_not_change_bits);
     run_test("bf16 training losses within 0.01 of fp32", test_training_close_to_fp32);
     run_test("--precision rejects unknown names", test_precision_option);

@@ -455,7 +455,7 @@ void run_start(Run *run, int argc, char **argv) {
     omp_set_num_threads(o->threads);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
     Precision precision = option_choice("--precision", o->precision, precision_names, 2);
-    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, 3, BF16_AMX));
+    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
 
