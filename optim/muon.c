@@ -29,30 +29,64 @@ size_t newton_schulz_scratch_floats(int rows, int cols) {
     return 2 * r * c + 2 * r * r; // X and the next X (r,c); A and B (r,r)
 }
 
+// Multiply-adds of 5 Newton-Schulz steps on a (rows,cols) matrix: X X^T,
+// A A^T and B X, for the order in which workers take the matrices.
+static double newton_schulz_work(long rows, long cols) {
+    double r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
+    return 2.0 * r * r * c + r * r * r;
+}
+
 void muon_reserve(Muon *opt, GPT *model) {
-    size_t most = 0;
+    const GPTConfig *cfg = &model->config;
+    size_t most = 0, bytes = 0;
+    opt->num_matrices = 0;
+    free(opt->matrices);
+    opt->matrices = xmalloc(sizeof(int) * NUM_PARAM_TENSORS * cfg->layers);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (!muon_owns(t)) continue;
         long rows, cols;
-        param_shape(&model->config, t, &rows, &cols);
+        param_shape(cfg, t, &rows, &cols);
         long r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
         size_t floats = (size_t)(rows * cols) + newton_schulz_scratch_floats((int)rows, (int)cols);
         if (floats > most) most = floats;
         // A = X X^T and X B^T read (r,c) -> (r,r); A A^T reads (r,r) -> (r,r)
-        size_t bytes = linear_workspace_bytes(model->products.bf16, r, (int)c, (int)r);
+        size_t gram = linear_workspace_bytes(model->products.bf16, r, (int)c, (int)r);
         size_t square = linear_workspace_bytes(model->products.bf16, r, (int)r, (int)r);
-        products_reserve(&model->products, bytes > square ? bytes : square);
+        if (gram > bytes) bytes = gram;
+        if (square > bytes) bytes = square;
+        for (int l = 0; l < cfg->layers; l++) opt->matrices[opt->num_matrices++] = t * cfg->layers + l;
     }
-    if (most > opt->scratch_floats) {
-        free(opt->scratch);
-        opt->scratch = xcalloc(most, sizeof(float));
-        opt->scratch_floats = most;
+    // the costliest first (insertion sort, stable: ties keep tensor order)
+    for (int i = 1; i < opt->num_matrices; i++) {
+        int m = opt->matrices[i], j = i;
+        long rows, cols, rows_j, cols_j;
+        param_shape(cfg, m / cfg->layers, &rows, &cols);
+        for (; j > 0; j--) {
+            param_shape(cfg, opt->matrices[j - 1] / cfg->layers, &rows_j, &cols_j);
+            if (newton_schulz_work(rows_j, cols_j) >= newton_schulz_work(rows, cols)) break;
+            opt->matrices[j] = opt->matrices[j - 1];
+        }
+        opt->matrices[j] = m;
     }
+    for (int w = 0; w < opt->workers; w++) products_free(&opt->products[w]);
+    free(opt->products);
+    free(opt->scratch);
+    opt->workers = omp_get_max_threads();
+    opt->products = xmalloc(sizeof(Products) * opt->workers);
+    for (int w = 0; w < opt->workers; w++) {
+        products_init(&opt->products[w], model->products.precision, model->products.bf16);
+        products_reserve(&opt->products[w], bytes);
+    }
+    opt->scratch = xcalloc((size_t)opt->workers * most, sizeof(float));
+    opt->scratch_floats = most;
 }
 
 void muon_free(Muon *opt) {
     free(opt->momentum);
+    for (int w = 0; w < opt->workers; w++) products_free(&opt->products[w]);
+    free(opt->products);
     free(opt->scratch);
+    free(opt->matrices);
     memset(opt, 0, sizeof *opt);
 }
 
@@ -93,34 +127,27 @@ void newton_schulz(Products *pr, float *out, const float *g, int rows, int cols,
 
 void muon_update(Muon *opt, GPT *model, float lr, float weight_decay, float grad_scale) {
     const float beta = MUON_MOMENTUM;
-    size_t offset = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = model->param_sizes[t];
-        if (!muon_owns(t)) {
-            offset += n;
-            continue;
-        }
+    const GPTConfig *cfg = &model->config;
+    int threads = omp_get_max_threads() < opt->workers ? omp_get_max_threads() : opt->workers;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < opt->num_matrices; i++) {
+        int t = opt->matrices[i] / cfg->layers, l = opt->matrices[i] % cfg->layers;
         long rows, cols;
-        param_shape(&model->config, t, &rows, &cols);
-        size_t size = (size_t)(rows * cols);
+        param_shape(cfg, t, &rows, &cols);
+        size_t size = (size_t)(rows * cols), at = (size_t)l * size;
+        for (int before = 0; before < t; before++) at += model->param_sizes[before];
         float shape_scale = sqrtf(fmaxf(1.0f, (float)rows / (float)cols));
-        float *update = opt->scratch, *ns_scratch = update + size;
-        for (size_t first = 0; first < n; first += size) { // layer by layer
-            float *p = model->params_memory + offset + first;
-            const float *g = model->grads_memory + offset + first;
-            float *m = opt->momentum + offset + first;
-#pragma omp parallel for schedule(static) if (worth_threads((long)size))
-            for (size_t i = 0; i < size; i++) {
-                float grad = g[i] * grad_scale;
-                m[i] = beta * m[i] + (1.0f - beta) * grad;
-                update[i] = (1.0f - beta) * grad + beta * m[i]; // Nesterov
-            }
-            newton_schulz(&model->products, update, update, (int)rows, (int)cols, MUON_NS_STEPS,
-                          ns_scratch);
-#pragma omp parallel for schedule(static) if (worth_threads((long)size))
-            for (size_t i = 0; i < size; i++)
-                p[i] -= lr * (weight_decay * p[i] + shape_scale * update[i]);
+        int worker = omp_get_thread_num();
+        float *update = opt->scratch + worker * opt->scratch_floats, *ns_scratch = update + size;
+        float *p = model->params_memory + at, *m = opt->momentum + at;
+        const float *g = model->grads_memory + at;
+        for (size_t k = 0; k < size; k++) {
+            float grad = g[k] * grad_scale;
+            m[k] = beta * m[k] + (1.0f - beta) * grad;
+            update[k] = (1.0f - beta) * grad + beta * m[k]; // Nesterov
         }
-        offset += n;
+        newton_schulz(&opt->products[worker], update, update, (int)rows, (int)cols, MUON_NS_STEPS,
+                      ns_scratch);
+        for (size_t k = 0; k < size; k++) p[k] -= lr * (weight_decay * p[k] + shape_scale * update[k]);
     }
 }

@@ -37,16 +37,25 @@ extern const char *const optimizer_names[2];
 // matrix stacked over the blocks.
 int muon_owns(int i);
 
+// The matrices (one tensor's slice for one block) are orthogonalised side
+// by side, each by one thread with its own products and scratch: a matrix
+// of the default shape is too small for its products to keep two threads
+// busy. A product's sums do not depend on which thread runs it, so the
+// bits are the same for any thread count.
 typedef struct {
     float *momentum;      // (num_params) laid out as the parameters; only Muon's matrices' parts used
     size_t num_params;
-    float *scratch;       // Newton-Schulz's, for the largest matrix (muon_reserve)
+    int workers;          // threads that take matrices (muon_reserve: the OpenMP threads)
+    Products *products;   // (workers) each worker's products: the model's precision, its own workspace
+    float *scratch;       // (workers, scratch_floats): the update and Newton-Schulz's scratch
     size_t scratch_floats;
+    int *matrices;        // (num_matrices) tensor * layers + layer, the costliest first
+    int num_matrices;
 } Muon;
 
 void muon_init(Muon *opt, size_t num_params);
-// The scratch of the model's largest matrix, and its products' workspace
-// for the Newton-Schulz products (so no update allocates).
+// Each worker's scratch and products' workspace for the model's largest
+// matrix (so no update allocates), and the matrices' order.
 void muon_reserve(Muon *opt, GPT *model);
 void muon_free(Muon *opt);
 
@@ -61,8 +70,8 @@ void newton_schulz(Products *pr, float *out, const float *g, int rows, int cols,
                    float *scratch);
 
 // One update of Muon's matrices at rate lr (weight decay lr * weight_decay),
-// the gradients first scaled by grad_scale (the clipping factor). The
-// matrices one after another, each product spread over the threads.
+// the gradients first scaled by grad_scale (the clipping factor). After
+// muon_reserve, on at most its number of threads.
 void muon_update(Muon *opt, GPT *model, float lr, float weight_decay, float grad_scale);
 
 #endif
