@@ -128,6 +128,7 @@ void newton_schulz(Products *pr, float *out, const float *g, int rows, int cols,
 void muon_update(Muon *opt, GPT *model, float lr, float weight_decay, float grad_scale) {
     const float beta = MUON_MOMENTUM;
     const GPTConfig *cfg = &model->config;
+    if (!opt->workers) muon_reserve(opt, model); // the first update of an unreserved Muon
     int threads = omp_get_max_threads() < opt->workers ? omp_get_max_threads() : opt->workers;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int i = 0; i < opt->num_matrices; i++) {

@@ -70,8 +70,9 @@ void newton_schulz(Products *pr, float *out, const float *g, int rows, int cols,
                    float *scratch);
 
 // One update of Muon's matrices at rate lr (weight decay lr * weight_decay),
-// the gradients first scaled by grad_scale (the clipping factor). After
-// muon_reserve, on at most its number of threads.
+// the gradients first scaled by grad_scale (the clipping factor), on at
+// most muon_reserve's number of threads (it reserves on the first update
+// when it was not called).
 void muon_update(Muon *opt, GPT *model, float lr, float weight_decay, float grad_scale);
 
 #endif
