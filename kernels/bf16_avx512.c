@@ -63,9 +63,8 @@ static void tile_avx512(float *c, int ldc, const bf16 *a, long a_row, long a_pai
     int nv = wp / 16 - 1;
     for (int r = 0; r < rows;) {
         int step = tile_rows(rows - r);
-        int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
-        native_tiles[index][nv](c + (long)r * ldc, ldc, a + (long)r * a_row, a_row, a_pair, b, pairs,
-                                wp, cols, accumulate);
+        native_tiles[tile_rows_index(step)][nv](c + (long)r * ldc, ldc, a + (long)r * a_row, a_row,
+                                                a_pair, b, pairs, wp, cols, accumulate);
         r += step;
     }
 }

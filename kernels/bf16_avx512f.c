@@ -77,9 +77,9 @@ static void tile_avx512f(float *c, int ldc, const bf16 *a, long a_row, long a_pa
     int nv = wp / 16 - 1;
     for (int r = 0; r < rows;) {
         int step = tile_rows(rows - r);
-        int index = step == 6 ? 3 : step == 4 ? 2 : step == 2 ? 1 : 0;
         ExpandedA rows_from_r = {e.x + r * e.row, e.row, e.step};
-        fma_tiles[index][nv](c + (long)r * ldc, ldc, &rows_from_r, b, pairs, wp, cols, accumulate);
+        fma_tiles[tile_rows_index(step)][nv](c + (long)r * ldc, ldc, &rows_from_r, b, pairs, wp, cols,
+                                             accumulate);
         r += step;
     }
 }

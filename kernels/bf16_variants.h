@@ -81,5 +81,10 @@ static inline int padded_width(int width) { return (width + 15) & ~15; }
 // The height of the next register tile, `left` rows of a block remaining:
 // 6, then what is left below 6 in fours, twos and ones.
 static inline int tile_rows(int left) { return left >= 6 ? 6 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+// A tile height's row in the tables of register tiles, which hold 1, 2, 4
+// and 6 rows in that order.
+static inline int tile_rows_index(int rows) {
+    return rows == 6 ? 3 : rows == 4 ? 2 : rows == 2 ? 1 : 0;
+}
 
 #endif
