@@ -5,30 +5,37 @@
 #include <stdio.h>
 #include <string.h>
 
-// Chosen by scripts/sweep_recipes.sh on Shakespeare, 2 cores (docs/training.md).
-// Muon where it was measured against AdamW on the same recipe (1 and 5
-// minutes); the 15-minute recipe keeps AdamW until it is.
+// Found by measurement (scripts/sweep_recipes.sh and the runs in
+// docs/training.md) on Shakespeare, 2 cores, and on 50 MB of C headers for
+// the large corpora. Each budget's rows go from the smallest corpora up.
+#define LARGE LARGE_CORPUS_CHARS
 static const Recipe recipes[] = {
-    /* minutes layers heads dim context batch warmup lr     min_lr dropout decay optimizer muon_lr */
-    {1,       4,     4,    128, 64,     16,   50,    2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f},
-    {5,       4,     4,    128, 128,    16,   100,   3e-3f, 3e-4f, 0.0f,   0.1f, "muon",   0.02f},
-    {15,      4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.1f,   0.1f, "adamw",  0.02f},
+    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr */
+    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f},
+    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-4f, 0.0f,   0.1f, "muon",   0.02f},
+    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-4f, 0.0f,   0.1f, "muon",   0.02f},
+    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f},
 };
 #define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
 
-const Recipe *recipe_for(float minutes) {
-    const Recipe *best = &recipes[0];
+const Recipe *recipe_for(float minutes, size_t train_chars) {
+    float budget = recipes[0].minutes;
     for (int i = 0; i < NUM_RECIPES; i++)
-        if (recipes[i].minutes <= minutes) best = &recipes[i];
+        if (recipes[i].minutes <= minutes) budget = recipes[i].minutes;
+    // a budget's rows go from the smallest corpora (from 0) up
+    const Recipe *best = NULL;
+    for (int i = 0; i < NUM_RECIPES; i++)
+        if (recipes[i].minutes == budget && (!best || recipes[i].from_chars <= train_chars))
+            best = &recipes[i];
     return best;
 }
 
-const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
+const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars) {
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
         if (train_option_given(table, shape[i])) return NULL;
-    const Recipe *r = recipe_for(o->minutes);
+    const Recipe *r = recipe_for(o->minutes, train_chars);
     const struct {
         const char *flag;
         int *target;

@@ -8,22 +8,31 @@
 #include "../base/options.h"
 #include "train_options.h"
 
+// From this many characters in the training split on, a corpus has its own
+// recipes: a 15-minute run reads about 14 million characters on 2 cores,
+// so such a text hardly repeats, and a wider model that a smaller text
+// would let learn it by heart does better (docs/training.md).
+#define LARGE_CORPUS_CHARS 20000000
+
 typedef struct {
-    float minutes; // the budget this recipe was chosen for
+    float minutes;     // the budget this recipe was chosen for
+    size_t from_chars; // and the corpora it is for: training splits of at least this many characters
     int layers, heads, dim, context, batch, warmup;
     float lr, min_lr, dropout, weight_decay;
     const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
     float muon_lr;
 } Recipe;
 
-// The recipe for a budget: the one for the largest budget <= minutes (the
-// smallest budget's below it).
-const Recipe *recipe_for(float minutes);
+// The recipe for a budget and a corpus: of the largest budget <= minutes
+// (the smallest budget below it), the one for the largest corpus size <=
+// train_chars.
+const Recipe *recipe_for(float minutes, size_t train_chars);
 
 // With --minutes and no shape flag (--layers, --heads, --dim, --context)
-// given: set every recipe setting the user did not give. Returns the recipe
+// given: set every recipe setting the user did not give, from the recipe
+// for the budget and the training split's train_chars. Returns the recipe
 // applied, or NULL (no --minutes, or a shape flag given).
-const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
+const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars);
 
 // ---- the time budget
 

@@ -255,29 +255,38 @@ typedef struct {
     int appended;  // characters a fine-tuned run added to its checkpoint's vocabulary
 } CorpusLoaded;
 
-// The corpus of --data, numbered as the checkpoint numbers its characters
+// The corpus of --data, read (before the recipe: it depends on the
+// corpus's size).
+static CorpusLoaded read_corpus(Run *run) {
+    char err[2048];
+    const TrainOptions *o = &run->o;
+    CorpusLoaded loaded = {0};
+    if (!corpus_load_files(&run->corpus, o->data, o->val_fraction,
+                           o->skip_bad_files ? &loaded.skipped : NULL, &loaded.num_files, err,
+                           sizeof err))
+        die("%s", err);
+    loaded.chars = run->corpus.num_tokens;
+    return loaded;
+}
+
+// The corpus read, numbered as the checkpoint numbers its characters
 // when the run is fine-tuned (--init-from: init_vocab fresh, ckpt_vocab
-// resumed). A resumed run's vocabulary must be its checkpoint's.
-static CorpusLoaded load_corpus(Run *run, const Vocab *ckpt_vocab, const Vocab *init_vocab) {
+// resumed), and its splits checked against the context. A resumed run's
+// vocabulary must be its checkpoint's.
+static void check_corpus(Run *run, CorpusLoaded *loaded, const Vocab *ckpt_vocab,
+                         const Vocab *init_vocab) {
     char err[2048];
     const TrainOptions *o = &run->o;
     Corpus *corpus = &run->corpus;
-    CorpusLoaded loaded = {0};
-    if (!corpus_load_files(corpus, o->data, o->val_fraction, o->skip_bad_files ? &loaded.skipped : NULL,
-                           &loaded.num_files, err, sizeof err))
-        die("%s", err);
-    loaded.chars = corpus->num_tokens;
     // a fine-tuned run numbers its characters as its checkpoint does
     const Vocab *base_vocab = !o->init_from ? NULL : o->resume ? ckpt_vocab : init_vocab;
-    if (base_vocab && (loaded.appended = corpus_adopt_vocab(corpus, base_vocab)) < 0)
-        die("%s: its characters and %s's make more than %d", o->data, o->init_from,
-            VOCAB_MAX_SIZE);
+    if (base_vocab && (loaded->appended = corpus_adopt_vocab(corpus, base_vocab)) < 0)
+        die("%s: its characters and %s's make more than %d", o->data, o->init_from, VOCAB_MAX_SIZE);
     if (!corpus_check_splits(corpus, o->data, o->context, err, sizeof err)) die("%s", err);
     if (o->resume && run->rank == 0 && !vocab_equal(&corpus->vocab, ckpt_vocab))
         die("%s has a different vocabulary (%d characters) from the checkpoint's (%d): resume "
             "with the corpus the run was started on",
             o->data, corpus->vocab.size, ckpt_vocab->size);
-    return loaded;
 }
 
 // The model's shape (the corpus's vocabulary, the flags' sizes), refused
@@ -360,15 +369,19 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     if (recipe) {
         // the budget given, and the recipe's own when it is another (the
         // largest one below it)
-        char found_for[64] = "";
+        char found_for[64] = "", corpus_size[96] = "";
         if (recipe->minutes != o->minutes)
             snprintf(found_for, sizeof found_for, ": the %g-minute one", (double)recipe->minutes);
-        printf("recipe for %g minute%s%s (flags given win): --layers %d --heads %d --dim %d "
+        if (recipe->from_chars > 0)
+            snprintf(corpus_size, sizeof corpus_size,
+                     " and a training split of %g million characters or more",
+                     (double)recipe->from_chars / 1e6);
+        printf("recipe for %g minute%s%s%s (flags given win): --layers %d --heads %d --dim %d "
                "--context %d --batch %d --lr %g --min-lr %g --warmup %d --dropout %g "
                "--weight-decay %g --optimizer %s",
-               (double)o->minutes, o->minutes == 1.0f ? "" : "s", found_for, o->layers, o->heads, o->dim, o->context, o->batch,
-               (double)o->lr, (double)o->min_lr, o->warmup, (double)o->dropout,
-               (double)o->weight_decay, o->optimizer);
+               (double)o->minutes, o->minutes == 1.0f ? "" : "s", found_for, corpus_size, o->layers,
+               o->heads, o->dim, o->context, o->batch, (double)o->lr, (double)o->min_lr, o->warmup,
+               (double)o->dropout, (double)o->weight_decay, o->optimizer);
         if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
         printf("\n");
     }
@@ -447,7 +460,9 @@ void run_start(Run *run, int argc, char **argv) {
     // A run stopped before its --minutes plan resumes with the budget left
     // (saved as --minutes), unless --iters is given now: that count wins.
     if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
-    const Recipe *recipe = o->resume ? NULL : recipe_apply(o, run->table);
+    CorpusLoaded loaded = read_corpus(run);
+    const Recipe *recipe =
+        o->resume ? NULL : recipe_apply(o, run->table, corpus_train(&run->corpus).len);
     GPT init = {0};
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
@@ -459,7 +474,7 @@ void run_start(Run *run, int argc, char **argv) {
     const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
 
-    CorpusLoaded loaded = load_corpus(run, &ckpt_vocab, &init_vocab);
+    check_corpus(run, &loaded, &ckpt_vocab, &init_vocab);
     vocab_free(&ckpt_vocab);
     GPTConfig cfg = checked_model_shape(run);
     if (!o->resume) build_fresh_model(run, &cfg, &init);

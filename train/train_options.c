@@ -92,7 +92,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          -1e9, 1e9, 0}, // run.c refuses 1 and beyond, saying so
         {"--minutes", "MINUTES", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
-         "(and, without shape flags, a recipe for the budget); unset: --iters decides", -1e9, 1e9, 0}, // run.c says why a value is refused
+         "(and, without shape flags, a recipe for the budget and the corpus's size); unset: --iters decides", -1e9, 1e9, 0}, // run.c says why a value is refused
         {"--init-from", "FILE", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
