@@ -495,6 +495,7 @@ static void test_recipe_optimizer(void) {
     } runs[] = {{"--minutes 1", "one", "--optimizer muon --muon-lr 0.02\n"},
                 {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02\n"},
                 {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02\n"},
+                {"--minutes 60", "sixty", "--dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02\n"},
                 {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw\n"}};
     char dir[600], capture[600], flags[1024];
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
@@ -532,8 +533,15 @@ static void test_recipe_by_corpus_size(void) {
     CHECK(recipe_for(14.9f, 500000000)->minutes == 5.0f);
     CHECK(recipe_for(5.0f, 500000000) == recipe_for(5.0f, 0));
     CHECK(recipe_for(0.5f, 500000000)->minutes == 1.0f);
-    CHECK(recipe_for(600.0f, 0) == small); // the largest budget's rows serve every longer one
-    CHECK(recipe_for(600.0f, 500000000) == large);
+    CHECK(recipe_for(59.9f, 0) == small);
+    CHECK(recipe_for(59.9f, 500000000) == large);
+    const Recipe *hour = recipe_for(60.0f, 0), *hour_large = recipe_for(60.0f, LARGE_CORPUS_CHARS);
+    CHECK(hour && hour->minutes == 60.0f && hour->from_chars == 0);
+    CHECK(hour->dropout > 0.0f); // an hour reads a small text often enough to learn it by heart
+    CHECK(hour_large && hour_large->minutes == 60.0f && hour_large->from_chars == LARGE_CORPUS_CHARS);
+    CHECK(hour_large->dropout == 0.0f);
+    CHECK(recipe_for(600.0f, 0) == hour); // the largest budget's rows serve every longer one
+    CHECK(recipe_for(600.0f, 500000000) == hour_large);
 
     // through bin/train: a training split of just over LARGE_CORPUS_CHARS
     const char *tmp = make_temp_dir();
