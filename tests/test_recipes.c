@@ -580,10 +580,29 @@ static void test_time_budget_plan_arithmetic(void) {
     CHECK(b.timed_steps == 1);
     CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0)); // the warmup's end
     int iters, every;
-    // 0.97 * 60 - 10 s left, 0.1 s a step, 8 evaluations of 0.5 s
+    // 0.97 * 60 - 10 s left, 0.1 s a step, evaluations of 0.5 s: 8 would
+    // take 4 s, over a twentieth of the 48.2 s, so 4 (2 s)
     time_budget_evaluation(&b, 0.5);
     time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
-    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.5) / 0.1), "iters %d", iters);
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 4 * 0.5) / 0.1), "iters %d", iters);
+    CHECK_MSG(every == (iters + 3) / 4, "every %d of %d", every, iters);
+    // evaluations of 0.1 s: 8 take 0.8 s, under a twentieth
+    time_budget_init(&b, 1.0f, 100.0);
+    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1));
+    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0));
+    time_budget_evaluation(&b, 0.1);
+    time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.1) / 0.1), "iters %d", iters);
+    CHECK_MSG(every == (iters + 7) / 8, "every %d of %d", every, iters);
+    // evaluations of 5 s: one would take over a twentieth, and one (the
+    // last) is made all the same
+    time_budget_init(&b, 1.0f, 100.0);
+    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1));
+    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0));
+    time_budget_evaluation(&b, 5.0);
+    time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 5.0) / 0.1) && every == iters, "iters %d every %d",
+              iters, every);
     char msg[512] = "";
     CHECK(time_budget_plan_fits(&b, 10, iters, 10, 110.0, msg, sizeof msg));
     // spent before the warmup: plan now, and say it is too short

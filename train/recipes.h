@@ -102,8 +102,9 @@ int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int wa
 // The plan, at step `step`, after at least one evaluation was timed (and,
 // with heatmaps_every > 0, one snapshot): how many iterations fit the time
 // left with their evaluations and snapshots, and (when eval_every_given is
-// 0) the evaluation interval for about 8 evaluations. Writes *iters (>=
-// step) and *eval_every.
+// 0) the evaluation interval for 8 evaluations, fewer when they would take
+// over a twentieth of the time left. Writes *iters (>= step) and
+// *eval_every.
 void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_every_given,
                       int heatmaps_every, int *iters, int *eval_every);
 // wsd after the plan, at the end of step `step`: whether its decay starts
