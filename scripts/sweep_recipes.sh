@@ -25,34 +25,39 @@ common="--data $corpus --sample-chars 0 --minutes $minutes --force"
 
 case $minutes in
 1)  candidates='
+--layers 4 --heads 4 --dim 128 --context 64 --batch 16 --lr 2e-3 --min-lr 2e-5 --warmup 50 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 64 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 64 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1 --optimizer adamw
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1 --optimizer adamw
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 50 --dropout 0 --weight-decay 0.1 --optimizer adamw' ;;
 5)  candidates='
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-5 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 0 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.03
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02 --schedule wsd
 --layers 4 --heads 4 --dim 128 --context 128 --batch 24 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
---layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0 --optimizer muon --muon-lr 0.02
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-5 --warmup 100 --dropout 0 --weight-decay 0.1 --beta2 0.95 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer adamw
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer adamw
 --layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer adamw' ;;
 15) candidates='
---layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-5 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-5 --warmup 100 --dropout 0.05 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 160 --context 128 --batch 16 --lr 2.5e-3 --min-lr 2.5e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.05 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer adamw
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer adamw' ;;
 60) candidates='
+--layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-5 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.2 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.15 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 6 --heads 6 --dim 192 --context 128 --batch 16 --lr 2e-3 --min-lr 2e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
 --layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02
---layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-4 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02' ;;
+--layers 4 --heads 4 --dim 128 --context 128 --batch 16 --lr 3e-3 --min-lr 3e-5 --warmup 100 --dropout 0 --weight-decay 0.1 --optimizer muon --muon-lr 0.02' ;;
 *)  echo "no candidates for $minutes minutes (have 1, 5, 15, 60)" >&2; exit 2 ;;
 esac
 
