@@ -566,6 +566,29 @@ static void test_recipe_by_corpus_size(void) {
     remove(corpus);
 }
 
+// A 1-minute budget planned at its warmup's end (step 10, 10 s in, 0.1 s
+// a step) after one evaluation of eval_seconds.
+static void plan_one_minute(double eval_seconds, int *iters, int *every) {
+    TimeBudget b;
+    time_budget_init(&b, 1.0f, 100.0);
+    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1)); // the first step: not timed
+    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0));
+    time_budget_evaluation(&b, eval_seconds);
+    time_budget_plan(&b, 10, 110.0, 0, 0, iters, every);
+}
+
+// The evaluations' share of the time left (48.2 s here): 8 when they fit
+// in a twentieth of it, fewer when not, and the last one always.
+static void test_time_budget_evaluations_share(void) {
+    int iters, every;
+    plan_one_minute(0.1, &iters, &every); // 8 take 0.8 s
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.1) / 0.1), "iters %d", iters);
+    CHECK_MSG(every == (iters + 7) / 8, "every %d of %d", every, iters);
+    plan_one_minute(5.0, &iters, &every); // one takes over a twentieth
+    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 5.0) / 0.1) && every == iters, "iters %d every %d",
+              iters, every);
+}
+
 // The plan's arithmetic on made-up timings: the process's first step is
 // not timed (also when it is step 4 of a resumed run); the plan comes at
 // the warmup's end, or once the budget is spent; a plan that ends within
@@ -586,23 +609,6 @@ static void test_time_budget_plan_arithmetic(void) {
     time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
     CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 4 * 0.5) / 0.1), "iters %d", iters);
     CHECK_MSG(every == (iters + 3) / 4, "every %d of %d", every, iters);
-    // evaluations of 0.1 s: 8 take 0.8 s, under a twentieth
-    time_budget_init(&b, 1.0f, 100.0);
-    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1));
-    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0));
-    time_budget_evaluation(&b, 0.1);
-    time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
-    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 8 * 0.1) / 0.1), "iters %d", iters);
-    CHECK_MSG(every == (iters + 7) / 8, "every %d of %d", every, iters);
-    // evaluations of 5 s: one would take over a twentieth, and one (the
-    // last) is made all the same
-    time_budget_init(&b, 1.0f, 100.0);
-    CHECK(!time_budget_step(&b, 5, 0.1, 1, 10, 105.1));
-    CHECK(time_budget_step(&b, 10, 0.1, 1, 10, 106.0));
-    time_budget_evaluation(&b, 5.0);
-    time_budget_plan(&b, 10, 110.0, 0, 0, &iters, &every);
-    CHECK_MSG(iters == 10 + (int)((0.97 * 60 - 10 - 5.0) / 0.1) && every == iters, "iters %d every %d",
-              iters, every);
     char msg[512] = "";
     CHECK(time_budget_plan_fits(&b, 10, iters, 10, 110.0, msg, sizeof msg));
     // spent before the warmup: plan now, and say it is too short
@@ -1033,6 +1039,8 @@ void suite_recipes(void) {
              test_time_budget_resumed_before_plan);
     run_test("recipes: the --minutes plan's arithmetic, a budget too short said in one line",
              test_time_budget_plan_arithmetic);
+    run_test("recipes: a --minutes plan's evaluations take at most a twentieth of the time left",
+             test_time_budget_evaluations_share);
     run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
              test_bad_new_flags);
     run_test("recipes: --init-from with --resume is a usage error, nothing touched",
