@@ -15,7 +15,8 @@
 // ---- the buffers: what is cached, the scratch, the packed weights
 
 enum { CACHED, SCRATCH, WEIGHTS, NUM_KINDS };
-enum { NUM_BUFFERS = 27 };
+// the cache's own buffers, and one per tensor of the model for its packed weights
+enum { MAX_BUFFERS = 19 + NUM_PARAM_TENSORS };
 typedef struct {
     float **view;
     size_t floats;
@@ -36,17 +37,13 @@ static long weight_floats(long ic, long oc) {
 }
 
 // Every buffer of the cache with its size in floats and its kind; the next
-// window's cache (keep_next) is empty unless kept.
-static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
-                         BufferSpec specs[NUM_BUFFERS]) {
+// window's cache (keep_next) is empty unless kept. Returns their number.
+static int buffer_specs(KVCache *cache, const GPTConfig *cfg, int B, BufferSpec specs[MAX_BUFFERS]) {
     size_t T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads;
     size_t V = cfg->vocab_size, windows = cache->keep_next ? 2 : 1;
     size_t kept = cache->keep_next ? L * B * T * C : 0;
-    // each layer's packed weights: fp32 panels, or bf16 ones in bf16 precision
-    cache->stride_cc = weight_floats(C, C), cache->stride_fc = weight_floats(C, 4 * C);
-    cache->stride_proj = weight_floats(4 * C, C);
     size_t R = windows * B * T; // R: rows of a forward, at most a whole window per window and sample
-    BufferSpec all[NUM_BUFFERS] = {
+    BufferSpec own[] = {
         {&cache->k, L * B * T * C, CACHED},     {&cache->v, L * B * T * C, CACHED},
         {&cache->k_t, L * B * T * C, CACHED},   {&cache->next_k, kept, CACHED},
         {&cache->next_v, kept, CACHED},         {&cache->next_k_t, kept, CACHED},
@@ -57,16 +54,20 @@ static void buffer_specs(KVCache *cache, const GPTConfig *cfg, int B,
         {&cache->fc, R * 4 * C, SCRATCH},       {&cache->fc_gelu, R * 4 * C, SCRATCH},
         {&cache->att_probs, windows * B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
         {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
-        {&cache->w_q_t, L * cache->stride_cc, WEIGHTS},
-        {&cache->w_k_t, L * cache->stride_cc, WEIGHTS},
-        {&cache->w_v_t, L * cache->stride_cc, WEIGHTS},
-        {&cache->w_o_t, L * cache->stride_cc, WEIGHTS},
-        {&cache->fc_w_t, L * cache->stride_fc, WEIGHTS},
-        {&cache->proj_w_t, L * cache->stride_proj, WEIGHTS},
-        {&cache->wte_t, weight_floats(C, V), WEIGHTS},
-        {&cache->qkv_tables, 3 * (V + T + 2) * C, WEIGHTS},
     };
-    memcpy(specs, all, sizeof all);
+    int count = (int)(sizeof own / sizeof own[0]);
+    memcpy(specs, own, sizeof own);
+    // each product's weight, every layer's packed (fp32 panels, or bf16 ones
+    // in bf16 precision) stride floats apart
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (param_specs[i].bias == PARAM_NOT_A_WEIGHT) continue;
+        int ic, oc;
+        weight_widths(cfg, i, &ic, &oc);
+        cache->packed_stride[i] = weight_floats(ic, oc);
+        size_t slices = param_specs[i].stacked ? L : 1;
+        specs[count++] = (BufferSpec){&cache->packed[i], slices * cache->packed_stride[i], WEIGHTS};
+    }
+    return count;
 }
 
 // The most samples for which the cache keeps the next window (below).
@@ -90,15 +91,15 @@ void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int sl
     cache->keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
                        samples <= KEEP_NEXT_SAMPLES;
     cache->tokens = xcalloc((size_t)samples * cfg->context, sizeof(int));
-    BufferSpec specs[NUM_BUFFERS];
-    buffer_specs(cache, cfg, samples, specs);
+    BufferSpec specs[MAX_BUFFERS];
+    int count = buffer_specs(cache, cfg, samples, specs);
     size_t total[NUM_KINDS] = {0};
-    for (int i = 0; i < NUM_BUFFERS; i++)
+    for (int i = 0; i < count; i++)
         total[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
     float *next[NUM_KINDS];
     for (int kind = 0; kind < NUM_KINDS; kind++)
         next[kind] = cache->memory[kind] = xcalloc(total[kind], sizeof(float));
-    for (int i = 0; i < NUM_BUFFERS; i++) {
+    for (int i = 0; i < count; i++) {
         *specs[i].view = next[specs[i].kind];
         next[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
     }
@@ -235,63 +236,18 @@ static void linear_blocks(const KVCache *cache, float *out, const float *inp, lo
     }
 }
 
-// ---- layer 0's queries, keys and values by table
-//
-// Layer 0's input row is x = wte[t] + wpe[s] (token t at position s), and
-// LN1 is affine in x once its mean mu and 1/std r are known:
-// LN1(x) = r (x - mu) * g + beta. So a projection W (C,C) with bias b gives
-//   W LN1(x) + b = r (W(g*wte[t]) + W(g*wpe[s]) - mu W g) + (W beta + b)
-//                = r (E[t] + P[s] - mu G) + c,
-// with E (V,C), P (T,C), G (C), c (C) per projection, made once from the
-// weights. A row's Q, K and V then cost 3 x 4C flops instead of 3 C^2
-// multiply-adds: 3 of the 38 C^2 per position of a window's forward (5% of
-// its time on the default model), 3 of the 48 C^2 weights a single step
-// reads. (In bf16 precision the tables' products take bf16 inputs too; the
-// rounding then falls on g*wte and g*wpe rather than on LN1's output.)
-//
-// qkv_tables is (3, V+T+2, C): for W_q, W_k, W_v in turn, the rows of E,
-// then P, then G, then c.
-
-static void make_qkv_tables(KVCache *cache) {
-    const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
-    int V = cfg->vocab_size, T = cfg->context, C = cfg->dim, rows = V + T + 2;
-    // (V+T+2, C): g*wte, g*wpe, g, beta; times W^T they are E, P, G, W beta
-    float *inputs = xmalloc((size_t)rows * C * sizeof(float));
-    for (int r = 0; r < V + T; r++) {
-        const float *emb = r < V ? p->wte + (long)r * C : p->wpe + (long)(r - V) * C;
-        for (int c = 0; c < C; c++) inputs[(long)r * C + c] = p->ln1_w[c] * emb[c];
-    }
-    memcpy(inputs + (long)(V + T) * C, p->ln1_w, C * sizeof(float));
-    memcpy(inputs + (long)(V + T + 1) * C, p->ln1_b, C * sizeof(float));
-    const float *w_t[3] = {cache->w_q_t, cache->w_k_t, cache->w_v_t};
-    const float *bias[3] = {p->b_q, p->b_k, p->b_v};
-    for (int j = 0; j < 3; j++) {
-        float *table = cache->qkv_tables + (long)j * rows * C;
-        linear_blocks(cache, table, inputs, C, w_t[j], NULL, rows, C, C);
-        for (int c = 0; c < C; c++) table[(long)(rows - 1) * C + c] += bias[j][c];
-    }
-    free(inputs);
-}
-
 void kv_cache_reset(KVCache *cache) {
-    const GPTConfig *cfg = &cache->model->config;
-    const ParameterTensors *p = &cache->model->params;
-    int C = cfg->dim;
-    long cc = (long)C * C, s_cc = cache->stride_cc, s_fc = cache->stride_fc,
-         s_proj = cache->stride_proj;
-    cache->bf16 = cache->model->products.precision == PRECISION_BF16;
-    cache->bf16_kernel = cache->model->products.bf16;
-    for (int l = 0; l < cfg->layers; l++) {
-        pack_weight(cache, cache->w_q_t + l * s_cc, p->w_q + l * cc, C, C);
-        pack_weight(cache, cache->w_k_t + l * s_cc, p->w_k + l * cc, C, C);
-        pack_weight(cache, cache->w_v_t + l * s_cc, p->w_v + l * cc, C, C);
-        pack_weight(cache, cache->w_o_t + l * s_cc, p->w_o + l * cc, C, C);
-        pack_weight(cache, cache->fc_w_t + l * s_fc, p->fc_w + 4 * l * cc, 4 * C, C);
-        pack_weight(cache, cache->proj_w_t + l * s_proj, p->proj_w + 4 * l * cc, C, 4 * C);
+    const GPT *model = cache->model;
+    cache->bf16 = model->products.precision == PRECISION_BF16;
+    cache->bf16_kernel = model->products.bf16;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (param_specs[i].bias == PARAM_NOT_A_WEIGHT) continue;
+        int ic, oc, slices = param_specs[i].stacked ? model->config.layers : 1;
+        weight_widths(&model->config, i, &ic, &oc);
+        for (int l = 0; l < slices; l++)
+            pack_weight(cache, cache->packed[i] + l * cache->packed_stride[i],
+                        param_slice(model, &model->params, i, l), oc, ic);
     }
-    pack_weight(cache, cache->wte_t, p->wte, cfg->vocab_size, C);
-    make_qkv_tables(cache);
     cache->len = 0;
 }
 
@@ -342,37 +298,6 @@ static void embed_rows(KVCache *cache, float *x, const RowGroup *groups, int cou
         embedding_forward(x + ((long)g->first_row + (long)b * g->n) * C,
                           cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte,
                           p->wpe + (long)g->pos * C, 1, g->n, C);
-    }
-}
-
-// Layer 0's keys and values (rows,C) of every row, and the queries of the
-// rows that go on (all, or in the last layer each sample's last position
-// of the window, q row b), from the tables and each row's LN1 mean and
-// 1/std (which the forward has computed; LN1's output is not needed); rows
-// shared among the threads, no barrier.
-static void qkv_by_table(KVCache *cache, const RowGroup *groups, int count, int last) {
-    const GPTConfig *cfg = &cache->model->config;
-    int B = cache->samples, V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
-    int rows = groups[count - 1].first_row + B * groups[count - 1].n;
-    long table_rows = V + T + 2;
-#pragma omp for schedule(static) nowait
-    for (int r = 0; r < rows; r++) {
-        int in_next = count > 1 && r >= groups[1].first_row;
-        const RowGroup *g = &groups[in_next];
-        int b = (r - g->first_row) / g->n, i = (r - g->first_row) % g->n, pos = g->pos + i;
-        int token = cache->tokens[(long)b * T + g->token_offset + pos];
-        float mu = cache->ln_mean[r], rstd = cache->ln_rstd[r];
-        float *query = !last ? cache->q + (long)r * C
-                       : !in_next && i == g->n - 1 ? cache->q + (long)b * C
-                                                   : NULL; // a query nothing reads
-        float *out[3] = {query, cache->k_new + (long)r * C, cache->v_new + (long)r * C};
-        for (int j = 0; j < 3; j++) {
-            if (!out[j]) continue;
-            const float *table = cache->qkv_tables + j * table_rows * C;
-            const float *e = table + (long)token * C, *pe = table + (long)(V + pos) * C;
-            const float *gain = table + (long)(V + T) * C, *c0 = table + (long)(V + T + 1) * C;
-            for (int c = 0; c < C; c++) out[j][c] = rstd * (e[c] + pe[c] - mu * gain[c]) + c0[c];
-        }
     }
 }
 
@@ -518,31 +443,31 @@ typedef struct {
     const BlockBuffers *b;
 } LayerStep;
 
-// Layer 0's by table (above); in the others three products. In the last
-// layer only each sample's last position of the window needs a query: its
-// row of ln is every n-th, from the first sample's last.
+// Three products. In the last layer only each sample's last position of
+// the window needs a query: its row of ln is every n-th, from the first
+// sample's last.
 static void qkv_step(const Forward *f, const void *args) {
     const CacheForward *cf = f->state;
     KVCache *cache = cf->cache;
-    const ParameterTensors *p = &f->model->params;
-    int l = ((const LayerStep *)args)->l, C = f->model->config.dim, rows = f->rows, n = cf->n;
+    const GPT *model = f->model;
+    int l = ((const LayerStep *)args)->l, rows = f->rows, n = cf->n;
     const BlockBuffers *b = ((const LayerStep *)args)->b;
-    int last = l == f->model->config.layers - 1, queries = last ? cache->samples : rows;
-    long s_cc = cache->stride_cc;
-    if (l == 0) {
-        qkv_by_table(cache, cf->groups, cf->count, last);
-        return;
+    int last = l == model->config.layers - 1, queries = last ? cache->samples : rows;
+    float *out[3] = {b->q, b->k, b->v};
+    for (int j = 0; j < 3; j++) {
+        int w = qkv_weights[j], ic, oc, is_q = j == 0;
+        weight_widths(&model->config, w, &ic, &oc);
+        linear_blocks(cache, out[j], b->ln + (is_q && last ? (long)(n - 1) * ic : 0),
+                      is_q && last ? (long)n * ic : ic,
+                      cache->packed[w] + l * cache->packed_stride[w],
+                      param_bias(model, &model->params, w, l), is_q ? queries : rows, ic, oc);
     }
-    linear_blocks(cache, b->k, b->ln, C, cache->w_k_t + l * s_cc, p->b_k + l * C, rows, C, C);
-    linear_blocks(cache, b->v, b->ln, C, cache->w_v_t + l * s_cc, p->b_v + l * C, rows, C, C);
-    linear_blocks(cache, b->q, b->ln + (last ? (long)(n - 1) * C : 0), last ? (long)n * C : C,
-                  cache->w_q_t + l * s_cc, p->b_q + l * C, queries, C, C);
 }
 
 static void cache_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     long C = f->model->config.dim;
     LayerStep args = {l, b};
-    on_team(qkv_step, f, &args, l == 0 ? f->rows * C : f->rows * C * C);
+    on_team(qkv_step, f, &args, f->rows * C * C);
 }
 
 static void attend_step(const Forward *f, const void *args) {
@@ -581,24 +506,14 @@ static void linear_step(const Forward *f, const void *args) {
                   a->bias, a->rows, a->ic, a->oc);
 }
 
-static void cache_linear(const Forward *f, int l, LinearWeight w, float *out, const float *inp,
+static void cache_linear(const Forward *f, int l, int weight, float *out, const float *inp,
                          int rows) {
     KVCache *cache = ((const CacheForward *)f->state)->cache;
-    const ParameterTensors *p = &f->model->params;
-    int C = f->model->config.dim;
-    LinearStep a = {out, inp, NULL, NULL, rows, C, C};
-    switch (w) {
-    case WEIGHT_O: a.panels = cache->w_o_t + l * cache->stride_cc, a.bias = p->b_o + l * C; break;
-    case WEIGHT_FC:
-        a.panels = cache->fc_w_t + l * cache->stride_fc, a.bias = p->fc_b + 4 * l * C;
-        a.oc = 4 * C;
-        break;
-    case WEIGHT_PROJ:
-        a.panels = cache->proj_w_t + l * cache->stride_proj, a.bias = p->proj_b + l * C;
-        a.ic = 4 * C;
-        break;
-    case WEIGHT_UNEMBED: a.panels = cache->wte_t, a.oc = f->model->config.vocab_size; break;
-    }
+    const GPT *model = f->model;
+    LinearStep a = {out, inp, cache->packed[weight] + (param_specs[weight].stacked ? l : 0) *
+                                                          cache->packed_stride[weight],
+                    param_bias(model, &model->params, weight, l), rows, 0, 0};
+    weight_widths(&model->config, weight, &a.ic, &a.oc);
     on_team(linear_step, f, &a, (long)rows * a.ic * a.oc);
 }
 

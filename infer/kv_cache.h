@@ -13,9 +13,6 @@
 //     each weight as one (B*n, C) x (C, OC) product, so that a step reads
 //     the weights once for all B (samples together equal each alone, bit
 //     for bit); a product's sum is finished before its bias is added;
-//   - layer 0's queries, keys and values from tables of the embeddings
-//     (kv_cache.c says why that is exact in real numbers: 5% of a window's
-//     forward; within 1e-4 of the full forward, test);
 //   - in the last layer, the queries and everything after them only for
 //     each sample's newest position;
 //   - attention over the cached keys: one query at a time through the keys
@@ -81,28 +78,22 @@ typedef struct {
     float *att_probs;                                    // (windows,B,NH,T,T)
     float *ln_mean, *ln_rstd;                            // (B*T)
     float *logits;                                       // (B,V) the next token's
-    // The weights transposed to (in, out) in column panels (one buffer, see
-    // kv_cache.c), read by every step; refreshed by kv_cache_reset (the
-    // trainer samples between steps, after the weights changed). In bf16
-    // precision (the model's, as it was when kv_cache_reset ran: bf16 = 1) they
-    // are bf16 panels in the same buffers, in the layout of the model's bf16
-    // kernel (bf16_kernel), and the rows they multiply are rounded to bf16 as
-    // the products read them; the attention stays fp32 (attention_forward
-    // with fp32 products), so that its one-query and many-query forms
-    // agree and a sample's text does not depend on K. Layer l's panels start
-    // l * stride floats in (stride_cc for the C x C weights, stride_fc for
-    // fc, stride_proj for proj: enough for either layout).
+    // Each product's weight (the table's weights, model/gpt.h) transposed
+    // to (in, out) in column panels (one buffer, see kv_cache.c), read by
+    // every step; refreshed by kv_cache_reset (the trainer samples between
+    // steps, after the weights changed). In bf16 precision (the model's, as
+    // it was when kv_cache_reset ran: bf16 = 1) they are bf16 panels in the
+    // same buffers, in the layout of the model's bf16 kernel (bf16_kernel),
+    // and the rows they multiply are rounded to bf16 as the products read
+    // them; the attention stays fp32 (attention_forward with fp32
+    // products), so that its one-query and many-query forms agree and a
+    // sample's text does not depend on K. Block l's panels of tensor i start
+    // l * packed_stride[i] floats into packed[i] (enough for either layout);
+    // NULL for a tensor that is no product's weight.
     int bf16;
     Bf16Kernel bf16_kernel;
-    long stride_cc, stride_fc, stride_proj;
-    float *w_q_t, *w_k_t, *w_v_t, *w_o_t; // (L,C,C)
-    float *fc_w_t;                         // (L,C,4C)
-    float *proj_w_t;                       // (L,4C,C)
-    float *wte_t;                          // (C,V)
-    // Layer 0's Q, K and V of a token at a position, as sums of a token's
-    // and a position's part (kv_cache.c): no products in layer 0's attention
-    // input.
-    float *qkv_tables;                     // (3,V+T+2,C)
+    float *packed[NUM_PARAM_TENSORS];
+    long packed_stride[NUM_PARAM_TENSORS];
     float *memory[3];                      // the three buffers
 } KVCache;
 

@@ -300,7 +300,8 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
     a->mlps = xcalloc((size_t)L, sizeof(double));
     a->rest = bias;
     for (int l = 0; l < L; l++) {
-        const float *w_o = p->w_o + (long)l * C * C, *att_out = copy.att_out + (long)l * C;
+        LayerParams lp = layer_params(model, &model->params, l);
+        const float *w_o = lp.w_o, *att_out = copy.att_out + (long)l * C;
         for (int h = 0; h < NH; h++) {
             // head h's output: its hs channels of att_out through columns h*hs.. of W_O
             for (int c = 0; c < C; c++) {
@@ -312,7 +313,7 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
             a->heads[l * NH + h] = contribution(part, u, rstd, C);
         }
         a->mlps[l] = float_contribution(copy.mlp_out + (long)l * C, u, rstd, C, part);
-        a->rest += float_contribution(p->b_o + (long)l * C, u, rstd, C, part);
+        a->rest += float_contribution(lp.b_o, u, rstd, C, part);
     }
     free(u), free(part), free(logits_unused);
     free(copy.att_out), free(copy.mlp_out), free(copy.x_last);

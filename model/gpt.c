@@ -17,7 +17,8 @@
 // ---- parameters
 
 const ParamSpec param_specs[NUM_PARAM_TENSORS] = {
-#define GPT_PARAM_SPEC(view, name, rows, cols, stacked, decayed, init) {name, stacked, decayed, init},
+#define GPT_PARAM_SPEC(view, name, rows, cols, stacked, decayed, init, bias) \
+    {name, stacked, decayed, init, PARAM_##bias},
     GPT_PARAMETER_TENSORS(GPT_PARAM_SPEC)
 #undef GPT_PARAM_SPEC
 };
@@ -68,6 +69,24 @@ float *param_tensor(const ParameterTensors *views, int i) {
 }
 
 int param_is_decayed(int i) { return param_specs[i].decayed; }
+
+float *param_slice(const GPT *model, const ParameterTensors *tensors, int i, int l) {
+    float *tensor = param_tensor(tensors, i);
+    if (!param_specs[i].stacked) return tensor;
+    return tensor + (size_t)l * (model->param_sizes[i] / (size_t)model->config.layers);
+}
+
+LayerParams layer_params(const GPT *model, const ParameterTensors *tensors, int l) {
+    LayerParams lp;
+#define GPT_LAYER_SLICE_0(view)
+#define GPT_LAYER_SLICE_1(view) lp.view = param_slice(model, tensors, PARAM_##view, l);
+#define GPT_LAYER_SLICE(view, name, rows, cols, stacked, ...) GPT_LAYER_SLICE_##stacked(view)
+    GPT_PARAMETER_TENSORS(GPT_LAYER_SLICE)
+#undef GPT_LAYER_SLICE
+#undef GPT_LAYER_SLICE_1
+#undef GPT_LAYER_SLICE_0
+    return lp;
+}
 
 const char *gpt_first_non_finite(const GPT *model, const float *memory, char *name, size_t len) {
     size_t offset = 0;
@@ -222,16 +241,31 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
     return total;
 }
 
+const int qkv_weights[3] = {PARAM_w_q, PARAM_w_k, PARAM_w_v};
+
+void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc) {
+    long rows, cols;
+    param_shape(cfg, weight, &rows, &cols);
+    *ic = (int)cols, *oc = (int)rows;
+}
+
+float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l) {
+    int bias = param_specs[weight].bias;
+    return bias == PARAM_NO_BIAS ? NULL : param_slice(model, tensors, bias, l);
+}
+
 // The matrix kernels' workspace: the most that one of the model's linear
-// calls takes (matmul.c counts it, from the layouts it uses): each layer,
-// and W_Q, W_K, W_V's shared call (today the MLP's layers take more).
+// calls takes (matmul.c counts it, from the layouts it uses): each weight
+// of the table, and W_Q, W_K, W_V's shared call.
 static double matmul_workspace_floats(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T) {
-    int C = cfg->dim, V = cfg->vocab_size;
     long BT = (long)B * T;
-    const int shapes[][2] = {{C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (IC, OC)
-    size_t most = linear_shared_workspace_bytes(bf16, BT, C, C, 3); // W_Q, W_K, W_V
-    for (int i = 0; i < 4; i++) {
-        size_t bytes = linear_workspace_bytes(bf16, BT, shapes[i][0], shapes[i][1]);
+    int ic, oc;
+    weight_widths(cfg, qkv_weights[0], &ic, &oc);
+    size_t most = linear_shared_workspace_bytes(bf16, BT, ic, oc, 3);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        if (param_specs[i].bias == PARAM_NOT_A_WEIGHT) continue;
+        weight_widths(cfg, i, &ic, &oc);
+        size_t bytes = linear_workspace_bytes(bf16, BT, ic, oc);
         if (bytes > most) most = bytes;
     }
     return (double)((most + sizeof(float) - 1) / sizeof(float));
@@ -345,32 +379,30 @@ static BlockMasks block_masks(const Dropout *drop, int l, int NH, int T, int C) 
 // returned.
 static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     const GPTConfig *cfg = &f->model->config;
-    const ParameterTensors *p = &f->model->params;
+    LayerParams p = layer_params(f->model, &f->model->params, l);
     int C = cfg->dim, R = f->rows;
     const Dropout *drop = f->dropout;
     BlockMasks masks =
         drop ? block_masks(drop, l, cfg->heads, f->model->cur_T, C) : (BlockMasks){0};
 
     // x += Attn(LN1(x)) W_O^T + b_O
-    layernorm_forward(b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p->ln1_w + l * C, p->ln1_b + l * C,
-                      R, C);
+    layernorm_forward(b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R, C);
     f->project_qkv(f, l, b);
     int rows = f->attend(f, l, b);
     long rc = (long)rows * C;
     const ForwardHooks *hooks = f->hooks;
     if (hooks && hooks->attention_output) hooks->attention_output(hooks, l, b->att_out, rows);
-    f->linear(f, l, WEIGHT_O, b->proj_out, b->att_out, rows);
+    f->linear(f, l, PARAM_w_o, b->proj_out, b->att_out, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.att_proj);
     if (hooks && hooks->sublayer_output)
         hooks->sublayer_output(hooks, l, SUBLAYER_ATTENTION, b->proj_out, rows);
     residual_forward(b->residual2, b->x_in, b->proj_out, rc);
     // x += GELU(LN2(x) W_fc^T + b_fc) W_proj^T + b_proj
-    layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p->ln2_w + l * C,
-                      p->ln2_b + l * C, rows, C);
-    f->linear(f, l, WEIGHT_FC, b->fc, b->ln, rows);
+    layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p.ln2_w, p.ln2_b, rows, C);
+    f->linear(f, l, PARAM_fc_w, b->fc, b->ln, rows);
     gelu_forward(b->fc_gelu, b->fc, 4 * rc);
-    f->linear(f, l, WEIGHT_PROJ, b->proj_out, b->fc_gelu, rows);
+    f->linear(f, l, PARAM_proj_w, b->proj_out, b->fc_gelu, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
     if (hooks && hooks->sublayer_output)
@@ -407,7 +439,7 @@ int transformer_forward(const Forward *f) {
     }
     // logits (rows,V) = LN_f(x) . wte^T (tied)
     layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, b.x_out, p->lnf_w, p->lnf_b, rows, C);
-    f->linear(f, -1, WEIGHT_UNEMBED, f->logits, f->lnf, rows);
+    f->linear(f, -1, PARAM_wte, f->logits, f->lnf, rows);
     return rows;
 }
 
@@ -431,8 +463,10 @@ static void batch_embed(const Forward *f, float *x) {
                       model->params.wpe, model->cur_B, model->cur_T, model->config.dim);
 }
 
-static BlockBuffers batch_buffers(const Forward *f, int l) {
-    const GPT *model = f->model;
+// Layer l's buffers over the last forward's B x T: its saved activations
+// (their per-layer offsets written here alone, for the forward and the
+// backward) and the scratch every layer reuses.
+static BlockBuffers layer_buffers(const GPT *model, int l) {
     const Activations *a = &model->acts;
     const Scratch *s = &model->scratch;
     long BT = (long)model->cur_B * model->cur_T, btc = BT * model->config.dim;
@@ -453,15 +487,19 @@ static BlockBuffers batch_buffers(const Forward *f, int l) {
                           .x_out = a->residual3 + l * btc};
 }
 
+static BlockBuffers batch_buffers(const Forward *f, int l) { return layer_buffers(f->model, l); }
+
 static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
-    const ParameterTensors *p = &f->model->params;
-    int C = f->model->config.dim;
-    long cc = (long)C * C;
-    // one call reading ln for the three
+    const GPT *model = f->model;
     float *qkv[3] = {b->q, b->k, b->v};
-    const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
-    const float *b_qkv[3] = {p->b_q + l * C, p->b_k + l * C, p->b_v + l * C};
-    linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, C, C);
+    const float *w_qkv[3], *b_qkv[3];
+    for (int i = 0; i < 3; i++) {
+        w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
+        b_qkv[i] = param_bias(model, &model->params, qkv_weights[i], l);
+    }
+    int ic, oc;
+    weight_widths(&model->config, qkv_weights[0], &ic, &oc);
+    linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
 }
 
 // The fused attention in a training forward, else the unfused one keeping
@@ -482,28 +520,13 @@ static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     return f->rows;
 }
 
-static void batch_linear(const Forward *f, int l, LinearWeight w, float *out, const float *inp,
+static void batch_linear(const Forward *f, int l, int weight, float *out, const float *inp,
                          int rows) {
-    const ParameterTensors *p = &f->model->params;
-    int C = f->model->config.dim;
-    long cc = (long)C * C;
-    switch (w) {
-    case WEIGHT_O:
-        linear_forward(batch_products(f), out, inp, p->w_o + l * cc, p->b_o + l * C, rows, C, C);
-        break;
-    case WEIGHT_FC:
-        linear_forward(batch_products(f), out, inp, p->fc_w + 4 * l * cc, p->fc_b + 4 * l * C, rows,
-                       C, 4 * C);
-        break;
-    case WEIGHT_PROJ:
-        linear_forward(batch_products(f), out, inp, p->proj_w + 4 * l * cc, p->proj_b + l * C, rows,
-                       4 * C, C);
-        break;
-    case WEIGHT_UNEMBED:
-        linear_forward(batch_products(f), out, inp, p->wte, NULL, rows, C,
-                       f->model->config.vocab_size);
-        break;
-    }
+    const GPT *model = f->model;
+    int ic, oc;
+    weight_widths(&model->config, weight, &ic, &oc);
+    linear_forward(batch_products(f), out, inp, param_slice(model, &model->params, weight, l),
+                   param_bias(model, &model->params, weight, l), rows, ic, oc);
 }
 
 float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
@@ -573,21 +596,17 @@ void gpt_zero_grad(GPT *model) {
 static void block_backward(GPT *model, int l, const Dropout *drop) {
     const GPTConfig *cfg = &model->config;
     int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
-    long btc = (long)BT * C, cc = (long)C * C;
-    ParameterTensors *p = &model->params, *g = &model->grads;
-    Activations *a = &model->acts;
+    long btc = (long)BT * C;
+    LayerParams p = layer_params(model, &model->params, l), g = layer_params(model, &model->grads, l);
+    BlockBuffers b = layer_buffers(model, l);
     Scratch *s = &model->scratch;
-    const float *x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc;
-    float *ln1 = s->ln, *q = a->q + l * btc, *k = a->k + l * btc, *v = a->v + l * btc;
-    float *att_out = a->att_out + l * btc, *residual2 = a->residual2 + l * btc;
-    float *ln2 = s->ln, *fc = a->fc + l * 4 * btc;
-    float *att_stats = a->att_stats + 2L * l * B * NH * T;
+    float *att_stats = model->acts.att_stats + 2L * l * B * NH * T;
+    int ic, oc;
 
     // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
     // GELU(fc) and LN2's output are recomputed rather than stored
-    gelu_forward(s->fc_gelu, fc, 4 * btc);
-    layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, residual2, p->ln2_w + l * C,
-                      p->ln2_b + l * C, BT, C);
+    gelu_forward(s->fc_gelu, b.fc, 4 * btc);
+    layernorm_forward(b.ln, b.ln2_mean, b.ln2_rstd, b.residual2, p.ln2_w, p.ln2_b, BT, C);
     BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
     // d_proj: the gradient reaching a projection's output, d_residual
     // itself, or without dropout's mask d_ln (free until LN2's backward)
@@ -598,16 +617,17 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         d_proj = s->d_ln;
     }
     zero_floats(s->d_fc_gelu, 4 * btc);
-    linear_backward(&model->products, s->d_fc_gelu, g->proj_w + 4 * l * cc, g->proj_b + l * C,
-                    d_proj, s->fc_gelu, p->proj_w + 4 * l * cc, BT, 4 * C, C);
+    weight_widths(cfg, PARAM_proj_w, &ic, &oc);
+    linear_backward(&model->products, s->d_fc_gelu, g.proj_w, g.proj_b, d_proj, s->fc_gelu,
+                    p.proj_w, BT, ic, oc);
     zero_floats(s->d_fc, 4 * btc);
-    gelu_backward(s->d_fc, fc, s->d_fc_gelu, 4 * btc);
+    gelu_backward(s->d_fc, b.fc, s->d_fc_gelu, 4 * btc);
     zero_floats(s->d_ln, btc);
-    linear_backward(&model->products, s->d_ln, g->fc_w + 4 * l * cc, g->fc_b + 4 * l * C, s->d_fc,
-                    ln2, p->fc_w + 4 * l * cc, BT, C, 4 * C);
+    weight_widths(cfg, PARAM_fc_w, &ic, &oc);
+    linear_backward(&model->products, s->d_ln, g.fc_w, g.fc_b, s->d_fc, b.ln, p.fc_w, BT, ic, oc);
     // the residual path passes d_residual through; LN2's path adds to it
-    layernorm_backward(s->d_residual, g->ln2_w + l * C, g->ln2_b + l * C, s->d_ln, residual2,
-                       p->ln2_w + l * C, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, BT, C);
+    layernorm_backward(s->d_residual, g.ln2_w, g.ln2_b, s->d_ln, b.residual2, p.ln2_w, b.ln2_mean,
+                       b.ln2_rstd, BT, C);
 
     // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
     if (drop) {
@@ -615,27 +635,32 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.att_proj);
     }
     zero_floats(s->d_att_out, btc);
-    linear_backward(&model->products, s->d_att_out, g->w_o + l * cc, g->b_o + l * C, d_proj,
-                    att_out, p->w_o + l * cc, BT, C, C);
+    weight_widths(cfg, PARAM_w_o, &ic, &oc);
+    linear_backward(&model->products, s->d_att_out, g.w_o, g.b_o, d_proj, b.att_out, p.w_o, BT, ic,
+                    oc);
     zero_floats(s->d_q, btc);
     zero_floats(s->d_k, btc);
     zero_floats(s->d_v, btc);
-    attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, att_out,
-                             att_stats, q, k, v, B, T, C, NH, drop ? &masks.att_probs : NULL);
+    attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, b.att_out,
+                             att_stats, b.q, b.k, b.v, B, T, C, NH, drop ? &masks.att_probs : NULL);
     zero_floats(s->d_ln, btc);
-    // LN1's output, recomputed (s->ln held LN2's until here)
-    layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, x_in, p->ln1_w + l * C,
-                      p->ln1_b + l * C, BT, C);
+    // LN1's output, recomputed (the buffer held LN2's until here)
+    layernorm_forward(b.ln, b.ln1_mean, b.ln1_rstd, b.x_in, p.ln1_w, p.ln1_b, BT, C);
     // d_ln += d_q . W_Q + d_k . W_K + d_v . W_V (in that order);
     // d_W_X += d_X^T . ln1, d_b_X += column sums of d_X, for X = Q, K, V
-    float *d_w_qkv[3] = {g->w_q + l * cc, g->w_k + l * cc, g->w_v + l * cc};
-    float *d_b_qkv[3] = {g->b_q + l * C, g->b_k + l * C, g->b_v + l * C};
+    float *d_w_qkv[3], *d_b_qkv[3];
+    const float *w_qkv[3];
+    for (int i = 0; i < 3; i++) {
+        d_w_qkv[i] = param_slice(model, &model->grads, qkv_weights[i], l);
+        d_b_qkv[i] = param_bias(model, &model->grads, qkv_weights[i], l);
+        w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
+    }
     const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
-    const float *w_qkv[3] = {p->w_q + l * cc, p->w_k + l * cc, p->w_v + l * cc};
-    linear_backward_shared_input(&model->products, s->d_ln, d_w_qkv, d_b_qkv, d_qkv, ln1, w_qkv, 3,
-                                 BT, C, C);
-    layernorm_backward(s->d_residual, g->ln1_w + l * C, g->ln1_b + l * C, s->d_ln, x_in,
-                       p->ln1_w + l * C, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, BT, C);
+    weight_widths(cfg, qkv_weights[0], &ic, &oc);
+    linear_backward_shared_input(&model->products, s->d_ln, d_w_qkv, d_b_qkv, d_qkv, b.ln, w_qkv, 3,
+                                 BT, ic, oc);
+    layernorm_backward(s->d_residual, g.ln1_w, g.ln1_b, s->d_ln, b.x_in, p.ln1_w, b.ln1_mean,
+                       b.ln1_rstd, BT, C);
     // d_residual now holds dL/d(x_in)
 }
 

@@ -29,8 +29,11 @@ typedef struct {
 // its shape in one block as rows x cols in terms of V, T (= context) and C,
 // cols 0 for a vector (nn.Linear's [out, in] layout, so a checkpoint holds
 // each slice as is); whether it is stacked over the blocks; whether AdamW
-// decays it; how it is initialised. Sizes, views, checkpoint names and
-// shapes, decay flags, initialisation, the names in NaN reports and the
+// decays it; how it is initialised; and, for the weight of a product
+// (out = inp . W^T + b), its bias's view, or NO_BIAS (the others:
+// NOT_A_WEIGHT). Sizes, views (each layer's too: layer_params), checkpoint
+// names and shapes, decay flags, initialisation, the products' shapes and
+// biases, the KV cache's packed weights, the names in NaN reports and the
 // memory estimate all follow from these rows, so adding a tensor is one row
 // here plus its forward and backward.
 //
@@ -39,40 +42,43 @@ typedef struct {
 // with an array, each tensor would be written twice (a field and a row)
 // and the two could drift. Rows are in memory order, and the per-block rows
 // are in a checkpoint block's tensor order.
-#define GPT_PARAMETER_TENSORS(X)                                                    \
-    /*  view     checkpoint name     rows   cols  stacked  decayed  init */         \
-    X(wte,    "wte",              V,     C,     0, 1, INIT_NORMAL) /* tied output */ \
-    X(wpe,    "wpe",              T,     C,     0, 1, INIT_NORMAL)                  \
-    X(ln1_w,  "ln_1.weight",      C,     0,     1, 0, INIT_ONE)                     \
-    X(ln1_b,  "ln_1.bias",        C,     0,     1, 0, INIT_ZERO)                    \
-    X(w_q,    "attn.w_q.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
-    X(b_q,    "attn.w_q.bias",    C,     0,     1, 0, INIT_ZERO)                    \
-    X(w_k,    "attn.w_k.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
-    X(b_k,    "attn.w_k.bias",    C,     0,     1, 0, INIT_ZERO)                    \
-    X(w_v,    "attn.w_v.weight",  C,     C,     1, 1, INIT_NORMAL)                  \
-    X(b_v,    "attn.w_v.bias",    C,     0,     1, 0, INIT_ZERO)                    \
-    X(w_o,    "attn.w_o.weight",  C,     C,     1, 1, INIT_RESIDUAL)                \
-    X(b_o,    "attn.w_o.bias",    C,     0,     1, 0, INIT_ZERO)                    \
-    X(ln2_w,  "ln_2.weight",      C,     0,     1, 0, INIT_ONE)                     \
-    X(ln2_b,  "ln_2.bias",        C,     0,     1, 0, INIT_ZERO)                    \
-    X(fc_w,   "mlp.fc.weight",    4 * C, C,     1, 1, INIT_NORMAL)                  \
-    X(fc_b,   "mlp.fc.bias",      4 * C, 0,     1, 0, INIT_ZERO)                    \
-    X(proj_w, "mlp.proj.weight",  C,     4 * C, 1, 1, INIT_RESIDUAL)                \
-    X(proj_b, "mlp.proj.bias",    C,     0,     1, 0, INIT_ZERO)                    \
-    X(lnf_w,  "ln_f.weight",      C,     0,     0, 0, INIT_ONE)                     \
-    X(lnf_b,  "ln_f.bias",        C,     0,     0, 0, INIT_ZERO)
+#define GPT_PARAMETER_TENSORS(X)                                                              \
+    /*  view     checkpoint name     rows   cols  stacked decayed init         bias */        \
+    X(wte,    "wte",              V,     C,     0, 1, INIT_NORMAL,   NO_BIAS) /* tied output */ \
+    X(wpe,    "wpe",              T,     C,     0, 1, INIT_NORMAL,   NOT_A_WEIGHT)            \
+    X(ln1_w,  "ln_1.weight",      C,     0,     1, 0, INIT_ONE,      NOT_A_WEIGHT)            \
+    X(ln1_b,  "ln_1.bias",        C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(w_q,    "attn.w_q.weight",  C,     C,     1, 1, INIT_NORMAL,   b_q)                     \
+    X(b_q,    "attn.w_q.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(w_k,    "attn.w_k.weight",  C,     C,     1, 1, INIT_NORMAL,   b_k)                     \
+    X(b_k,    "attn.w_k.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(w_v,    "attn.w_v.weight",  C,     C,     1, 1, INIT_NORMAL,   b_v)                     \
+    X(b_v,    "attn.w_v.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(w_o,    "attn.w_o.weight",  C,     C,     1, 1, INIT_RESIDUAL, b_o)                     \
+    X(b_o,    "attn.w_o.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(ln2_w,  "ln_2.weight",      C,     0,     1, 0, INIT_ONE,      NOT_A_WEIGHT)            \
+    X(ln2_b,  "ln_2.bias",        C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(fc_w,   "mlp.fc.weight",    4 * C, C,     1, 1, INIT_NORMAL,   fc_b)                    \
+    X(fc_b,   "mlp.fc.bias",      4 * C, 0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(proj_w, "mlp.proj.weight",  C,     4 * C, 1, 1, INIT_RESIDUAL, proj_b)                  \
+    X(proj_b, "mlp.proj.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
+    X(lnf_w,  "ln_f.weight",      C,     0,     0, 0, INIT_ONE,      NOT_A_WEIGHT)            \
+    X(lnf_b,  "ln_f.bias",        C,     0,     0, 0, INIT_ZERO,     NOT_A_WEIGHT)
 
 // INIT_NORMAL: N(0, 0.02); INIT_RESIDUAL: N(0, 0.02/sqrt(2L)), for the
 // projections that add into the residual stream (GPT-2), so its variance
 // does not grow with depth; INIT_ONE, INIT_ZERO: constants.
 typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONE, INIT_ZERO } ParamInit;
 
-// PARAM_wte, PARAM_wpe, ...: a tensor's index in memory order.
+// PARAM_wte, PARAM_wpe, ...: a tensor's index in memory order; the bias
+// column's two words as indices that no tensor has.
 enum {
 #define GPT_PARAM_INDEX(view, ...) PARAM_##view,
     GPT_PARAMETER_TENSORS(GPT_PARAM_INDEX)
 #undef GPT_PARAM_INDEX
-    NUM_PARAM_TENSORS
+    NUM_PARAM_TENSORS,
+    PARAM_NO_BIAS = -1,
+    PARAM_NOT_A_WEIGHT = -2
 };
 
 // Named views into one buffer of NUM_PARAM_TENSORS tensors (shapes above).
@@ -82,11 +88,23 @@ typedef struct {
 #undef GPT_PARAM_VIEW
 } ParameterTensors;
 
+// One block's slices of the stacked tensors (layer_params), by the same
+// names: lp.w_q is (C,C), lp.fc_b (4C).
+#define GPT_LAYER_VIEW_0(view)
+#define GPT_LAYER_VIEW_1(view) float *view;
+typedef struct {
+#define GPT_LAYER_VIEW(view, name, rows, cols, stacked, ...) GPT_LAYER_VIEW_##stacked(view)
+    GPT_PARAMETER_TENSORS(GPT_LAYER_VIEW)
+#undef GPT_LAYER_VIEW
+} LayerParams;
+
 typedef struct {
     const char *name; // checkpoint name (without "h.{l}." for stacked tensors)
     int stacked;      // one slice per block, stacked with L leading
     int decayed;      // AdamW's weight decay applies
     ParamInit init;
+    int bias;         // a product's weight: its bias's index, or PARAM_NO_BIAS;
+                      // any other tensor: PARAM_NOT_A_WEIGHT
 } ParamSpec;
 extern const ParamSpec param_specs[NUM_PARAM_TENSORS];
 
@@ -171,6 +189,24 @@ typedef struct {
     Products products;
 } GPT;
 
+// ---- each layer's views, from the table
+//
+// Tensor i's slice of block l in `tensors` (the model's parameters, its
+// gradients, or any buffer laid out like them with param_views), or the
+// whole tensor when it is not stacked (l unused).
+float *param_slice(const GPT *model, const ParameterTensors *tensors, int i, int l);
+// Every stacked tensor's slice of block l, by name: layer_params(model,
+// &model->params, l).w_q is block l's W_Q.
+LayerParams layer_params(const GPT *model, const ParameterTensors *tensors, int l);
+// The bias of product weight `weight` (the table's bias column), block l's
+// slice, or NULL when it has none.
+float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l);
+// A product's input and output widths: its weight's shape is (OC, IC).
+void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc);
+// The three products that read LN1's output, as one call takes them
+// (linear_forward_shared_input): W_Q, W_K, W_V.
+extern const int qkv_weights[3];
+
 // Allocate parameters for cfg (zeroed); the caller then inits or loads them.
 void gpt_build(GPT *model, const GPTConfig *cfg);
 // The precision of the model's products from now on, and the kernel its
@@ -216,8 +252,9 @@ const char *gpt_first_non_finite(const GPT *model, const float *memory, char *na
 // over the new positions of its samples, whose attention also reads the
 // keys and values it keeps. A Forward says what differs between the two:
 // where layer l's buffers are, how the rows get their embedding, queries,
-// keys and values and attention, and how a product reads its weight.
-typedef enum { WEIGHT_O, WEIGHT_FC, WEIGHT_PROJ, WEIGHT_UNEMBED } LinearWeight;
+// keys and values and attention, and how a product reads its weight (each
+// product named by its weight's row in the table, which gives its shape
+// and bias).
 
 // Layer l's buffers, R rows each. gpt_forward's are the layer's saved
 // activations; the KV cache's are the same scratch in every layer, with
@@ -277,9 +314,10 @@ struct Forward {
     // KV cache's last layer: each sample's newest position, moved to the
     // front of x_in).
     int (*attend)(const Forward *f, int l, const BlockBuffers *b);
-    // out (rows,OC) = inp (rows,IC) . W^T + b, W one of layer l's weights
-    // (or the unembedding, tied to wte, no bias).
-    void (*linear)(const Forward *f, int l, LinearWeight w, float *out, const float *inp, int rows);
+    // out (rows,OC) = inp (rows,IC) . W^T + b: W is tensor `weight`
+    // (PARAM_w_o, ...), layer l's slice when stacked, (OC,IC) its shape, b
+    // its bias (the table's bias column).
+    void (*linear)(const Forward *f, int l, int weight, float *out, const float *inp, int rows);
     void *state;                    // the caller's
     const ForwardHooks *hooks;      // NULL: none
 };

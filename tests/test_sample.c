@@ -451,12 +451,12 @@ static double largest_difference(const float *a, const float *b, long n) {
 // stays fp32; the full forward's products in attention are bf16 too). So:
 // - the cache's logits differ from its fp32 logits by about bf16's
 //   relative 2^-8 of each product's inputs (more than 1e-3 somewhere: bf16
-//   was used; measured 0.014, against 2e-6 between the fp32 cache and the
-//   fp32 forward), and stay within 0.05 of the bf16 full forward's, which
-//   differs from the cache only in the attention's rounding and the sums'
-//   order: each is within about a logit's size (~3) x 2^-8 = 0.012 of the
-//   fp32 logit, so they differ by at most about twice that (measured
-//   0.012);
+//   was used, where the fp32 cache and the fp32 forward differ by float
+//   rounding, below 1e-5), and stay within 0.05 of the bf16 full
+//   forward's, which differs from the cache only in the attention's
+//   rounding and the sums' order: each is within about a logit's size (~3)
+//   x 2^-8 = 0.012 of the fp32 logit, so they differ by at most about twice
+//   that;
 // - samples generated together equal each alone and the next window
 //   equals the rebuild, bit for bit, as in fp32 (the same rows, sums in the
 //   same order, whatever K, the threads or the rows' grouping);
@@ -478,6 +478,9 @@ static void test_bf16_weights(void) {
     double cache_vs_full = largest_difference(cached[1], full[1], n);
     CHECK_MSG(bf16_vs_fp32 > 1e-3, "bf16 cache logits within %g of fp32: bf16 not used?",
               bf16_vs_fp32);
+    double fp32_cache_vs_full = largest_difference(cached[0], full[0], n);
+    CHECK_MSG(fp32_cache_vs_full <= 1e-5, "fp32: largest |cache - full forward| logit difference %g",
+              fp32_cache_vs_full);
     CHECK_MSG(cache_vs_full <= 0.05, "bf16: largest |cache - full forward| logit difference %g",
               cache_vs_full);
     Bf16Kernel vector_kernel = bf16_best_kernel(BF16_AVX512); // short of AMX, whose sums differ
