@@ -49,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             targets[t] = (t + 1) % model.config.vocab_size;
         }
         gpt_alloc_inference(&model, 1, T);
-        (void)gpt_forward(&model, tokens, targets, 1, T);
+        (void)gpt_forward(&model, tokens, 1, T,
+                          (ForwardArgs){.targets = targets, .attention = ATTENTION_KEEP_PROBS});
         gpt_free(&model);
         vocab_free(&vocab);
     } else {

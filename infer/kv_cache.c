@@ -420,13 +420,14 @@ static void on_team(TeamStep step, const Forward *f, const void *args, long work
     }
 }
 
-static void embed_step(const Forward *f, const void *x) {
+static void embed_step(const Forward *f, const void *args) {
     const CacheForward *cf = f->state;
-    embed_rows(cf->cache, (float *)x, cf->groups, cf->count);
+    (void)args;
+    embed_rows(cf->cache, f->embedded, cf->groups, cf->count);
 }
 
-static void cache_embed(const Forward *f, float *x) {
-    on_team(embed_step, f, x, (long)f->rows * f->model->config.dim);
+static void cache_embed(const Forward *f) {
+    on_team(embed_step, f, NULL, (long)f->rows * f->model->config.dim);
 }
 
 static BlockBuffers cache_buffers(const Forward *f, int l) {
@@ -487,7 +488,7 @@ static int cache_attend(const Forward *f, int l, const BlockBuffers *b) {
     int last = l == f->model->config.layers - 1;
     if (last && n > 1)
         for (int s = 0; s < B; s++)
-            memmove((float *)b->x_in + (long)s * C, b->x_in + ((long)s * n + n - 1) * C,
+            memmove(cache->x + (long)s * C, cache->x + ((long)s * n + n - 1) * C,
                     (size_t)C * sizeof(float));
     LayerStep args = {l, b};
     on_team(attend_step, f, &args, (long)f->rows * C * (cache->len + n));
@@ -525,7 +526,7 @@ static const float *run_new_positions(KVCache *cache, int n) {
     cf.count = row_groups(cache, cache->len, n, cf.groups);
     const RowGroup *g = &cf.groups[cf.count - 1];
     Forward f = {.model = cache->model, .rows = g->first_row + cache->samples * g->n,
-                 .lnf = cache->ln, .lnf_mean = cache->ln_mean, .lnf_rstd = cache->ln_rstd,
+                 .embedded = cache->x, .lnf = cache->ln, .lnf_mean = cache->ln_mean, .lnf_rstd = cache->ln_rstd,
                  .logits = cache->logits, .embed = cache_embed, .buffers = cache_buffers,
                  .project_qkv = cache_project_qkv, .attend = cache_attend,
                  .linear = cache_linear, .state = &cf};

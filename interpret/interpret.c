@@ -18,7 +18,9 @@ static void run_windows(GPT *model, const int *tokens, const int *targets, int W
     for (int w0 = 0; w0 < W; w0 += B) {
         int n = W - w0 < B ? W - w0 : B;
         long at = (long)w0 * T;
-        gpt_forward_hooked(model, tokens + at, targets ? targets + at : NULL, n, T, hooks);
+        gpt_forward(model, tokens + at, n, T,
+                    (ForwardArgs){.targets = targets ? targets + at : NULL,
+                                  .attention = ATTENTION_KEEP_PROBS, .hooks = hooks});
         if (targets && losses) memcpy(losses + at, model->acts.losses, sizeof(float) * n * T);
     }
 }
@@ -123,46 +125,8 @@ double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, in
     return sum / ((double)W * T);
 }
 
-double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
-                       const float *means, double *zero_loss, double *mean_loss) {
-    const GPTConfig *cfg = &model->config;
-    int units = ablation_units(cfg), B = model->batch_size;
-    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means};
-    ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
-                          .state = &a};
-    double *sums = xcalloc((size_t)2 * units, sizeof(double)), clean = 0;
-    for (int w0 = 0; w0 < W; w0 += B) {
-        int n = W - w0 < B ? W - w0 : B;
-        long at = (long)w0 * T;
-        gpt_forward(model, tokens + at, targets + at, n, T);
-        for (long i = 0; i < (long)n * T; i++) clean += model->acts.losses[i];
-        // from the last block down: a unit's forward rewrites the stream
-        // from its block on, and the units after it read only what lies under
-        for (int l = cfg->layers - 1; l >= 0; l--)
-            for (int u = 0; u < units; u++) {
-                ablation_unit(cfg, u, &a.layer, &a.head);
-                if (a.layer != l) continue;
-                hooks.first_layer = l;
-                for (int k = 0; k < 2; k++) {
-                    a.kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
-                    gpt_forward_hooked(model, tokens + at, targets + at, n, T, &hooks);
-                    double *sum = &sums[k * units + u];
-                    for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
-                }
-            }
-    }
-    double positions = (double)W * T;
-    for (int u = 0; u < units; u++) {
-        zero_loss[u] = sums[u] / positions;
-        mean_loss[u] = sums[units + u] / positions;
-    }
-    free(sums);
-    return clean / positions;
-}
-
-// ---- the logit lens
-
-// The stream at every depth, (L+1,T,C), of a forward over one window.
+// The stream at every depth, (L+1,R,C), of a forward over R rows
+// (depth_size = R*C floats): depth 0 after the embeddings, d after block d-1.
 typedef struct {
     float *x;
     long depth_size;
@@ -173,6 +137,55 @@ static void copy_stream(const ForwardHooks *h, int depth, const float *x, int ro
     memcpy(s->x + depth * s->depth_size, x, sizeof(float) * s->depth_size);
     (void)rows;
 }
+
+double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
+                       const float *means, double *zero_loss, double *mean_loss) {
+    const GPTConfig *cfg = &model->config;
+    int units = ablation_units(cfg), B = model->batch_size, L = cfg->layers;
+    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means};
+    ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
+                          .state = &a};
+    // the unchanged forward's stream at every depth, (L+1,B,T,C): depth l is block l's input
+    StreamCopy clean_stream = {xmalloc(sizeof(float) * (L + 1) * B * T * cfg->dim),
+                               (long)B * T * cfg->dim};
+    ForwardHooks keep_stream = {.stream = copy_stream, .state = &clean_stream};
+    double *sums = xcalloc((size_t)2 * units, sizeof(double)), clean = 0;
+    for (int w0 = 0; w0 < W; w0 += B) {
+        int n = W - w0 < B ? W - w0 : B;
+        long at = (long)w0 * T;
+        clean_stream.depth_size = (long)n * T * cfg->dim;
+        gpt_forward(model, tokens + at, n, T,
+                    (ForwardArgs){.targets = targets + at, .attention = ATTENTION_KEEP_PROBS,
+                                  .hooks = &keep_stream});
+        for (long i = 0; i < (long)n * T; i++) clean += model->acts.losses[i];
+        // each unit's forward starts at its block, from the unchanged stream into it
+        for (int u = 0; u < units; u++) {
+            ablation_unit(cfg, u, &a.layer, &a.head);
+            for (int k = 0; k < 2; k++) {
+                a.kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
+                gpt_forward(model, tokens + at, n, T,
+                            (ForwardArgs){.targets = targets + at,
+                                          .attention = ATTENTION_KEEP_PROBS,
+                                          .hooks = &hooks,
+                                          .first_layer = a.layer,
+                                          .start_stream = clean_stream.x +
+                                                          a.layer * clean_stream.depth_size});
+                double *sum = &sums[k * units + u];
+                for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
+            }
+        }
+    }
+    double positions = (double)W * T;
+    for (int u = 0; u < units; u++) {
+        zero_loss[u] = sums[u] / positions;
+        mean_loss[u] = sums[units + u] / positions;
+    }
+    free(sums);
+    free(clean_stream.x);
+    return clean / positions;
+}
+
+// ---- the logit lens
 
 // logits (V) = LN_f(x) . wte^T for one row x (C), in double; LN_f's 1/std
 // into *rstd when not NULL.
@@ -199,7 +212,7 @@ void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCe
     int L = model->config.layers, C = model->config.dim, V = model->config.vocab_size;
     StreamCopy copy = {xmalloc(sizeof(float) * (L + 1) * T * C), (long)T * C};
     ForwardHooks hooks = {.stream = copy_stream, .state = &copy};
-    gpt_forward_hooked(model, tokens, NULL, 1, T, &hooks);
+    gpt_forward(model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS, .hooks = &hooks});
     double *logits = xmalloc(sizeof(double) * V);
     for (int d = 0; d <= L; d++)
         for (int t = 0; t < T; t++) {
@@ -271,7 +284,7 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
                          xmalloc(sizeof(float) * L * C), xmalloc(sizeof(float) * C)};
     ForwardHooks hooks = {.attention_output = copy_att_out, .sublayer_output = copy_mlp_out,
                           .stream = copy_last_stream, .state = &copy};
-    gpt_forward_hooked(model, tokens, NULL, 1, T, &hooks);
+    gpt_forward(model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS, .hooks = &hooks});
 
     memset(a, 0, sizeof *a);
     a->layers = L;

@@ -1,7 +1,7 @@
 // interpret.h: why a head matters, in numbers. Head and sublayer ablation
 // (what the model loses without a head), the logit lens (the prediction
 // after each block) and direct logit attribution (what each head wrote into
-// one prediction). Each runs the one forward, gpt_forward_hooked, with the
+// one prediction). Each runs the one forward, gpt_forward, with the
 // hooks of gpt.h; nothing here copies the block.
 //
 // A text is W windows of T positions: tokens (W,T) and targets (W,T), the

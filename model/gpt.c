@@ -88,6 +88,19 @@ LayerParams layer_params(const GPT *model, const ParameterTensors *tensors, int 
     return lp;
 }
 
+const int qkv_weights[3] = {PARAM_w_q, PARAM_w_k, PARAM_w_v};
+
+void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc) {
+    long rows, cols;
+    param_shape(cfg, weight, &rows, &cols);
+    *ic = (int)cols, *oc = (int)rows;
+}
+
+float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l) {
+    int bias = param_specs[weight].bias;
+    return bias == PARAM_NO_BIAS ? NULL : param_slice(model, tensors, bias, l);
+}
+
 const char *gpt_first_non_finite(const GPT *model, const float *memory, char *name, size_t len) {
     size_t offset = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -219,18 +232,43 @@ static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, in
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
 
-// What only the backward needs. Buffers never live at once share memory
-// (block_backward's order): d_att_out proj_out's; d_fc fc_gelu's (GELU's
-// output is read last by W_proj's backward, before d_fc is written); d_q,
-// d_k, d_v d_fc_gelu's (read last by GELU's backward, before the
-// attention's).
+// What only the backward needs. Buffers that never live at once share
+// memory; each pair, and the lives that let it (block_backward's order,
+// where each life's end is marked with life_ends):
+//   d_att_out in proj_out's: proj_out lives within one block's forward;
+//   d_fc in fc_gelu's: GELU's output (recomputed) lives until W_proj's
+//     backward reads it, before GELU's backward writes d_fc;
+//   d_q, d_k, d_v in d_fc_gelu's: d_fc_gelu lives until GELU's backward
+//     reads it, before the attention's backward writes them.
+// Built with -DGPT_CHECK_BUFFER_LIVES (make sanitize), each has memory of
+// its own and life_ends fills a buffer with NaN where its life ends: a
+// backward reordered to read a buffer after that turns the gradients to
+// NaN, which the gradient checks catch.
+#ifdef GPT_CHECK_BUFFER_LIVES
+enum { SHARE_BACKWARD_BUFFERS = 0 };
+#else
+enum { SHARE_BACKWARD_BUFFERS = 1 };
+#endif
+
+static void life_ends(float *buffer, long n) {
+#ifdef GPT_CHECK_BUFFER_LIVES
+    for (long i = 0; i < n; i++) buffer[i] = NAN;
+#else
+    (void)buffer, (void)n;
+#endif
+}
+
 static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
                                       float *memory) {
     double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
+    double own = SHARE_BACKWARD_BUFFERS ? 0 : 1; // the sharing buffers' own memory
     const BufferView layout[] = {{&s->d_residual, BT * C}, {&s->d_ln, BT * C},
-                                 {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V}};
+                                 {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V},
+                                 {&s->d_att_out, own * BT * C}, {&s->d_fc, own * BT * 4 * C},
+                                 {&s->d_q, own * BT * C}, {&s->d_k, own * BT * C},
+                                 {&s->d_v, own * BT * C}};
     double total = lay_out(layout, sizeof layout / sizeof layout[0], memory);
-    if (memory) {
+    if (memory && SHARE_BACKWARD_BUFFERS) {
         size_t btc = (size_t)B * T * cfg->dim;
         s->d_att_out = s->proj_out;
         s->d_fc = s->fc_gelu;
@@ -239,19 +277,6 @@ static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, i
         s->d_v = s->d_fc_gelu + 2 * btc;
     }
     return total;
-}
-
-const int qkv_weights[3] = {PARAM_w_q, PARAM_w_k, PARAM_w_v};
-
-void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc) {
-    long rows, cols;
-    param_shape(cfg, weight, &rows, &cols);
-    *ic = (int)cols, *oc = (int)rows;
-}
-
-float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l) {
-    int bias = param_specs[weight].bias;
-    return bias == PARAM_NO_BIAS ? NULL : param_slice(model, tensors, bias, l);
 }
 
 // The matrix kernels' workspace: the most that one of the model's linear
@@ -414,31 +439,29 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
 int transformer_forward(const Forward *f) {
     const GPTConfig *cfg = &f->model->config;
     const ParameterTensors *p = &f->model->params;
-    int C = cfg->dim, rows = f->rows;
+    int C = cfg->dim, rows = f->rows, first = f->first_layer;
     const ForwardHooks *hooks = f->hooks;
-    int first = hooks ? hooks->first_layer : 0;
-    BlockBuffers b = f->buffers(f, first);
     if (first == 0) {
         // With dropout (nanoGPT's four places): the embedding sum, the
         // attention probabilities, and the outputs of W_O and of the MLP
         // projection, each before it joins the residual stream.
-        float *x = (float *)b.x_in;
-        f->embed(f, x);
+        f->embed(f);
         if (f->dropout) {
             DropoutMask m =
                 dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
-            dropout_forward(x, x, (long)rows * C, 0, &m);
+            dropout_forward(f->embedded, f->embedded, (long)rows * C, 0, &m);
         }
-        if (hooks && hooks->stream) hooks->stream(hooks, 0, x, rows);
+        if (hooks && hooks->stream) hooks->stream(hooks, 0, f->embedded, rows);
     }
+    const float *x_out = f->embedded;
     for (int l = first; l < cfg->layers; l++) {
-        if (l > first)
-            b = f->buffers(f, l);
+        BlockBuffers b = f->buffers(f, l);
         rows = block_forward(f, l, &b);
-        if (hooks && hooks->stream) hooks->stream(hooks, l + 1, b.x_out, rows);
+        x_out = b.x_out;
+        if (hooks && hooks->stream) hooks->stream(hooks, l + 1, x_out, rows);
     }
     // logits (rows,V) = LN_f(x) . wte^T (tied)
-    layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, b.x_out, p->lnf_w, p->lnf_b, rows, C);
+    layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, x_out, p->lnf_w, p->lnf_b, rows, C);
     f->linear(f, -1, PARAM_wte, f->logits, f->lnf, rows);
     return rows;
 }
@@ -447,19 +470,20 @@ int transformer_forward(const Forward *f) {
 // activations saved for the backward
 
 // The Forward's state: the model, whose products' workspace the batch's
-// products use, and the tokens (B,T).
+// products use, the tokens (B,T) and what the caller asked for.
 typedef struct {
     GPT *model;
     const int *tokens;
+    const ForwardArgs *args;
 } BatchForward;
 
 static Products *batch_products(const Forward *f) {
     return &((const BatchForward *)f->state)->model->products;
 }
 
-static void batch_embed(const Forward *f, float *x) {
+static void batch_embed(const Forward *f) {
     const GPT *model = f->model;
-    embedding_forward(x, ((const BatchForward *)f->state)->tokens, model->params.wte,
+    embedding_forward(f->embedded, ((const BatchForward *)f->state)->tokens, model->params.wte,
                       model->params.wpe, model->cur_B, model->cur_T, model->config.dim);
 }
 
@@ -487,7 +511,12 @@ static BlockBuffers layer_buffers(const GPT *model, int l) {
                           .x_out = a->residual3 + l * btc};
 }
 
-static BlockBuffers batch_buffers(const Forward *f, int l) { return layer_buffers(f->model, l); }
+// The first block run reads the caller's stream when it is not block 0.
+static BlockBuffers batch_buffers(const Forward *f, int l) {
+    BlockBuffers b = layer_buffers(f->model, l);
+    if (l > 0 && l == f->first_layer) b.x_in = ((const BatchForward *)f->state)->args->start_stream;
+    return b;
+}
 
 static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
@@ -502,15 +531,15 @@ static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
 }
 
-// The fused attention in a training forward, else the unfused one keeping
-// the probabilities (gpt.h: Attention probabilities).
+// The fused attention, or the unfused one keeping the probabilities, as
+// the caller asked (gpt.h: Attention probabilities).
 static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
     const Activations *a = &model->acts;
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
     const DropoutMask *drop = f->dropout ? &masks.att_probs : NULL;
-    if (a->att_probs)
+    if (((const BatchForward *)f->state)->args->attention == ATTENTION_KEEP_PROBS)
         attention_forward_dropout(&model->products, b->att_out,
                                   a->att_probs + (long)l * B * NH * T * T, b->q, b->k, b->v, B,
                                   T, T, C, NH, 1, drop);
@@ -529,38 +558,38 @@ static void batch_linear(const Forward *f, int l, int weight, float *out, const 
                    param_bias(model, &model->params, weight, l), rows, ic, oc);
 }
 
-float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T) {
-    return gpt_forward_hooked(model, tokens, targets, B, T, NULL);
-}
-
-float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
-                         const ForwardHooks *hooks) {
+float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args) {
     const GPTConfig *cfg = &model->config;
-    int V = cfg->vocab_size;
+    int V = cfg->vocab_size, first = args.first_layer;
     if (!model->acts_memory || B > model->batch_size || T > model->seq_len || T > cfg->context)
         die("gpt_forward: batch %dx%d exceeds the allocated %dx%d (context %d)", B, T,
             model->batch_size, model->seq_len, cfg->context);
-    if (hooks && hooks->first_layer > 0 &&
-        (model->cur_B != B || model->cur_T != T || hooks->first_layer >= cfg->layers))
-        die("gpt_forward_hooked: from block %d of %d over %dx%d, after a forward over %dx%d",
-            hooks->first_layer, cfg->layers, B, T, model->cur_B, model->cur_T);
+    if (first < 0 || first >= cfg->layers || (first > 0 && !args.start_stream))
+        die("gpt_forward: from block %d of %d (a stream into it: %s)", first, cfg->layers,
+            args.start_stream ? "given" : "none");
     int training = model->backward_memory != NULL; // allocated by gpt_alloc_training
+    if (args.attention == ATTENTION_FUSED && !training)
+        die("gpt_forward: the fused attention keeps what a backward needs, in a model allocated "
+            "with gpt_alloc_training; this one was allocated for inference");
     if (model->cur_B != B || model->cur_T != T)
         activation_layout(cfg, &model->acts, B, T, training, model->acts_memory);
     model->cur_B = B;
     model->cur_T = T;
     Activations *a = &model->acts;
-    // a training model keeps the probabilities of a forward without targets
+    // a training model keeps probabilities in a buffer of their own
     if (training)
-        a->att_probs = targets ? NULL
-                               : growing_buffer(&model->att_probs_memory,
-                                                (size_t)cfg->layers * B * cfg->heads * T * T *
-                                                    sizeof(float));
+        a->att_probs = args.attention == ATTENTION_FUSED
+                           ? NULL
+                           : growing_buffer(&model->att_probs_memory,
+                                            (size_t)cfg->layers * B * cfg->heads * T * T *
+                                                sizeof(float));
     int BT = B * T;
-    BatchForward batch = {model, tokens};
+    BatchForward batch = {model, tokens, &args};
     Forward f = {.model = model,
                  .rows = BT,
-                 .dropout = model->dropout.p > 0 ? &model->dropout : NULL,
+                 .dropout = args.dropout,
+                 .first_layer = first,
+                 .embedded = a->encoded,
                  .lnf = a->lnf,
                  .lnf_mean = a->lnf_mean,
                  .lnf_rstd = a->lnf_rstd,
@@ -571,33 +600,33 @@ float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int 
                  .attend = batch_attend,
                  .linear = batch_linear,
                  .state = &batch,
-                 .hooks = hooks};
+                 .hooks = args.hooks};
     transformer_forward(&f);
-    if (targets) {
-        memcpy(model->targets, targets, (size_t)BT * sizeof(int));
-        model->mean_loss = crossentropy_forward(a->probs, a->losses, f.logits, targets, BT, V);
+    if (args.targets) {
+        memcpy(model->targets, args.targets, (size_t)BT * sizeof(int));
+        model->mean_loss = crossentropy_forward(a->probs, a->losses, f.logits, args.targets, BT, V);
     } else {
         crossentropy_forward(a->probs, NULL, f.logits, NULL, BT, V);
         model->mean_loss = -1.0f;
     }
+    model->backward_ready = args.targets && args.attention == ATTENTION_FUSED && first == 0;
     return model->mean_loss;
 }
 
 // ---- the backward
 
-void gpt_zero_grad(GPT *model) {
-    if (model->grads_memory)
-        memset(model->grads_memory, 0, model->num_params * sizeof(float));
+void gpt_zero_grad(const GPT *model, float *grads_memory) {
+    memset(grads_memory, 0, model->num_params * sizeof(float));
 }
 
 // Block l's backward, over the last forward's B x T. d_residual (B,T,C)
 // holds dL/d(residual3) on entry and dL/d(x_in) on exit, x_in being the
 // stream into the block; the block's gradients accumulate into grads.
-static void block_backward(GPT *model, int l, const Dropout *drop) {
+static void block_backward(GPT *model, int l, const Dropout *drop, const ParameterTensors *grads) {
     const GPTConfig *cfg = &model->config;
     int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C;
-    LayerParams p = layer_params(model, &model->params, l), g = layer_params(model, &model->grads, l);
+    LayerParams p = layer_params(model, &model->params, l), g = layer_params(model, grads, l);
     BlockBuffers b = layer_buffers(model, l);
     Scratch *s = &model->scratch;
     float *att_stats = model->acts.att_stats + 2L * l * B * NH * T;
@@ -620,11 +649,14 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     weight_widths(cfg, PARAM_proj_w, &ic, &oc);
     linear_backward(&model->products, s->d_fc_gelu, g.proj_w, g.proj_b, d_proj, s->fc_gelu,
                     p.proj_w, BT, ic, oc);
+    life_ends(s->fc_gelu, 4 * btc);
     zero_floats(s->d_fc, 4 * btc);
     gelu_backward(s->d_fc, b.fc, s->d_fc_gelu, 4 * btc);
+    life_ends(s->d_fc_gelu, 4 * btc);
     zero_floats(s->d_ln, btc);
     weight_widths(cfg, PARAM_fc_w, &ic, &oc);
     linear_backward(&model->products, s->d_ln, g.fc_w, g.fc_b, s->d_fc, b.ln, p.fc_w, BT, ic, oc);
+    life_ends(s->d_fc, 4 * btc);
     // the residual path passes d_residual through; LN2's path adds to it
     layernorm_backward(s->d_residual, g.ln2_w, g.ln2_b, s->d_ln, b.residual2, p.ln2_w, b.ln2_mean,
                        b.ln2_rstd, BT, C);
@@ -643,6 +675,7 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     zero_floats(s->d_v, btc);
     attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, b.att_out,
                              att_stats, b.q, b.k, b.v, B, T, C, NH, drop ? &masks.att_probs : NULL);
+    life_ends(s->d_att_out, btc);
     zero_floats(s->d_ln, btc);
     // LN1's output, recomputed (the buffer held LN2's until here)
     layernorm_forward(b.ln, b.ln1_mean, b.ln1_rstd, b.x_in, p.ln1_w, p.ln1_b, BT, C);
@@ -651,33 +684,34 @@ static void block_backward(GPT *model, int l, const Dropout *drop) {
     float *d_w_qkv[3], *d_b_qkv[3];
     const float *w_qkv[3];
     for (int i = 0; i < 3; i++) {
-        d_w_qkv[i] = param_slice(model, &model->grads, qkv_weights[i], l);
-        d_b_qkv[i] = param_bias(model, &model->grads, qkv_weights[i], l);
+        d_w_qkv[i] = param_slice(model, grads, qkv_weights[i], l);
+        d_b_qkv[i] = param_bias(model, grads, qkv_weights[i], l);
         w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
     }
     const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
     weight_widths(cfg, qkv_weights[0], &ic, &oc);
     linear_backward_shared_input(&model->products, s->d_ln, d_w_qkv, d_b_qkv, d_qkv, b.ln, w_qkv, 3,
                                  BT, ic, oc);
+    life_ends(s->d_q, btc), life_ends(s->d_k, btc), life_ends(s->d_v, btc);
     layernorm_backward(s->d_residual, g.ln1_w, g.ln1_b, s->d_ln, b.x_in, p.ln1_w, b.ln1_mean,
                        b.ln1_rstd, BT, C);
     // d_residual now holds dL/d(x_in)
 }
 
-void gpt_backward(GPT *model, const int *tokens) {
-    if (model->mean_loss < 0)
-        die("gpt_backward: the last forward had no targets");
-    if (!model->grads_memory)
-        die("gpt_backward: the model was allocated for inference (gpt_alloc_inference)");
+void gpt_backward(GPT *model, const int *tokens, const Dropout *drop, float *grads_memory) {
+    if (!model->backward_ready)
+        die("gpt_backward: the last forward was not a training forward (targets, "
+            "ATTENTION_FUSED, every block)");
     const GPTConfig *cfg = &model->config;
     int L = cfg->layers, C = cfg->dim, V = cfg->vocab_size;
     int B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C;
-    ParameterTensors *p = &model->params, *g = &model->grads;
+    ParameterTensors *p = &model->params, grads, *g = &grads;
+    param_views(g, grads_memory, cfg);
     Activations *a = &model->acts;
     Scratch *s = &model->scratch;
-    const Dropout *drop = model->dropout.p > 0 ? &model->dropout : NULL;
     long row_tc = (long)T * C;
+    life_ends(s->proj_out, btc); // the forward's; the backward's d_att_out may share it
 
     // loss = mean over B*T of the cross-entropies
     zero_floats(s->d_logits, (long)BT * V);
@@ -691,7 +725,7 @@ void gpt_backward(GPT *model, const int *tokens) {
 
     // d_residual holds dL/d(x_last), the last block's residual3
     for (int l = L - 1; l >= 0; l--)
-        block_backward(model, l, drop);
+        block_backward(model, l, drop, g);
     // d_residual holds dL/d(encoded)
     const float *d_encoded = s->d_residual;
     if (drop) {
@@ -706,7 +740,7 @@ void gpt_backward(GPT *model, const int *tokens) {
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {
     int B = model->cur_B, T = model->cur_T, NH = model->config.heads;
     if (!model->acts.att_probs)
-        die("gpt_attention_probs: the last forward was a training forward (targets given to a "
-            "model allocated for training), which keeps no attention probabilities");
+        die("gpt_attention_probs: the last forward ran the fused attention (ATTENTION_FUSED), "
+            "which keeps no attention probabilities");
     return model->acts.att_probs + ((((long)layer * B + batch_row) * NH + head) * T * T);
 }

@@ -175,14 +175,13 @@ typedef struct {
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
     // Attention probabilities: a model allocated for training keeps them
-    // only for a forward that asks nothing to learn (no targets), in this
-    // buffer, grown on the first such forward (the heatmaps of a run).
+    // (a forward with ATTENTION_KEEP_PROBS: the heatmaps of a run) in this
+    // buffer, grown on the first such forward.
     GrowingBuffer att_probs_memory;
     float mean_loss;           // of the last forward with targets, else -1
-    // Training sets dropout.p > 0 around one forward and backward (the
-    // masks follow dropout.seed and .step); 0, as gpt_build leaves it, is
-    // off: evaluation, sampling and heatmaps never drop anything.
-    Dropout dropout;
+    // Whether the last forward can be followed by gpt_backward: targets,
+    // ATTENTION_FUSED, every block run. Checked there, never a mode.
+    int backward_ready;
     // The products' precision, bf16 kernel and workspace: fp32 and the
     // best kernel the CPU has, as gpt_build leaves them; gpt_set_precision
     // changes them.
@@ -290,11 +289,6 @@ struct ForwardHooks {
     // block d-1 (d = 1..L); read only.
     void (*stream)(const ForwardHooks *h, int depth, const float *x, int rows);
     void *state; // the caller's
-    // 0, or run only blocks first_layer.. : the stream into that block is
-    // what the last forward (over the same tokens) left in the buffers, so
-    // only what a change from that block on alters is recomputed (stream
-    // then sees depths first_layer + 1 .. L).
-    int first_layer;
 };
 
 typedef struct Forward Forward;
@@ -302,17 +296,21 @@ struct Forward {
     const GPT *model;
     int rows;                       // R
     const Dropout *dropout;         // NULL: none (all but a training step)
+    // 0, or the block to start from: its buffers' x_in then holds the
+    // stream into it (gpt.h: ForwardArgs), and nothing is embedded
+    int first_layer;
+    float *embedded;                // (R,C) the embedding's output, block 0's x_in
     float *lnf, *lnf_mean, *lnf_rstd; // (R,C), (R), (R)
     float *logits;                  // (R,V)
-    // x (R,C) = wte[token] + wpe[position], each row's
-    void (*embed)(const Forward *f, float *x);
+    // embedded (R,C) = wte[token] + wpe[position], each row's
+    void (*embed)(const Forward *f);
     BlockBuffers (*buffers)(const Forward *f, int l);
     // q, k, v (R,C) = ln (R,C) . W_{Q,K,V}^T + b_{Q,K,V}, layer l's
     void (*project_qkv)(const Forward *f, int l, const BlockBuffers *b);
     // att_out (R,C): each row's causal attention over its keys. Returns the
     // rows that go on: R, or fewer when a caller needs fewer outputs (the
-    // KV cache's last layer: each sample's newest position, moved to the
-    // front of x_in).
+    // KV cache's last layer: each sample's newest position, whose rows of
+    // the stream it moves to the front).
     int (*attend)(const Forward *f, int l, const BlockBuffers *b);
     // out (rows,OC) = inp (rows,IC) . W^T + b: W is tensor `weight`
     // (PARAM_w_o, ...), layer l's slice when stacked, (OC,IC) its shape, b
@@ -325,33 +323,57 @@ struct Forward {
 // layer's rows that went on).
 int transformer_forward(const Forward *f);
 
+// What a forward over a batch does, said by its caller in the call.
+typedef enum {
+    // the fused attention (attention.h), keeping each row's log-sum-exp
+    // (L,B,NH,T,2): what a backward needs, in memory linear in T. Training
+    // and its evaluation; a model allocated with gpt_alloc_training.
+    ATTENTION_FUSED,
+    // the unfused attention, keeping every layer's probabilities
+    // (L,B,NH,T,T) for gpt_attention_probs: pictures, interpret/.
+    ATTENTION_KEEP_PROBS,
+} AttentionKept;
+
+typedef struct {
+    // (B,T): the mean loss into model->mean_loss (returned) and each
+    // position's into acts.losses; NULL: only acts.probs, and -1 returned
+    const int *targets;
+    AttentionKept attention;
+    const Dropout *dropout;    // a training step's masks; NULL: nothing dropped
+    const ForwardHooks *hooks; // NULL: none
+    // 0, or run only blocks first_layer.. from start_stream (B,T,C), the
+    // stream into that block (as the caller kept it from an earlier forward
+    // over the same tokens): only what a change from that block on alters
+    // is recomputed (hooks->stream then sees depths first_layer + 1 .. L)
+    int first_layer;
+    const float *start_stream;
+} ForwardArgs;
+
 // Forward over tokens (B,T), T <= context, B and T within the allocated
-// capacity. With targets (B,T), computes the mean loss into model->mean_loss
-// and returns it; with targets NULL, leaves the logits' softmax in
-// acts.probs and returns -1.
-float gpt_forward(GPT *model, const int *tokens, const int *targets, int B, int T);
-// The same with hooks (NULL: exactly gpt_forward). With hooks->first_layer
-// > 0 the last forward must have been over the same tokens, B and T.
-float gpt_forward_hooked(GPT *model, const int *tokens, const int *targets, int B, int T,
-                         const ForwardHooks *hooks);
-void gpt_zero_grad(GPT *model);
-// Backward of the last forward's mean loss; accumulates into grads.
-void gpt_backward(GPT *model, const int *tokens);
+// capacity, as args say. Leaves the logits' softmax in acts.probs; returns
+// the mean loss with targets, else -1.
+float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args);
+// Zero a buffer laid out like the parameters (model->grads_memory, or
+// another of num_params floats).
+void gpt_zero_grad(const GPT *model, float *grads_memory);
+// Backward of the last forward's mean loss (which had targets, ran every
+// block with ATTENTION_FUSED and the same dropout): accumulates into
+// grads_memory, a buffer laid out like the parameters.
+void gpt_backward(GPT *model, const int *tokens, const Dropout *dropout, float *grads_memory);
 
 // ---- attention probabilities
 //
-// A forward keeps every layer's attention probabilities (B,NH,T,T), from
-// the unfused attention (attention_forward_dropout) whose numbers the
-// pictures have always shown, unless it is a training forward: targets
-// given to a model allocated with gpt_alloc_training. That one runs the
-// fused attention and keeps each row's log-sum-exp (L,B,NH,T,2) for the
-// backward instead: memory in T, not T^2. So bin/attn, the atlas and the
-// KV cache's models (gpt_alloc_inference) keep them always, and a training
-// run for its heatmaps (a forward over the probe without targets).
+// A forward with ATTENTION_KEEP_PROBS keeps every layer's attention
+// probabilities (B,NH,T,T), from the unfused attention
+// (attention_forward_dropout) whose numbers the pictures have always shown:
+// in the activations of a model allocated with gpt_alloc_inference, in a
+// buffer grown on first use in one allocated for training (its heatmaps).
+// One with ATTENTION_FUSED keeps each row's log-sum-exp (L,B,NH,T,2) for
+// the backward instead: memory in T, not T^2.
 //
 // The probabilities (T,T) of the last forward for (layer, head, batch
 // row): row i = query position, column j = key position. Dies when the last
-// forward was a training forward.
+// forward was ATTENTION_FUSED.
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row);
 
 // Check a config for sense; on error writes a message and returns 0.

@@ -292,9 +292,10 @@ static double bench_training(const Shape *shape, Precision precision, double pea
         if (it == 0) memset(op_seconds, 0, sizeof op_seconds);
         if (tuner) thread_tuner_next(tuner);
         double start = now_seconds();
-        gpt_forward(&model, inputs, targets, B, T);
-        gpt_zero_grad(&model);
-        gpt_backward(&model, inputs);
+        gpt_forward(&model, inputs, B, T,
+                    (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
+        gpt_zero_grad(&model, model.grads_memory);
+        gpt_backward(&model, inputs, NULL, model.grads_memory);
         double opt_start = now_seconds();
         float norm = grad_global_norm(model.grads_memory, model.num_params);
         adamw_update(&opt, &model, &acfg, 1e-4f, norm > 1.0f ? 1.0f / norm : 1.0f);

@@ -138,7 +138,8 @@ static double policy_loss(GPT *model, Split val, int S, long P, int *inputs, int
                 targets[b * T + t] = val.tokens[s + t + 1];
             }
         }
-        gpt_forward(model, inputs, targets, b_count, T);
+        gpt_forward(model, inputs, b_count, T,
+                    (ForwardArgs){.targets = targets, .attention = ATTENTION_KEEP_PROBS});
         for (int b = 0; b < b_count && by_context; b++)
             for (int t = 0; t < T; t++) by_context[t] += model->acts.losses[b * T + t];
         for (int b = 0; b < b_count; b++)

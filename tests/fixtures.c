@@ -483,7 +483,9 @@ void rescale_params(GPT *model, Rng *rng) {
 }
 
 double model_loss(const ModelCase *m) {
-    gpt_forward(m->model, m->tokens, m->targets, m->B, m->T);
+    gpt_forward(m->model, m->tokens, m->B, m->T,
+                (ForwardArgs){.targets = m->targets, .attention = ATTENTION_FUSED,
+                              .dropout = m->dropout});
     double sum = 0;
     for (int i = 0; i < m->B * m->T; i++) sum += m->model->acts.losses[i];
     return sum / (m->B * m->T);

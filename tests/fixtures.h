@@ -208,11 +208,13 @@ void check_gradient(const char *name, float *x, const float *analytic, long n, l
 // logits come out of order 1), biases N(0, 0.1^2), LayerNorm weights
 // 1 + N(0, 0.2^2).
 void rescale_params(GPT *model, Rng *rng);
-// A model and a batch of B rows of T tokens, with their targets.
+// A model (allocated for training) and a batch of B rows of T tokens, with
+// their targets, and the dropout masks of its forward (NULL: none).
 typedef struct {
     GPT *model;
     const int *tokens, *targets;
     int B, T;
+    const Dropout *dropout;
 } ModelCase;
 // The mean loss, summed in double from the per-position losses.
 double model_loss(const ModelCase *m);

@@ -111,7 +111,7 @@ static void test_induction(void) {
         head_scores(gpt_attention_probs(&model, h / 2, h % 2, 0), text, 10, &here);
         CHECK_NEAR(scores[h].value[SCORE_PREVIOUS], here.value[SCORE_PREVIOUS], 1e-12);
     }
-    gpt_forward(&model, pids, NULL, 1, PP);
+    gpt_forward(&model, pids, 1, PP, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     for (int h = 0; h < 4; h++) {
         head_induction(gpt_attention_probs(&model, h / 2, h % 2, 0), pids, PP, &value, &uniform);
         CHECK_NEAR(scores[h].value[SCORE_INDUCTION], value, 1e-12);
@@ -257,7 +257,7 @@ static void test_unifont_labels(void) {
     chars[T++] = 'x';
     for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, chars[i]) < 0 ? 0 : vocab_id(&vocab, chars[i]);
     gpt_alloc_inference(&model, 1, T);
-    gpt_forward(&model, tokens, NULL, 1, T);
+    gpt_forward(&model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     const char *dir = make_temp_dir();
     HeatmapOptions opts = heatmap_default_options();
     opts.layer = 0;
@@ -547,7 +547,7 @@ static void test_explorer_in_chromium(void) {
     int tokens[16];
     for (int i = 0; i < 16; i++) tokens[i] = vocab_id(&vocab, (unsigned char)text[2 + i]);
     gpt_alloc_inference(&model, 1, 16);
-    gpt_forward(&model, tokens, NULL, 1, 16);
+    gpt_forward(&model, tokens, 1, 16, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     double want = gpt_attention_probs(&model, 1, 0, 0)[14 * 16 + 9];
     gpt_free(&model);
     vocab_free(&vocab);

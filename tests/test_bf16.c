@@ -473,9 +473,9 @@ static void train_losses(Precision precision, Bf16Kernel kernel, float losses[15
     for (int i = 0; i < B * T; i++) tokens[i] = (int)rng_below(&rng, 20), targets[i] = (tokens[i] * 7 + 3) % 20;
     gpt_set_precision(&model, precision, kernel);
     for (int step = 0; step < 15; step++) {
-        losses[step] = gpt_forward(&model, tokens, targets, B, T);
-        gpt_zero_grad(&model);
-        gpt_backward(&model, tokens);
+        losses[step] = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
+        gpt_zero_grad(&model, model.grads_memory);
+        gpt_backward(&model, tokens, NULL, model.grads_memory);
         float norm = grad_global_norm(model.grads_memory, model.num_params);
         adamw_update(&opt, &model, &acfg, 1e-3f, norm > 1.0f ? 1.0f / norm : 1.0f);
     }

@@ -38,7 +38,7 @@ static int forward_text(GPT *model, const Vocab *vocab, const uint32_t *chars, i
         tokens[i] = id < 0 ? 0 : id;
     }
     gpt_alloc_training(model, 1, T);
-    gpt_forward(model, tokens, NULL, 1, T);
+    gpt_forward(model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     return T;
 }
 

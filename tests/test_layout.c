@@ -39,10 +39,11 @@ __attribute__((constructor)) static void measure_if_asked(void) {
     size_t allocated = xalloc_total_bytes() - before;
     for (int p = 0; p < 2; p++) {
         gpt_set_precision(&model, p ? PRECISION_BF16 : PRECISION_FP32, model.products.bf16);
-        gpt_forward(&model, tokens, training ? tokens : NULL, B, T);
+        gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = training ? tokens : NULL,
+                                  .attention = training ? ATTENTION_FUSED : ATTENTION_KEEP_PROBS});
         if (training) {
-            gpt_zero_grad(&model);
-            gpt_backward(&model, tokens);
+            gpt_zero_grad(&model, model.grads_memory);
+            gpt_backward(&model, tokens, NULL, model.grads_memory);
         }
     }
     free(tokens);

@@ -59,13 +59,13 @@ static void test_gradients_every_tensor(void) {
     int tokens[B * T], targets[B * T];
     random_tokens(&rng, tokens, B * T, tiny_config.vocab_size);
     random_tokens(&rng, targets, B * T, tiny_config.vocab_size);
-    ModelCase m = {&model, tokens, targets, B, T};
+    ModelCase m = {&model, tokens, targets, B, T, NULL};
 
-    float loss = gpt_forward(&model, tokens, targets, B, T);
+    float loss = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     CHECK_NEAR(loss, model_loss(&m), 1e-6);
     CHECK_NEAR(model.mean_loss, loss, 0);
-    gpt_zero_grad(&model);
-    gpt_backward(&model, tokens);
+    gpt_zero_grad(&model, model.grads_memory);
+    gpt_backward(&model, tokens, NULL, model.grads_memory);
 
     float *params = model.params_memory;
     const float *grads = model.grads_memory;
@@ -85,13 +85,13 @@ static void test_gradients_every_tensor(void) {
     // gpt_backward accumulates: a second call doubles every gradient, up to
     // the rounding of sums now started from g instead of 0 (measured 1e-7
     // at most; an overwrite would be off by |g|).
-    gpt_forward(&model, tokens, targets, B, T);
+    gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     float *once = xmalloc(model.num_params * sizeof(float));
     memcpy(once, model.grads_memory, model.num_params * sizeof(float));
-    gpt_backward(&model, tokens);
+    gpt_backward(&model, tokens, NULL, model.grads_memory);
     for (size_t j = 0; j < model.num_params; j++)
         CHECK_NEAR(model.grads_memory[j], 2.0 * once[j], 1e-6 + 1e-4 * fabs(once[j]));
-    gpt_zero_grad(&model);
+    gpt_zero_grad(&model, model.grads_memory);
     for (size_t j = 0; j < model.num_params; j++) CHECK(model.grads_memory[j] == 0.0f);
     free(once);
     gpt_free(&model);
@@ -111,7 +111,7 @@ static void test_initial_loss_is_ln_vocab(void) {
     int tokens[B * T], targets[B * T];
     random_tokens(&rng, tokens, B * T, cfg.vocab_size);
     random_tokens(&rng, targets, B * T, cfg.vocab_size);
-    float loss = gpt_forward(&model, tokens, targets, B, T);
+    float loss = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     CHECK_NEAR(loss, log(65.0), 0.1);
     gpt_free(&model);
 }
@@ -162,10 +162,10 @@ static void test_memorises_short_text(void) {
             memcpy(tokens + b * T, text + start, T * sizeof(int));
             memcpy(targets + b * T, text + start + 1, T * sizeof(int));
         }
-        float loss = gpt_forward(&model, tokens, targets, B, T);
+        float loss = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
         if (step == 1) first_loss = loss;
-        gpt_zero_grad(&model);
-        gpt_backward(&model, tokens);
+        gpt_zero_grad(&model, model.grads_memory);
+        gpt_backward(&model, tokens, NULL, model.grads_memory);
         // the rate decays to 0 over the last 100 steps: at a constant 1e-2 the
         // loss still spikes (to 0.2 at step 281 on one build, 0.04 on another)
         float lr = step <= STEPS - 100 ? 1e-2f : 1e-2f * (STEPS - step + 1) / 100;
@@ -176,7 +176,7 @@ static void test_memorises_short_text(void) {
         memcpy(tokens + b * T, text + b, T * sizeof(int));
         memcpy(targets + b * T, text + b + 1, T * sizeof(int));
     }
-    float loss = gpt_forward(&model, tokens, targets, P, T);
+    float loss = gpt_forward(&model, tokens, P, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     CHECK_MSG(loss < 0.1f, "loss %.4f after %d steps (from %.4f), expected < 0.1", loss, STEPS,
               first_loss);
     free(m), free(v);
@@ -228,16 +228,16 @@ static void test_attention_probs(void) {
     int tokens[2 * 6];
     random_tokens(&rng, tokens, 2 * 6, tiny_config.vocab_size);
     // the full capacity, then a smaller batch: the views follow the shape
-    gpt_forward(&model, tokens, NULL, 2, 6);
+    gpt_forward(&model, tokens, 2, 6, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     check_attention_probs(&model, 2, 6);
-    gpt_forward(&model, tokens, NULL, 1, 3);
+    gpt_forward(&model, tokens, 1, 3, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     check_attention_probs(&model, 1, 3);
-    // a training forward (targets, training buffers) keeps none; an
-    // inference model keeps them with targets too
-    gpt_forward(&model, tokens, tokens, 2, 5);
+    // a forward with the fused attention keeps none; the unfused one keeps
+    // them with targets too
+    gpt_forward(&model, tokens, 2, 5, (ForwardArgs){.targets = tokens, .attention = ATTENTION_FUSED});
     CHECK(model.acts.att_probs == NULL && model.acts.att_stats != NULL);
     gpt_alloc_inference(&model, 2, 5);
-    gpt_forward(&model, tokens, tokens, 2, 5);
+    gpt_forward(&model, tokens, 2, 5, (ForwardArgs){.targets = tokens, .attention = ATTENTION_KEEP_PROBS});
     check_attention_probs(&model, 2, 5);
     gpt_free(&model);
 }
@@ -254,18 +254,18 @@ static void test_forward_without_targets(void) {
     int tokens[B * T], targets[B * T];
     random_tokens(&rng, tokens, B * T, V);
     random_tokens(&rng, targets, B * T, V);
-    float loss = gpt_forward(&model, tokens, targets, B, T);
+    float loss = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     CHECK(loss > 0);
     size_t probs_bytes = (size_t)B * T * V * sizeof(float);
     float *with_targets = xmalloc(probs_bytes);
     memcpy(with_targets, model.acts.probs, probs_bytes);
     for (int i = 0; i < B * T * V; i++) model.acts.probs[i] = -1.0f; // must be rewritten
-    CHECK(gpt_forward(&model, tokens, NULL, B, T) == -1.0f);
+    CHECK(gpt_forward(&model, tokens, B, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS}) == -1.0f);
     CHECK(model.mean_loss == -1.0f);
     for (int n = 0; n < B * T; n++) {
         double sum = 0;
         for (int i = 0; i < V; i++) {
-            // a training model: fused attention with targets, unfused without
+            // the fused attention with targets, the unfused one without
             CHECK_NEAR(model.acts.probs[n * V + i], with_targets[n * V + i], 1e-6);
             sum += model.acts.probs[n * V + i];
         }
@@ -290,15 +290,15 @@ static void test_rows_and_future_are_invisible(void) {
     random_tokens(&rng, tokens, B * T, V);
     float *both = xmalloc((size_t)B * T * V * sizeof(float));
     float *alone = xmalloc((size_t)T * V * sizeof(float));
-    gpt_forward(&model, tokens, NULL, B, T);
+    gpt_forward(&model, tokens, B, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     memcpy(both, model.acts.probs, (size_t)B * T * V * sizeof(float));
-    gpt_forward(&model, tokens, NULL, 1, T);
+    gpt_forward(&model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     memcpy(alone, model.acts.probs, (size_t)T * V * sizeof(float));
     for (int i = 0; i < T * V; i++) CHECK_NEAR(alone[i], both[i], 1e-6);
 
     const int changed = 3;
     tokens[changed] = (tokens[changed] + 1) % V;
-    gpt_forward(&model, tokens, NULL, 1, T);
+    gpt_forward(&model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     double moved = 0;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < V; i++) {
@@ -342,16 +342,16 @@ static void test_two_precisions_in_one_process(void) {
     }
     size_t grads_n = models[0].num_params;
     for (int p = 0; p < MODELS; p++) { // each on its own
-        loss_alone[p] = gpt_forward(&models[p], tokens, targets, B, T);
+        loss_alone[p] = gpt_forward(&models[p], tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
         alone[p][0] = xmalloc(logits_n * sizeof(float));
         memcpy(alone[p][0], models[p].scratch.logits, logits_n * sizeof(float));
-        gpt_zero_grad(&models[p]);
-        gpt_backward(&models[p], tokens);
+        gpt_zero_grad(&models[p], models[p].grads_memory);
+        gpt_backward(&models[p], tokens, NULL, models[p].grads_memory);
         alone[p][1] = xmalloc(grads_n * sizeof(float));
         memcpy(alone[p][1], models[p].grads_memory, grads_n * sizeof(float));
     }
     float loss[MODELS];
-    for (int p = 0; p < MODELS; p++) loss[p] = gpt_forward(&models[p], tokens, targets, B, T);
+    for (int p = 0; p < MODELS; p++) loss[p] = gpt_forward(&models[p], tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     for (int p = 0; p < MODELS; p++) { // interleaved: every forward, then every backward
         CHECK_MSG(loss[p] == loss_alone[p], "%s: loss %.9g interleaved, %.9g alone", name[p],
                   loss[p], loss_alone[p]);
@@ -359,12 +359,12 @@ static void test_two_precisions_in_one_process(void) {
                   "%s: the logits differ when the other models run in between", name[p]);
     }
     for (int p = 0; p < MODELS; p++) {
-        gpt_forward(&models[p], tokens, targets, B, T);
-        gpt_zero_grad(&models[p]);
+        gpt_forward(&models[p], tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
+        gpt_zero_grad(&models[p], models[p].grads_memory);
     }
     for (int p = 0; p < MODELS; p++) {
         // the last forward was another model's: each backward reads only its own model
-        gpt_backward(&models[p], tokens);
+        gpt_backward(&models[p], tokens, NULL, models[p].grads_memory);
         CHECK_MSG(!memcmp(models[p].grads_memory, alone[p][1], grads_n * sizeof(float)),
                   "%s: the gradients differ when the other models run in between", name[p]);
         CHECK_MSG(models[p].products.precision == precision[p] &&

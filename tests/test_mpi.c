@@ -94,7 +94,7 @@ static void test_evaluate_by_parts(void) {
     double whole = 0.0;
     for (int i = 0; i < BATCHES; i++) {
         batch_eval(split, B, T, i, BATCHES, inputs, targets);
-        whole += gpt_forward(&model, inputs, targets, B, T);
+        whole += gpt_forward(&model, inputs, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     }
     float expected = (float)(whole / BATCHES);
     for (int rows = B; rows >= 1; rows /= 2) {

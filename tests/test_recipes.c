@@ -45,14 +45,15 @@ static void test_dropout_gradients(void) {
         tokens[i] = (int)rng_below(&rng, 7);
         targets[i] = (int)rng_below(&rng, 7);
     }
-    ModelCase m = {&model, tokens, targets, B, T};
+    ModelCase m = {&model, tokens, targets, B, T, NULL};
     double without = model_loss(&m);
-    model.dropout = (Dropout){0.3f, 77, 4, 0};
+    const Dropout dropout = {0.3f, 77, 4, 0};
+    m.dropout = &dropout;
     double with = model_loss(&m);
     CHECK_MSG(fabs(with - without) > 1e-3, "dropout changed nothing: %g vs %g", with, without);
     CHECK_NEAR(model_loss(&m), with, 0); // the same mask again
-    gpt_zero_grad(&model);
-    gpt_backward(&model, tokens);
+    gpt_zero_grad(&model, model.grads_memory);
+    gpt_backward(&model, tokens, &dropout, model.grads_memory);
     float *params = model.params_memory;
     const float *grads = model.grads_memory;
     int checked = 0;
@@ -66,7 +67,8 @@ static void test_dropout_gradients(void) {
     }
     CHECK(checked == (int)model.num_params);
     // Switched off, the forward is the plain one again, to the last bit.
-    model.dropout.p = 0.0f;
+    const Dropout off = {0.0f, 77, 4, 0};
+    m.dropout = &off;
     CHECK(model_loss(&m) == without);
     gpt_free(&model);
 }
@@ -129,18 +131,23 @@ static void test_dropout_micro_batches(void) {
         tokens[i] = (int)rng_below(&rng, 7);
         targets[i] = (int)rng_below(&rng, 7);
     }
-    model.dropout = (Dropout){0.4f, 1, 2, 0};
-    gpt_forward(&model, tokens, targets, B, T);
+    Dropout dropout = {0.4f, 1, 2, 0};
+    gpt_forward(&model, tokens, B, T,
+                (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED, .dropout = &dropout});
     float whole[B * T];
     memcpy(whole, model.acts.losses, sizeof whole);
     for (int half = 0; half < 2; half++) {
-        model.dropout.first_row = 2 * half;
-        gpt_forward(&model, tokens + 2 * half * T, targets + 2 * half * T, 2, T);
+        dropout.first_row = 2 * half;
+        gpt_forward(&model, tokens + 2 * half * T, 2, T,
+                    (ForwardArgs){.targets = targets + 2 * half * T, .attention = ATTENTION_FUSED,
+                                  .dropout = &dropout});
         for (int i = 0; i < 2 * T; i++)
             CHECK_NEAR(model.acts.losses[i], whole[2 * half * T + i], 1e-5);
     }
-    model.dropout.first_row = 1; // a wrong offset gives other masks
-    gpt_forward(&model, tokens + 2 * T, targets + 2 * T, 2, T);
+    dropout.first_row = 1; // a wrong offset gives other masks
+    gpt_forward(&model, tokens + 2 * T, 2, T,
+                (ForwardArgs){.targets = targets + 2 * T, .attention = ATTENTION_FUSED,
+                              .dropout = &dropout});
     double diff = 0;
     for (int i = 0; i < 2 * T; i++) diff += fabs(model.acts.losses[i] - whole[2 * T + i]);
     CHECK(diff > 1e-3);

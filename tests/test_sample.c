@@ -28,7 +28,7 @@ static void build_random_model(GPT *model, int V, int T) {
 
 // Logits of the last position of a full forward over tokens[0..n).
 static const float *full_forward_last(GPT *full, const int *tokens, int n) {
-    gpt_forward(full, tokens, NULL, 1, n);
+    gpt_forward(full, tokens, 1, n, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     return full->scratch.logits + (long)(n - 1) * full->config.vocab_size;
 }
 

@@ -21,7 +21,9 @@ float evaluate(GPT *model, Split split, int B, int T, int batches, Batch *batch,
         double sum = 0.0;
         for (int row = 0; row < B; row += rows) {
             size_t offset = (size_t)row * T;
-            gpt_forward(model, batch->inputs + offset, batch->targets + offset, rows, T);
+            gpt_forward(model, batch->inputs + offset, rows, T,
+                        (ForwardArgs){.targets = batch->targets + offset,
+                                      .attention = ATTENTION_FUSED});
             for (int n = 0; n < rows * T; n++) sum += model->acts.losses[n];
         }
         batch_loss[i] = (float)(sum / ((double)B * T));
@@ -130,7 +132,7 @@ void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) 
     char dir[4200], err[1024];
     snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
     float loss = model->mean_loss; // this step's training batch, before the probe forward
-    gpt_forward(model, probe->ids, NULL, 1, probe->len);
+    gpt_forward(model, probe->ids, 1, probe->len, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     HeatmapOptions opts = heatmap_default_options();
     if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);

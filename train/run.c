@@ -528,12 +528,6 @@ static void stop_if_not_finite(const Run *run, float loss, float norm) {
         loss, norm, run->opt.step + 1, bad, run->o.out);
 }
 
-// Point the model's gradient views at `memory` (num_params floats).
-static void use_grad_buffer(GPT *model, float *memory) {
-    model->grads_memory = memory;
-    param_views(&model->grads, memory, &model->config);
-}
-
 float train_step(Run *run, float lr, int stop_signal) {
     GPT *model = &run->model;
     int T = run->T, rows = run->micro_rows, micro_batches = run->procs * run->accum;
@@ -547,16 +541,19 @@ float train_step(Run *run, float lr, int stop_signal) {
         size_t first_row = (size_t)(run->rank * run->accum + m) * rows;
         // the masks: a function of (seed, step, tensor, element), so a resumed
         // run, another thread count or process count draws the same ones
-        model->dropout = (Dropout){run->o.dropout, run->o.seed, run->opt.step, (long)first_row};
+        Dropout masks = {run->o.dropout, run->o.seed, run->opt.step, (long)first_row};
+        const Dropout *drop = masks.p > 0 ? &masks : NULL;
         const int *inputs = run->batch.inputs + first_row * T;
-        float micro_loss = gpt_forward(model, inputs, run->batch.targets + first_row * T, rows, T);
+        float micro_loss = gpt_forward(model, inputs, rows, T,
+                                       (ForwardArgs){.targets = run->batch.targets + first_row * T,
+                                                     .attention = ATTENTION_FUSED,
+                                                     .dropout = drop});
         // Each micro-batch's gradient from zero (the backward adds into its
         // buffer), then added to the sum in micro-batch order.
-        if (m > 0) use_grad_buffer(model, run->grad_micro);
-        gpt_zero_grad(model);
-        gpt_backward(model, inputs);
+        float *grads = m == 0 ? grad_sum : run->grad_micro;
+        gpt_zero_grad(model, grads);
+        gpt_backward(model, inputs, drop, grads);
         if (m > 0) {
-            use_grad_buffer(model, grad_sum);
             const float *micro = run->grad_micro;
 #pragma omp parallel for schedule(static)
             for (size_t i = 0; i < model->num_params; i++) grad_sum[i] = grad_sum[i] + micro[i];
@@ -580,7 +577,6 @@ float train_step(Run *run, float lr, int stop_signal) {
         for (size_t i = 0; i < model->num_params; i++) grad_sum[i] *= inv;
         loss /= (float)micro_batches;
     }
-    model->dropout.p = 0.0f; // evaluation and sampling never drop
     float norm = grad_global_norm(model->grads_memory, model->num_params);
     // Every process holds the same sums: rank 0 speaks for all (and its
     // exit ends the job).

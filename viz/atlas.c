@@ -487,7 +487,7 @@ int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T
                per_head * sizeof(float));
     int P = induction_probe(model->config.vocab_size, model->seq_len, ids);
     if (P >= 2) {
-        gpt_forward(model, ids, NULL, 1, P);
+        gpt_forward(model, ids, 1, P, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
         for (int h = 0; h < L * NH; h++)
             head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), ids, P,
                            &scores[h].value[SCORE_INDUCTION], &scores[h].uniform[SCORE_INDUCTION]);

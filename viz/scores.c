@@ -104,14 +104,14 @@ void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores) {
     int *probe = xmalloc((size_t)model->seq_len * sizeof(int));
     int P = induction_probe(model->config.vocab_size, model->seq_len, probe);
     double *ind = xmalloc(2 * sizeof(double) * L * NH); // value, uniform
-    if (P >= 2) gpt_forward(model, probe, NULL, 1, P);
+    if (P >= 2) gpt_forward(model, probe, 1, P, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     for (int h = 0; h < L * NH; h++) {
         ind[2 * h] = ind[2 * h + 1] = NAN;
         if (P >= 2)
             head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), probe, P, &ind[2 * h],
                            &ind[2 * h + 1]);
     }
-    gpt_forward(model, ids, NULL, 1, T);
+    gpt_forward(model, ids, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     for (int h = 0; h < L * NH; h++) {
         head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
         scores[h].value[SCORE_INDUCTION] = ind[2 * h];
