@@ -1,8 +1,11 @@
-// attention.c: multi-head scaled dot-product attention, forward and backward.
-// Shapes and the mask convention are in attention.h. Work is split by
-// (batch row, head): each pair owns its slices of out, probs, d_q, d_k and
-// d_v, so threads never write the same memory and the summation order is
-// fixed.
+// attention.c: multi-head scaled dot-product attention, what training and
+// sampling run: the unfused forward keeping the probabilities (inference,
+// pictures), the one-query forms of the sampler, and the fused forward and
+// backward of training. (The unfused backward, the tests' reference, is
+// tests/reference_attention.c.) Shapes and the mask convention are in
+// attention.h. Work is split by (batch row, head): each pair owns its
+// slices of out, probs, d_q, d_k and d_v, so threads never write the same
+// memory and the summation order is fixed.
 #include "attention.h"
 
 #include <math.h>
@@ -19,8 +22,9 @@
 #include "../base/util.h"
 
 // Per-thread scratch of one (batch row, head): transposed keys or values,
-// dS, the bf16 operands (the layouts below). It grows on first use and is
-// then reused: no allocation once warm (attention_scratch_bytes counts it).
+// the bf16 operands, the fused tiles (the layouts below). It grows on first
+// use and is then reused: no allocation once warm (attention_scratch_bytes
+// and attention_fused_scratch_bytes count it).
 static float *thread_scratch(size_t floats) {
     static _Thread_local GrowingBuffer scratch;
     return growing_buffer(&scratch, floats * sizeof(float));
@@ -32,30 +36,15 @@ static void transpose_head(float *dst, const float *src, int T, int C, int hs) {
     transpose_rows(dst, T, src, C, T, hs);
 }
 
-// Scratch of the fp32 forward and backward of one (batch row, head), in
-// floats: keys (values) transposed, (hs, Tk); then with dropout the dropped
-// probs (Tq, Tk); in the backward dP (Tq, Tk), and with dropout two more.
+// Scratch of the fp32 forward of one (batch row, head), in floats: keys
+// transposed, (hs, Tk); then with dropout the dropped probs (Tq, Tk).
 static size_t fp32_forward_floats(int Tq, int Tk, int hs, int drop) {
     return (size_t)hs * Tk + (drop ? (size_t)Tq * Tk : 0);
 }
-static size_t fp32_backward_floats(int Tq, int Tk, int hs, int drop) {
-    return (size_t)hs * Tk + (size_t)Tq * Tk * (drop ? 3 : 1);
-}
 
-// Index of the last key query i may see.
-static inline int last_visible_key(int i, int Tq, int Tk, int causal) {
-    return causal ? i + (Tk - Tq) : Tk - 1;
-}
-
-// Query rows are handled in blocks of QB: with the causal mask, block
-// [i0, i0+QB) needs only the keys up to its last row's last visible key,
-// so the products skip the masked upper blocks.
-#define QB 64
-
-// Keys visible to any query in [i0, i0 + rows): 0 .. limit-1.
-static inline int keys_for_block(int i0, int rows, int Tq, int Tk, int causal) {
-    return causal ? last_visible_key(i0 + rows - 1, Tq, Tk, causal) + 1 : Tk;
-}
+// Query rows in blocks of QB, and the keys a block sees: attention.h (the
+// reference backward follows the same blocks).
+#define QB ATTENTION_QUERY_BLOCK
 
 // The largest of p[0..n-1] (n >= 1), VLEN lanes at a time: the same value
 // as a scalar loop (a maximum does not depend on the order), which GCC does
@@ -119,15 +108,6 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
 // bf16 elements rounded up to whole cache lines, for carving one scratch.
 static size_t line_up(size_t elements) { return whole_cache_lines(elements, sizeof(bf16)); }
 
-// Columns of a score block: its visible keys rounded up to whole panels
-// (at most Tk), so that the packed keys' panels are read with the widths
-// they were packed with. The extra scores are the masked ones: the softmax
-// and its backward set them to zero.
-static int score_columns(int keys, int Tk) {
-    int columns = (keys + BF16_PANEL - 1) / BF16_PANEL * BF16_PANEL;
-    return columns < Tk ? columns : Tk;
-}
-
 // Scratch of one (batch row, head): bf16 elements of each operand.
 typedef struct {
     bf16 *q, *k_packed, *probs, *v_packed;
@@ -164,12 +144,13 @@ static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float 
     bf16_pack(kernel, op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
     for (int i0 = 0; i0 < Tq; i0 += QB) {
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
-        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
         bf16_gemm(kernel, probs_bh + (long)i0 * Tk, Tk, op.q + i0 * q_ld, q_ld, op.k_packed, rows, hs,
-                  score_columns(keys, Tk), 0, 0);
+                  attention_score_columns(keys, Tk), 0, 0);
     }
     for (int i = 0; i < Tq; i++)
-        softmax_row(probs_bh + (long)i * Tk, last_visible_key(i, Tq, Tk, causal), Tk, scale);
+        softmax_row(probs_bh + (long)i * Tk, attention_last_visible_key(i, Tq, Tk, causal), Tk,
+                    scale);
     const float *weights = probs_bh;
     if (drop) {
         size_t sizes[4];
@@ -180,7 +161,7 @@ static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float 
     }
     for (int i0 = 0; i0 < Tq; i0 += QB) {
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
-        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+        int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
         bf16_convert(kernel, op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
         bf16_gemm_block(kernel, out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk, 0,
                         0, rows, keys, hs, 0);
@@ -215,12 +196,13 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
         transpose_head(k_t, k_bh, Tk, C, hs);
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
-            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
             matmul_strided(probs_bh + (long)i0 * Tk, Tk, q_bh + (long)i0 * C, C, 1, k_t,
                            Tk, rows, hs, keys, 0);
         }
         for (int i = 0; i < Tq; i++)
-            softmax_row(probs_bh + (long)i * Tk, last_visible_key(i, Tq, Tk, causal), Tk, scale);
+            softmax_row(probs_bh + (long)i * Tk, attention_last_visible_key(i, Tq, Tk, causal),
+                        Tk, scale);
         const float *weights = probs_bh;
         if (drop) {
             float *dropped = k_t + (long)hs * Tk;
@@ -229,7 +211,7 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
         }
         for (int i0 = 0; i0 < Tq; i0 += QB) {
             int rows = Tq - i0 < QB ? Tq - i0 : QB;
-            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
+            int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
             matmul_strided(out_bh + (long)i0 * C, C, weights + (long)i0 * Tk, Tk, 1, v_bh, C,
                            rows, keys, hs, 0);
         }
@@ -352,209 +334,6 @@ void attention_forward_one_batch(float *out, float *probs, const float *q, const
             chain_add(&group, out + (long)b * C + e, probs + ((long)b * NH + e / hs) * ldk,
                       v + b * cache_stride + e);
     chain_flush(&group);
-}
-
-// The softmax's backward for one (batch row, head): d_scores (Tq, Tk) holds
-// dP = dO . v_h^T (with dropout, the gradient of the dropped probs, and
-// 2 (Tq, Tk) of scratch after it) and becomes dS; returns what multiplied
-// v_h in the forward (probs, or the dropped copy in that scratch).
-static const float *scores_gradient(float *d_scores, const float *probs_bh, int Tq, int Tk,
-                                    int causal, float scale, long bh, const DropoutMask *drop) {
-    long tt = (long)Tq * Tk;
-    const float *weights = probs_bh;
-    if (drop) {
-        float *dropped = d_scores + tt, *d_dropped = dropped + tt;
-        dropout_forward(dropped, probs_bh, tt, bh * tt, drop);
-        for (long e = 0; e < tt; e++) d_dropped[e] = d_scores[e];
-        for (long e = 0; e < tt; e++) d_scores[e] = 0.0f;
-        dropout_backward(d_scores, d_dropped, tt, bh * tt, drop);
-        weights = dropped;
-    }
-    for (int i = 0; i < Tq; i++) {
-        const float *p = probs_bh + (long)i * Tk;
-        float *ds = d_scores + (long)i * Tk;
-        int last = last_visible_key(i, Tq, Tk, causal);
-        float dot_p_dp = 0.0f;
-        // in vector lanes, summed in a fixed order (as the softmax's sum)
-        _Pragma("omp simd reduction(+ : dot_p_dp)")
-        for (int j = 0; j <= last; j++) dot_p_dp += p[j] * ds[j];
-        for (int j = 0; j <= last; j++) ds[j] = p[j] * (ds[j] - dot_p_dp) * scale;
-        for (int j = last + 1; j < Tk; j++) ds[j] = 0.0f; // read by the block products
-    }
-    return weights;
-}
-
-// ---- backward in bf16: the operands of one (batch row, head), after its
-// fp32 dS (Tq, Tk) (and with dropout 2 more (Tq, Tk)). A key block's
-// products read the block's columns of dS and of W (what multiplied v_h)
-// transposed, from its first query on, as their left operand: packed from
-// their rows by bf16_gemm_block_transposed, one block at a time, into
-// block_t.
-typedef struct {
-    float *d_scores;
-    bf16 *d_out, *v_t_packed, *d_scores_rows, *k_packed, *q_packed, *d_out_packed, *block_t;
-} BackwardOperands;
-
-// The sizes of the bf16 operands (in that order, bf16 elements) and of
-// d_scores with dropout's two more (floats); returns the scratch in floats.
-enum { BACKWARD_OPERANDS = 7 };
-static size_t backward_sizes(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop, size_t sizes[BACKWARD_OPERANDS],
-                             size_t *d_scores) {
-    size_t tq_hs = line_up(bf16_packed_size(kernel, Tq, hs));
-    size_t all[BACKWARD_OPERANDS] = {
-        line_up(bf16_rows_size(kernel, Tq, hs)),
-        line_up(bf16_packed_size(kernel, hs, Tk)),
-        line_up(bf16_rows_size(kernel, Tq, Tk)),
-        line_up(bf16_packed_size(kernel, Tk, hs)),
-        tq_hs,
-        tq_hs,
-        line_up(bf16_transposed_scratch(kernel, QB, Tq)),
-    };
-    size_t bf16s = 0;
-    for (int i = 0; i < BACKWARD_OPERANDS; i++) bf16s += sizes[i] = all[i];
-    *d_scores = whole_cache_lines((size_t)Tq * Tk * (drop ? 3 : 1), sizeof(float));
-    return *d_scores + bf16s / 2;
-}
-
-static BackwardOperands backward_operands(Bf16Kernel kernel, int Tq, int Tk, int hs, int drop) {
-    size_t sizes[BACKWARD_OPERANDS], d_scores_floats;
-    float *d_scores = thread_scratch(backward_sizes(kernel, Tq, Tk, hs, drop, sizes, &d_scores_floats));
-    BackwardOperands op = {.d_scores = d_scores};
-    bf16 *next = (bf16 *)(d_scores + d_scores_floats);
-    bf16 **views[BACKWARD_OPERANDS] = {&op.d_out,    &op.v_t_packed,   &op.d_scores_rows,
-                                       &op.k_packed, &op.q_packed,     &op.d_out_packed,
-                                       &op.block_t};
-    for (int i = 0; i < BACKWARD_OPERANDS; i++) {
-        *views[i] = next;
-        next += sizes[i];
-    }
-    return op;
-}
-
-// One (batch row, head) of the backward in bf16, the products of the fp32
-// one below with bf16 inputs; d_q_bh, d_o (Tq, ld C), d_k_bh, d_v_bh, k_bh,
-// v_bh (Tk, ld C), probs_bh (Tq, Tk).
-static void attention_head_backward_bf16(Bf16Kernel kernel, float *d_q_bh, float *d_k_bh, float *d_v_bh,
-                                         const float *d_o, const float *probs_bh,
-                                         const float *q_bh, const float *k_bh, const float *v_bh,
-                                         int Tq, int Tk, int C, int hs, int causal, long bh,
-                                         const DropoutMask *drop) {
-    BackwardOperands op = backward_operands(kernel, Tq, Tk, hs, drop != NULL);
-    long o_ld = bf16_kpad(kernel, hs), s_ld = bf16_kpad(kernel, Tk);
-    bf16_convert(kernel, op.d_out, o_ld, d_o, C, 1, Tq, hs, 0);
-    bf16_pack(kernel, op.v_t_packed, v_bh, 1, C, hs, Tk, 0); // v_h^T (hs, Tk)
-    for (int i0 = 0; i0 < Tq; i0 += QB) {            // dP = dO . v_h^T
-        int rows = Tq - i0 < QB ? Tq - i0 : QB;
-        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_gemm(kernel, op.d_scores + (long)i0 * Tk, Tk, op.d_out + i0 * o_ld, o_ld, op.v_t_packed, rows,
-                  hs, score_columns(keys, Tk), 0, 0);
-    }
-    const float *weights = scores_gradient(op.d_scores, probs_bh, Tq, Tk, causal,
-                                           1.0f / sqrtf((float)hs), bh, drop);
-    bf16_pack(kernel, op.k_packed, k_bh, C, 1, Tk, hs, 0); // k_h (Tk, hs)
-    for (int i0 = 0; i0 < Tq; i0 += QB) {          // d_q_h += dS . k_h
-        int rows = Tq - i0 < QB ? Tq - i0 : QB;
-        int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-        bf16_convert(kernel, op.d_scores_rows + i0 * s_ld, s_ld, op.d_scores + (long)i0 * Tk, Tk, 1, rows,
-                     keys, 0);
-        bf16_gemm_block(kernel, d_q_bh + (long)i0 * C, C, op.d_scores_rows + i0 * s_ld, s_ld,
-                        op.k_packed, Tk, 0, 0, rows, keys, hs, 1);
-    }
-    bf16_pack(kernel, op.q_packed, q_bh, C, 1, Tq, hs, 0);    // q_h (Tq, hs)
-    bf16_pack(kernel, op.d_out_packed, d_o, C, 1, Tq, hs, 0); // dO (Tq, hs)
-    // key rows [j0, j0+QB) receive from queries i >= first_query, from a
-    // multiple of 32 on (the queries before it add exact zeros)
-    for (int j0 = 0; j0 < Tk; j0 += QB) {
-        int rows = Tk - j0 < QB ? Tk - j0 : QB;
-        int first_query = causal ? j0 - (Tk - Tq) : 0;
-        if (first_query < 0) first_query = 0;
-        if (first_query >= Tq) continue;
-        first_query &= ~31;
-        long at = (long)first_query * Tk + j0;
-        bf16_gemm_block_transposed(kernel, d_k_bh + (long)j0 * C, C, op.block_t, op.d_scores + at, Tk, rows,
-                              Tq - first_query, op.q_packed, Tq, first_query,
-                              hs); // d_k_h += dS^T . q_h
-        bf16_gemm_block_transposed(kernel, d_v_bh + (long)j0 * C, C, op.block_t, weights + at, Tk, rows,
-                              Tq - first_query, op.d_out_packed, Tq, first_query,
-                              hs); // d_v_h += W^T . dO
-    }
-}
-
-// Backward, per (batch row, head), with P = probs and dO = d_out's slice:
-//   dP     = dO . v_h^T                      (Tq,hs) x (hs,Tk)
-//   dS_ij  = P_ij (dP_ij - sum_j' P_ij' dP_ij') / sqrt(hs)   (softmax)
-//   d_q_h += dS . k_h       (Tq,Tk) x (Tk,hs)
-//   d_k_h += dS^T . q_h     (Tk,Tq) x (Tq,hs)
-//   d_v_h += P^T . dO       (Tk,Tq) x (Tq,hs)
-// With dropout, D = dropout(P): dD = dO . v_h^T, dP = dD * keep / (1 - p),
-// d_v_h += D^T . dO, the mask regenerated from its key.
-static void attention_backward_masked(float *d_q, float *d_k, float *d_v, const float *d_out,
-                                      const float *probs, const float *q, const float *k,
-                                      const float *v, int B, int Tq, int Tk, int C, int NH,
-                                      int causal, const DropoutMask *drop, const Products *pr) {
-    int hs = C / NH, bf16 = pr->precision == PRECISION_BF16;
-    float scale = 1.0f / sqrtf((float)hs);
-    FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
-        int b = (int)(bh / NH), h = (int)(bh % NH);
-        long q_off = (long)b * Tq * C + h * hs;
-        long k_off = (long)b * Tk * C + h * hs;
-        const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
-        const float *d_o = d_out + q_off;
-        if (bf16) {
-            attention_head_backward_bf16(pr->bf16, d_q + q_off, d_k + k_off, d_v + k_off, d_o, probs_bh,
-                                         q + q_off, k + k_off, v + k_off, Tq, Tk, C, hs, causal,
-                                         bh, drop);
-            continue;
-        }
-        // (hs, Tk) values transposed, then dP and dS (Tq, Tk)
-        float *v_t = thread_scratch(fp32_backward_floats(Tq, Tk, hs, drop != NULL));
-        float *d_scores = v_t + (long)hs * Tk;
-        transpose_head(v_t, v + k_off, Tk, C, hs);
-        for (int i0 = 0; i0 < Tq; i0 += QB) {
-            int rows = Tq - i0 < QB ? Tq - i0 : QB;
-            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-            matmul_strided(d_scores + (long)i0 * Tk, Tk, d_o + (long)i0 * C, C, 1, v_t, Tk,
-                           rows, hs, keys, 0);
-        }
-        const float *weights =
-            scores_gradient(d_scores, probs_bh, Tq, Tk, causal, scale, bh, drop);
-        for (int i0 = 0; i0 < Tq; i0 += QB) {
-            int rows = Tq - i0 < QB ? Tq - i0 : QB;
-            int keys = keys_for_block(i0, rows, Tq, Tk, causal);
-            matmul_strided(d_q + q_off + (long)i0 * C, C, d_scores + (long)i0 * Tk, Tk, 1,
-                           k + k_off, C, rows, keys, hs, 1);
-        }
-        // key rows [j0, j0+QB) receive from queries i >= first_query
-        for (int j0 = 0; j0 < Tk; j0 += QB) {
-            int rows = Tk - j0 < QB ? Tk - j0 : QB;
-            int first_query = causal ? j0 - (Tk - Tq) : 0;
-            if (first_query < 0) first_query = 0;
-            if (first_query >= Tq) continue;
-            int queries = Tq - first_query;
-            // element (j, i) of dS^T is d_scores[i * Tk + j]
-            matmul_strided(d_k + k_off + (long)j0 * C, C,
-                           d_scores + (long)first_query * Tk + j0, 1, Tk,
-                           q + q_off + (long)first_query * C, C, rows, queries, hs, 1);
-            matmul_strided(d_v + k_off + (long)j0 * C, C,
-                           weights + (long)first_query * Tk + j0, 1, Tk,
-                           d_o + (long)first_query * C, C, rows, queries, hs, 1);
-        }
-    });
-}
-
-void attention_backward(const Products *pr, float *d_q, float *d_k, float *d_v,
-                        const float *d_out, const float *probs, const float *q, const float *k,
-                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
-    attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              NULL, pr);
-}
-
-void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, float *d_v,
-                                const float *d_out, const float *probs, const float *q,
-                                const float *k, const float *v, int B, int Tq, int Tk, int C,
-                                int NH, int causal, const DropoutMask *drop) {
-    attention_backward_masked(d_q, d_k, d_v, d_out, probs, q, k, v, B, Tq, Tk, C, NH, causal,
-                              drop, pr);
 }
 
 // ---- fused causal self-attention (attention.h)
@@ -900,13 +679,10 @@ size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH) {
 
 size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
                                int dropout) {
+    (void)backward; // attention.h: the unfused backward is test code
     int hs = C / NH;
-    size_t forward[4], backward_ops[BACKWARD_OPERANDS], d_scores;
-    size_t floats[4] = {fp32_forward_floats(Tq, Tk, hs, dropout),
-                        forward_sizes(kernel, Tq, Tk, hs, dropout, forward),
-                        backward ? fp32_backward_floats(Tq, Tk, hs, dropout) : 0,
-                        backward ? backward_sizes(kernel, Tq, Tk, hs, dropout, backward_ops, &d_scores) : 0};
-    size_t most = 0;
-    for (int i = 0; i < 4; i++) most = floats[i] > most ? floats[i] : most;
-    return most * sizeof(float);
+    size_t forward[4];
+    size_t fp32_floats = fp32_forward_floats(Tq, Tk, hs, dropout);
+    size_t bf16_floats = forward_sizes(kernel, Tq, Tk, hs, dropout, forward);
+    return (fp32_floats > bf16_floats ? fp32_floats : bf16_floats) * sizeof(float);
 }

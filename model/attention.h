@@ -16,11 +16,14 @@
 
 #include "../kernels/matmul.h" // Products
 
-// The forward and backward run their products as the model's (matmul.h):
-// in bf16 precision with bf16 inputs (fp32 sums; softmax fp32), on the
-// products' bf16 kernel; they use no workspace of theirs. The KV cache's attention runs in
-// fp32 whatever its model's precision, so that its many-query and one-query
-// forms (the latter below, fp32) give the same numbers.
+// The unfused forward, keeping the probabilities: what inference and the
+// pictures run (training runs the fused pair below). Its products run as
+// the model's (matmul.h): in bf16 precision with bf16 inputs (fp32 sums;
+// softmax fp32), on the products' bf16 kernel; it uses no workspace of
+// theirs. The KV cache's attention runs in fp32 whatever its model's
+// precision, so that its many-query and one-query forms (the latter below,
+// fp32) give the same numbers. Its backward is the tests' reference for the
+// fused one (tests/reference_attention.h).
 void attention_forward(const Products *pr, float *out, float *probs, const float *q,
                        const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
                        int causal);
@@ -44,24 +47,38 @@ void attention_forward_one_batch(float *out, float *probs, const float *q, const
                                  const float *v, long cache_stride, int ldk, int Tk, int C,
                                  int NH, int K);
 
-// Accumulates (+=) into d_q (B,Tq,C), d_k (B,Tk,C), d_v (B,Tk,C), given
-// d_out (B,Tq,C) and the probs saved by the forward.
-void attention_backward(const Products *pr, float *d_q, float *d_k, float *d_v,
-                        const float *d_out, const float *probs, const float *q, const float *k,
-                        const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
-
 // The same with dropout on the probabilities (nanoGPT's attn_dropout): out =
-// dropout(probs) . v, while probs keeps the undropped softmax (what the
-// backward and the heatmaps need). drop NULL: exactly the functions above.
+// dropout(probs) . v, while probs keeps the undropped softmax (what a
+// backward and the heatmaps need). drop NULL: exactly attention_forward.
 // Element (b, h, i, j) of probs is dropout index ((b*NH + h)*Tq + i)*Tk + j.
 typedef struct DropoutMask DropoutMask;
 void attention_forward_dropout(const Products *pr, float *out, float *probs, const float *q,
                                const float *k, const float *v, int B, int Tq, int Tk, int C,
                                int NH, int causal, const DropoutMask *drop);
-void attention_backward_dropout(const Products *pr, float *d_q, float *d_k, float *d_v,
-                                const float *d_out, const float *probs, const float *q,
-                                const float *k, const float *v, int B, int Tq, int Tk, int C,
-                                int NH, int causal, const DropoutMask *drop);
+
+// ---- the unfused forward's mask and blocks
+//
+// Shared with its backward (tests/reference_attention.c), which must read
+// the same keys the forward did. Query i sees keys 0 ..
+// attention_last_visible_key(i); query rows go in blocks of
+// ATTENTION_QUERY_BLOCK, so that with the causal mask block [i0, i0 + rows)
+// multiplies only keys 0 .. attention_block_keys(i0, rows) - 1 and the
+// products skip the masked upper blocks. In bf16 a block's scores are
+// attention_score_columns wide: its visible keys rounded up to whole
+// packed panels (at most Tk), so that the packed keys' panels are read with
+// the widths they were packed with; the extra scores are masked ones, which
+// the softmax and its backward set to zero.
+#define ATTENTION_QUERY_BLOCK 64
+static inline int attention_last_visible_key(int i, int Tq, int Tk, int causal) {
+    return causal ? i + (Tk - Tq) : Tk - 1;
+}
+static inline int attention_block_keys(int i0, int rows, int Tq, int Tk, int causal) {
+    return causal ? attention_last_visible_key(i0 + rows - 1, Tq, Tk, causal) + 1 : Tk;
+}
+static inline int attention_score_columns(int keys, int Tk) {
+    int columns = (keys + BF16_PANEL - 1) / BF16_PANEL * BF16_PANEL;
+    return columns < Tk ? columns : Tk;
+}
 
 // ---- fused causal self-attention (training)
 //
@@ -97,11 +114,12 @@ void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float 
                               const float *q, const float *k, const float *v, int B, int T,
                               int C, int NH, const DropoutMask *drop);
 
-// Bytes of scratch each thread that runs the functions above keeps
-
+// Bytes of scratch each thread that runs the unfused forward keeps
 // (allocated on its first call, then reused): the most over both
-// precisions (bf16 on the given kernel), for the forward alone or with the backward, with or without
-// dropout. What a model's memory estimate adds per thread.
+// precisions (bf16 on the given kernel), with dropout's copy of the
+// probabilities when `dropout`. What a model's memory estimate adds per
+// thread. `backward` adds nothing: the unfused backward is test code with
+// a scratch of its own (the argument stays until its callers drop it).
 #include <stddef.h>
 size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
                                int dropout);

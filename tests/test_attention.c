@@ -1,7 +1,8 @@
-// test_attention.c: attention_backward against central finite differences
-// (self-attention with the causal mask, cross-attention without), the shape
-// of the probabilities, a 3-token example worked by hand, and the causal
-// mask when there are fewer queries than keys.
+// test_attention.c: the unfused attention. Its backward (the reference,
+// reference_attention.h's attention_backward) against central finite
+// differences (self-attention with the causal mask, cross-attention
+// without), the shape of the probabilities, a 3-token example worked by
+// hand, and the causal mask when there are fewer queries than keys.
 //
 // Gradient checks: L = sum(out * R) in double for a fixed random R, so
 // d_out = R; numeric derivative (L(x+h) - L(x-h)) / 2h with h = 1e-3 on
@@ -22,6 +23,7 @@
 #include "../base/util.h"
 #include "check.h"
 #include "fixtures.h"
+#include "reference_attention.h"
 
 // The products the tests below call directly: fp32 on the best bf16
 // kernel (set by the suite) unless a test sets their precision or kernel.

@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "fixtures.h"
+#include "reference_attention.h"
 #include "../base/util.h"
 #include "../model/attention.h"
 #include "../model/dropout.h"

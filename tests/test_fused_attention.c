@@ -1,11 +1,12 @@
 // test_fused_attention.c: the fused causal attention of training
 // (attention_forward_fused, attention_backward_fused) against a
 // double-precision reference written here, against the unfused attention
-// (attention_forward_dropout, attention_backward_dropout) it replaces in
-// training, and its gradients against central finite differences; causal,
-// with and without dropout (the same masks as the unfused attention's),
-// T = 1, T within one tile, T across several tiles and not a multiple of
-// them; the same bits on 1 and 2 threads.
+// it replaces in training (attention_forward_dropout and its backward,
+// reference_attention.h's attention_backward_dropout), and its gradients
+// against central finite differences; causal, with and without dropout
+// (the same masks as the unfused attention's), T = 1, T within one tile, T
+// across several tiles and not a multiple of them; the same bits on 1 and
+// 2 threads.
 //
 // Tolerances: q, k, v ~ N(0,1), hs = 8, so scores of order 1 and outputs,
 // log-sum-exps and gradients of order 1 to 10. fp32 sums of at most T = 130
@@ -26,6 +27,7 @@
 #include "../base/util.h"
 #include "check.h"
 #include "fixtures.h"
+#include "reference_attention.h"
 
 static Products products;
 
