@@ -269,10 +269,14 @@ test-arm64:
 # every library call must free what it allocated, even when it fails; not
 # in the programs, which end an error with exit(1) and their data still
 # allocated (the $(SAN)/obj/no_leak_check.o they are linked with), except
-# the MPI build's bin-mpi/train (below).
+# the MPI build's bin-mpi/train (below). GPT_CHECK_BUFFER_LIVES: the
+# backward's shared buffers get memory of their own and are poisoned with
+# NaN where their lives end (model/gpt.c), so the gradient checks catch a
+# read after one.
 SAN = build-san
 SAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
-             -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP
+             -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra -fopenmp -MMD -MP \
+             -DGPT_CHECK_BUFFER_LIVES
 SAN_LIB_OBJ = $(LIB_SRC:%.c=$(SAN)/obj/%.o)
 SAN_TRAIN_OBJ = $(TRAIN_LIB_SRC:%.c=$(SAN)/obj/%.o)
 SAN_ATTN_OBJ = $(ATTN_LIB_SRC:%.c=$(SAN)/obj/%.o)

@@ -379,6 +379,39 @@ static void test_two_precisions_in_one_process(void) {
     }
 }
 
+// ---- the backward's shared buffers
+//
+// Built with -DGPT_CHECK_BUFFER_LIVES (make sanitize), the buffers the
+// backward shares (gpt.c: backward_scratch_layout) have memory of their
+// own, and each is NaN once its life has ended: the gradient check above
+// then proves that nothing reads one after it. This test proves that the
+// check is armed: after a backward each such buffer holds NaN.
+static void test_shared_buffers_die_poisoned(void) {
+#ifndef GPT_CHECK_BUFFER_LIVES
+    skip_test("built without GPT_CHECK_BUFFER_LIVES (make sanitize builds with it)");
+#else
+    enum { B = 2, T = 5 };
+    GPT model = new_model(&tiny_config, B, T, 1);
+    int tokens[B * T];
+    for (int i = 0; i < B * T; i++) tokens[i] = i % tiny_config.vocab_size;
+    gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = tokens, .attention = ATTENTION_FUSED});
+    gpt_zero_grad(&model, model.grads_memory);
+    gpt_backward(&model, tokens, NULL, model.grads_memory);
+    const Scratch *s = &model.scratch;
+    struct { const char *name; const float *buffer, *host; } lives[] = {
+        {"d_att_out", s->d_att_out, s->proj_out}, {"d_fc", s->d_fc, s->fc_gelu},
+        {"d_q", s->d_q, s->d_fc_gelu}, {"d_k", s->d_k, s->d_fc_gelu}, {"d_v", s->d_v, s->d_fc_gelu}};
+    for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
+        CHECK_MSG(lives[i].buffer != lives[i].host, "%s shares memory in a checking build",
+                  lives[i].name);
+        CHECK_MSG(isnan(lives[i].buffer[0]) && isnan(lives[i].host[0]),
+                  "%s or the buffer it shares in a normal build is not NaN after its life",
+                  lives[i].name);
+    }
+    gpt_free(&model);
+#endif
+}
+
 void suite_model(void) {
     products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("gradients of every parameter tensor", test_gradients_every_tensor);
@@ -389,4 +422,6 @@ void suite_model(void) {
     run_test("no position sees another row or a later token", test_rows_and_future_are_invisible);
     run_test("fp32, bf16 and bf16 on the portable kernel in one process, each its own bits",
              test_two_precisions_in_one_process);
+    run_test("the backward's shared buffers are NaN after their lives (checking build)",
+             test_shared_buffers_die_poisoned);
 }
