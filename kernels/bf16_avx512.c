@@ -141,8 +141,9 @@ BF16_TARGET static void transpose_words_16x16(__m512i rows[16]) {
 // converted. So 16 columns x 16 pairs are 16 runs of 32 floats, converted
 // into 16 vectors of words (one per column) and transposed into one vector
 // per pair. The pad columns (past width) are zero vectors, and the masked
-// loads leave zero in the missing p+1 of an odd k. (Gathering each pair
-// with vgatherqpd was 2.2-2.8x slower.)
+// loads leave zero in the missing p+1 of an odd k. (Not gathered pair by
+// pair with vgatherqpd: a gather loads its elements one at a time, where
+// these runs are contiguous loads.)
 BF16_TARGET static void pack_panel_columns_native(bf16 *panel, const float *src, long s_col, int k,
                                                   int width, int wp) {
     int pairs = (k + 1) / 2;

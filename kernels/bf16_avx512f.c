@@ -85,9 +85,9 @@ static void tile_avx512f(float *c, int ldc, const bf16 *a, long a_row, long a_pa
 }
 
 // ---- conversion and packing: with AVX512_BF16's instruction where the
-// CPU has it (packing 2-4x faster than AVX2's integer rounding), else as
-// AVX2 does (a CPU with AVX-512F alone has no bf16 conversion); the same
-// bits either way.
+// CPU has it (vcvtne2ps2bf16 rounds 32 floats in one instruction, where
+// AVX2 rounds in several integer ones), else as AVX2 does (a CPU with
+// AVX-512F alone has no bf16 conversion); the same bits either way.
 
 static const Bf16Variant *converter(void) { return cpu_has_avx512_bf16() ? &bf16_avx512 : &bf16_avx2; }
 

@@ -10,10 +10,11 @@
 int cpu_has_avx512_bf16(void);
 
 // AVX512_BF16 whose vdpbf16ps does more work a cycle than the fp32 FMAs, so
-// that bf16 products beat fp32 ones: AMD's (Zen 4, our probe: 235 against
-// 117 GFLOP/s a core). Not Intel's without AMX (a family 6 model 207 Xeon:
-// 86 against 169; its bf16 training step took 1.5x the fp32 one). A table
-// of what was measured, not a measurement: the same answer every run.
+// that bf16 products beat fp32 ones: AMD's (Zen 4: twice the FMAs' work).
+// Not Intel's without AMX (a family 6 model 207 Xeon: half of it, so its
+// bf16 training step is slower than the fp32 one). bin/bench's probes
+// found these (docs/benchmarks.md); this is a table of what they found, not
+// a measurement: the same answer every run.
 int cpu_bf16_dot_outruns_fma(void);
 
 // AVX2 with FMA, and the OS saving the 256-bit registers: Intel Haswell and

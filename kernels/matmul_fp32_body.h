@@ -20,8 +20,8 @@
 // row block by row block and split statically, so each thread keeps the
 // same rows of A and C (in its core's L2) from one product to the next, as
 // FOR_EACH's loops do (parallel.h). Taking the items dynamically, as they
-// came free, made the default step 16% (bf16) and ~7% (fp32) slower; a core
-// made slow by another process is the thread tuner's case
+// come free, moves rows from core to core and is slower; a core made slow
+// by another process is the thread tuner's case
 // (base/thread_tuner.c). Each item is summed whole by one thread in a fixed
 // order, so results do not depend on the thread count.
 #include <omp.h>
@@ -147,21 +147,19 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 
 // Depth of one pass over K: a KC x COLS block of B (64 KB with AVX-512, 16
 // KB with AVX2), which every row tile of a work item reads while it is in L1
-// or L2. Deeper passes load and store each tile of C fewer times: 256
-// against 128 made the larger shape's fp32 step 0.96x (Zen 4, 32 KB L1;
-// same sums, the same bits).
+// or L2. Deeper passes load and store each tile of C fewer times (the
+// depth changes no sum, so no bit).
 #define KC 256
 
 // A work item: CHUNK_ROWS rows of C by a group of up to GROUP_PANELS panels
 // of COLS columns. Each pass over K runs across the whole group, so the
 // item's KC x CHUNK_ROWS block of A is read from L2 once per panel, and each
 // panel's KC x COLS block of B serves all the item's row tiles from L1.
-// Under AVX-512 (64-column panels) an item is 24 rows by one panel, as
-// measured on Zen 4. Under AVX2 (16-column panels, one cache line a row):
-// 48 rows by 8 panels, in a 1-thread microbenchmark of the larger shape's
-// products on Zen 3 (99 GFLOP/s peak a core) 75-87 GFLOP/s in the forward
-// and 56-67 in the weight gradient, against 46-57 and 19-37 for 24 rows by
-// one panel with B read in place.
+// Under AVX-512 (64-column panels) an item is 24 rows by one panel. Under
+// AVX2 (16-column panels, one cache line a row): 48 rows by 8 panels, the
+// item's rows of A serving eight narrow panels in each pass; faster than
+// 24 rows by one panel with B read in place, in both the forward and the
+// weight gradient (the figures: commit c8ccf26).
 #if VLEN == 16
 #define CHUNK_ROWS (4 * ROWS)
 #define GROUP_PANELS 1

@@ -1,8 +1,7 @@
 // parallel.h: spread a loop over the threads only when it is worth it.
-// Entering an OpenMP parallel region costs about 0.3 us even with one
-// thread (libgomp builds a team) and several us with two, more than small
-// loops take: the single-token steps of sampling run dozens of them per
-// token. Below the threshold the loop runs on the calling thread.
+// Entering an OpenMP parallel region costs even with one thread (libgomp
+// builds a team), and more with two, more than small loops take: the
+// single-token steps of sampling run dozens of them per token. Below the threshold the loop runs on the calling thread.
 #ifndef PARALLEL_H
 #define PARALLEL_H
 
@@ -25,9 +24,8 @@ static inline int worth_product_threads(long work) {
 // threads when `work` is worth it. The body is written once and compiled
 // twice. Static schedule: each thread takes the same contiguous range in
 // every op, so a token's activations stay in the L2 of the core that wrote
-// them. Chunks taken dynamically (8 per thread) made the default fp32 step
-// 13% slower on a quiet machine (whole runs, 6 pairs, 0.87 static/dynamic);
-// a busy core is the thread tuner's job (base/thread_tuner.c), which moves
+// them; chunks taken dynamically (8 per thread) lose that and are slower.
+// A busy core is the thread tuner's job (base/thread_tuner.c), which moves
 // the run to fewer threads. Each iteration owns its outputs, so the split
 // changes no bit.
 #define FOR_EACH(i, n, work, ...)                                                                 \

@@ -71,10 +71,10 @@ static float row_max(const float *p, int n) {
 //
 // The exponentials run over whole vectors, up to the end of the vector
 // that holds key `last` (or Tk), the masked keys in it then set to zero:
-// a causal row ends anywhere, and the scalar loop after the last whole
-// vector ran up to VLEN-1 exponentials one at a time (softmax_row went
-// from 10.5% to 8.4% of exact-mode sampling's time without it). The sum is
-// the same loop over keys 0..last as before, so the same bits.
+// a causal row ends anywhere, and a scalar loop after the last whole
+// vector would run up to VLEN-1 exponentials one at a time, in every row
+// of every sampling step. The sum runs over keys 0..last alone, so the
+// extra lanes change no bit.
 static void softmax_row(float *p, int last, int Tk, float scale) {
     float max_score = row_max(p, last + 1);
     int vector_end = (last + VLEN) / VLEN * VLEN;
@@ -257,8 +257,8 @@ void attention_forward_one(float *out, float *probs, const float *q, const float
 // sums them. What differs is how many chains run at once. Called per
 // sample and head, the two products are one-row tiles of 2 to 4 vector
 // chains each, 32 to 64 multiply-adds deep: the FMA latency, not its
-// throughput, sets their speed (~17 GFLOP/s). Here the vectors of all the
-// samples' heads are dealt into groups of CHAINS independent chains.
+// throughput, sets their speed. Here the vectors of all the samples' heads
+// are dealt into groups of CHAINS independent chains.
 // Chains in flight: enough to cover the FMA's latency (4 cycles) at two a
 // cycle, and few enough that the accumulators stay in registers.
 #define CHAINS 8

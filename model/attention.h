@@ -41,8 +41,9 @@ void attention_forward_one(float *out, float *probs, const float *q, const float
 // gives each: sample b's query q + b*C and output out + b*C (q, out (K,C)),
 // its transposed keys k_t + b*cache_stride (NH,hs,ldk) and values
 // v + b*cache_stride (Tk,C), its probs (NH,ldk) at probs + b*NH*ldk. The
-// products of all samples and heads are interleaved (attention.c), several
-// times faster than K calls of the one above.
+// products of all samples and heads are interleaved (attention.c), so that
+// each multiply-add chain runs beside others and the FMA's latency is
+// hidden, where K calls of the one above wait it out chain by chain.
 void attention_forward_one_batch(float *out, float *probs, const float *q, const float *k_t,
                                  const float *v, long cache_stride, int ldk, int Tk, int C,
                                  int NH, int K);

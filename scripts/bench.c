@@ -121,11 +121,11 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
 // ---- the machine's fp32 FMA throughput
 
 // 12 independent accumulators of the widest vector the target has
-// (model/vector.h's VLEN floats: one zmm under AVX-512, one ymm under AVX2)
-// hide the FMA latency (4-5 cycles, 2 a cycle) and stay in registers. A
-// fixed 16 floats had been two ymm registers each under AVX2: 24
-// accumulators for 16 registers, spilled, and the probe measured 7 GFLOP/s
-// on a Zen 3 core whose products ran at 60.
+// (kernels/vector.h's VLEN floats: one zmm under AVX-512, one ymm under
+// AVX2) hide the FMA latency (4-5 cycles, 2 a cycle) and stay in
+// registers. A width fixed wider than the target's (16 floats, two ymm
+// registers under AVX2) would need more accumulators than there are
+// registers: they spill, and the probe measures the spills.
 static double fma_probe_gflops(int threads) {
     const long iters = 20000000;
     double best = 0.0;
@@ -160,7 +160,8 @@ static double fma_probe_gflops(int threads) {
 // vdpbf16ps: 16 lanes x 2 multiply-adds, 16 independent accumulators
 // (latency 6 cycles; one zmm instruction a cycle on Zen 4), written as one
 // asm block: from C, GCC kept an array of accumulators in memory (a store
-// and a reload per instruction), which measured half of Zen 4's real rate.
+// and a reload per instruction), and the probe measured those rather than
+// the instruction.
 // The accumulators start at zero, the inputs are 1.0 and 2^-7 in bf16;
 // DOT_ACCUMULATORS must match the DOT lines.
 #define DOT_ACCUMULATORS 16
