@@ -83,7 +83,13 @@ static size_t tensor_floats(const CheckpointTensor *t) {
 
 // ---- saving
 
-// {"layers":L,"heads":H,"dim":C,"context":T,"vocab_size":V}
+// The block's choices in a checkpoint's config, by their names (gpt.h); a
+// key is written only when it differs from GPT-2's (the first name), so a
+// GPT-2 block's config is what it always was.
+
+// {"layers":L,"heads":H,"dim":C,"context":T,"vocab_size":V}, and the
+// block's choices that are not GPT-2's: "norm", "pos", "rope_base", "mlp",
+// "qk_norm", "untie", "softcap"
 static char *config_json(const GPTConfig *cfg) {
     cJSON *object = cJSON_CreateObject();
     if (!object) die("out of memory building the checkpoint config");
@@ -96,6 +102,18 @@ static char *config_json(const GPTConfig *cfg) {
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (!cJSON_AddNumberToObject(object, fields[i].key, fields[i].value))
             die("out of memory building the checkpoint config");
+    int ok = 1;
+    if (cfg->norm != NORM_LAYERNORM)
+        ok &= cJSON_AddStringToObject(object, "norm", gpt_norm_names[cfg->norm]) != NULL;
+    if (cfg->pos != POS_LEARNED)
+        ok &= cJSON_AddStringToObject(object, "pos", gpt_pos_names[cfg->pos]) != NULL &&
+              cJSON_AddNumberToObject(object, "rope_base", cfg->rope_base) != NULL;
+    if (cfg->mlp != MLP_GELU)
+        ok &= cJSON_AddStringToObject(object, "mlp", gpt_mlp_names[cfg->mlp]) != NULL;
+    if (cfg->qk_norm) ok &= cJSON_AddBoolToObject(object, "qk_norm", 1) != NULL;
+    if (cfg->untie) ok &= cJSON_AddBoolToObject(object, "untie", 1) != NULL;
+    if (cfg->softcap > 0) ok &= cJSON_AddNumberToObject(object, "softcap", cfg->softcap) != NULL;
+    if (!ok) die("out of memory building the checkpoint config");
     char *text = cJSON_PrintUnformatted(object);
     cJSON_Delete(object);
     if (!text) die("out of memory printing the checkpoint config");
@@ -141,13 +159,16 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
     CheckpointTensor *views = xmalloc(sizeof(CheckpointTensor) * (size_t)count);
     StTensor *tensors = xmalloc(sizeof(StTensor) * (size_t)count);
     size_t covered = 0;
+    int saved = 0; // the tensors the config uses: not those of no rows
     for (long i = 0; i < count; i++) {
         checkpoint_tensor(cfg, &model->params, i, &views[i]);
-        tensors[i] = (StTensor){.name = views[i].name, .data = views[i].data,
-                                .ndim = views[i].ndim};
-        tensors[i].shape[0] = views[i].shape[0];
-        tensors[i].shape[1] = views[i].shape[1];
+        if (tensor_floats(&views[i]) == 0) continue;
+        tensors[saved] = (StTensor){.name = views[i].name, .data = views[i].data,
+                                    .ndim = views[i].ndim};
+        tensors[saved].shape[0] = views[i].shape[0];
+        tensors[saved].shape[1] = views[i].shape[1];
         covered += tensor_floats(&views[i]);
+        saved++;
     }
     int ok = 0;
     if (covered != model->num_params) {
@@ -164,7 +185,7 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
         int sorted = 1;
         for (int id = 1; id < vocab->size && sorted; id++)
             sorted = vocab->code_points[id] > vocab->code_points[id - 1];
-        ok = safetensors_write(path, tensors, (int)count, meta, sorted ? 3 : 4, err, err_len);
+        ok = safetensors_write(path, tensors, saved, meta, sorted ? 3 : 4, err, err_len);
     }
     free(tensors);
     free(views);
@@ -174,6 +195,65 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
 }
 
 // ---- loading
+
+// The index of the string item among names (count of them), or -1 with a
+// message naming the key and what it may be.
+static int name_index(const char *path, const char *key, const cJSON *item,
+                      const char *const *names, int count, char *err, size_t err_len) {
+    int index = cJSON_IsString(item) ? gpt_name_index(names, count, item->valuestring) : -1;
+    if (index >= 0) return index;
+    char *found = cJSON_PrintUnformatted(item);
+    char expected[128] = "";
+    for (int i = 0; i < count; i++)
+        snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s\"%s\"",
+                 i ? (i == count - 1 ? " or " : ", ") : "", names[i]);
+    set_error(err, err_len, "%s: config '%s' is %.40s, expected %s", path, key,
+              found ? found : "?", expected);
+    free(found);
+    return -1;
+}
+
+// The block's choices (config_json), each absent for GPT-2's: a checkpoint
+// written before they existed loads as the block it was.
+static int parse_block(const char *path, const cJSON *object, GPTConfig *cfg, char *err,
+                       size_t err_len) {
+    struct {
+        const char *key;
+        const char *const *names;
+        int count;
+    } choices[] = {{"norm", gpt_norm_names, 2}, {"pos", gpt_pos_names, 2}, {"mlp", gpt_mlp_names, 3}};
+    int chosen[3] = {0, 0, 0}; // absent: the first name, GPT-2's
+    for (int i = 0; i < 3; i++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, choices[i].key);
+        if (!item) continue;
+        chosen[i] = name_index(path, choices[i].key, item, choices[i].names, choices[i].count, err,
+                               err_len);
+        if (chosen[i] < 0) return 0;
+    }
+    cfg->norm = (NormKind)chosen[0], cfg->pos = (PositionKind)chosen[1];
+    cfg->mlp = (MlpKind)chosen[2];
+    const char *flags[] = {"qk_norm", "untie"};
+    int *flag_values[] = {&cfg->qk_norm, &cfg->untie};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, flags[i]);
+        if (item && !cJSON_IsBool(item)) {
+            set_error(err, err_len, "%s: config '%s' is not true or false", path, flags[i]);
+            return 0;
+        }
+        *flag_values[i] = cJSON_IsTrue(item);
+    }
+    const char *numbers[] = {"rope_base", "softcap"};
+    float *number_values[] = {&cfg->rope_base, &cfg->softcap};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, numbers[i]);
+        if (item && !cJSON_IsNumber(item)) {
+            set_error(err, err_len, "%s: config '%s' is not a number", path, numbers[i]);
+            return 0;
+        }
+        *number_values[i] = item ? (float)item->valuedouble : 0.0f;
+    }
+    return 1;
+}
 
 // The config metadata: five positive integers, then gpt_config_valid.
 static int parse_config(const char *path, const char *text, GPTConfig *cfg, char *err,
@@ -207,7 +287,9 @@ static int parse_config(const char *path, const char *text, GPTConfig *cfg, char
         }
         *fields[i].value = (int)v;
     }
+    int ok = parse_block(path, object, cfg, err, err_len);
     cJSON_Delete(object);
+    if (!ok) return 0;
     char reason[256];
     if (!gpt_config_valid(cfg, reason, sizeof reason)) {
         set_error(err, err_len, "%s: config: %s", path, reason);
@@ -301,6 +383,7 @@ static int load_checkpoint(const char *path, GPT *model, Vocab *vocab, char *err
     CheckpointTensor t;
     for (long i = 0; i < count; i++) {
         checkpoint_tensor(&cfg, NULL, i, &t);
+        if (tensor_floats(&t) == 0) continue; // a tensor this block does not use
         if (!safetensors_check_f32(file, t.name, t.ndim, t.shape, err, err_len)) {
             vocab_free(&loaded_vocab);
             safetensors_close(file);
@@ -314,6 +397,7 @@ static int load_checkpoint(const char *path, GPT *model, Vocab *vocab, char *err
     int ok = 1;
     for (long i = 0; i < count && ok; i++) {
         checkpoint_tensor(&cfg, &loaded.params, i, &t);
+        if (tensor_floats(&t) == 0) continue;
         ok = safetensors_read_f32(file, t.name, t.ndim, t.shape, t.data, err, err_len);
         covered += tensor_floats(&t);
     }

@@ -16,7 +16,7 @@
 
 enum { CACHED, SCRATCH, WEIGHTS, NUM_KINDS };
 // the cache's own buffers, and one per tensor of the model for its packed weights
-enum { MAX_BUFFERS = 19 + NUM_PARAM_TENSORS };
+enum { MAX_BUFFERS = 23 + NUM_PARAM_TENSORS };
 typedef struct {
     float **view;
     size_t floats;
@@ -43,6 +43,10 @@ static int buffer_specs(KVCache *cache, const GPTConfig *cfg, int B, BufferSpec 
     size_t V = cfg->vocab_size, windows = cache->keep_next ? 2 : 1;
     size_t kept = cache->keep_next ? L * B * T * C : 0;
     size_t R = windows * B * T; // R: rows of a forward, at most a whole window per window and sample
+    size_t qk = cfg->qk_norm != 0, H = (size_t)gpt_mlp_hidden(cfg);
+    long fc_rows, fc_cols;
+    param_shape(cfg, PARAM_fc_w, &fc_rows, &fc_cols);
+    size_t fc = (size_t)fc_rows; // the MLP's first product's width, GATES*H
     BufferSpec own[] = {
         {&cache->k, L * B * T * C, CACHED},     {&cache->v, L * B * T * C, CACHED},
         {&cache->k_t, L * B * T * C, CACHED},   {&cache->next_k, kept, CACHED},
@@ -51,9 +55,11 @@ static int buffer_specs(KVCache *cache, const GPTConfig *cfg, int B, BufferSpec 
         {&cache->ln, R * C, SCRATCH},           {&cache->q, R * C, SCRATCH},
         {&cache->k_new, R * C, SCRATCH},        {&cache->v_new, R * C, SCRATCH},
         {&cache->att_out, R * C, SCRATCH},      {&cache->proj, R * C, SCRATCH},
-        {&cache->fc, R * 4 * C, SCRATCH},       {&cache->fc_gelu, R * 4 * C, SCRATCH},
+        {&cache->fc, R * fc, SCRATCH},          {&cache->fc_act, R * H, SCRATCH},
         {&cache->att_probs, windows * B * NH * T * T, SCRATCH}, {&cache->ln_mean, R, SCRATCH},
         {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
+        {&cache->q_raw, qk * R * C, SCRATCH},   {&cache->k_raw, qk * R * C, SCRATCH},
+        {&cache->q_rstd, qk * R * NH, SCRATCH}, {&cache->k_rstd, qk * R * NH, SCRATCH},
     };
     int count = (int)(sizeof own / sizeof own[0]);
     memcpy(specs, own, sizeof own);
@@ -91,6 +97,9 @@ void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int sl
     cache->keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
                        samples <= KEEP_NEXT_SAMPLES;
     cache->tokens = xcalloc((size_t)samples * cfg->context, sizeof(int));
+    // each row's position (R), then each sample's last (B): RoPE's
+    int windows = cache->keep_next ? 2 : 1;
+    cache->positions = xcalloc((size_t)(windows * samples * cfg->context + samples), sizeof(int));
     BufferSpec specs[MAX_BUFFERS];
     int count = buffer_specs(cache, cfg, samples, specs);
     size_t total[NUM_KINDS] = {0};
@@ -111,6 +120,7 @@ void kv_cache_init(KVCache *cache, const GPT *model) { kv_cache_init_samples(cac
 void kv_cache_free(KVCache *cache) {
     for (int kind = 0; kind < NUM_KINDS; kind++) free(cache->memory[kind]);
     free(cache->tokens);
+    free(cache->positions);
     memset(cache, 0, sizeof *cache);
 }
 
@@ -295,9 +305,10 @@ static void embed_rows(KVCache *cache, float *x, const RowGroup *groups, int cou
     for (int item = 0; item < count * B; item++) {
         const RowGroup *g = &groups[item / B];
         int b = item % B;
+        const float *wpe = cfg->pos == POS_LEARNED ? p->wpe + (long)g->pos * C : NULL;
         embedding_forward(x + ((long)g->first_row + (long)b * g->n) * C,
-                          cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte,
-                          p->wpe + (long)g->pos * C, 1, g->n, C);
+                          cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte, wpe, 1,
+                          g->n, C);
     }
 }
 
@@ -430,13 +441,22 @@ static void cache_embed(const Forward *f) {
     on_team(embed_step, f, NULL, (long)f->rows * f->model->config.dim);
 }
 
+// In the last layer only each sample's last position of the window has a
+// query (q row b: sample b's).
 static BlockBuffers cache_buffers(const Forward *f, int l) {
-    KVCache *c = ((const CacheForward *)f->state)->cache;
-    (void)l;
+    const CacheForward *cf = f->state;
+    KVCache *c = cf->cache;
+    int qk_norm = f->model->config.qk_norm, last = l == f->model->config.layers - 1;
     return (BlockBuffers){.x_in = c->x, .ln = c->ln, .ln1_mean = c->ln_mean, .ln1_rstd = c->ln_rstd,
-                          .q = c->q, .k = c->k_new, .v = c->v_new, .att_out = c->att_out,
+                          .q_raw = qk_norm ? c->q_raw : c->q, .k_raw = qk_norm ? c->k_raw : c->k_new,
+                          .q_rstd = c->q_rstd, .k_rstd = c->k_rstd,
+                          .q = c->q, .k = c->k_new, .v = c->v_new,
+                          .q_rows = last ? c->samples : f->rows,
+                          .q_positions = last ? c->positions + f->rows : c->positions,
+                          .positions = c->positions,
+                          .att_out = c->att_out,
                           .proj_out = c->proj, .residual2 = c->x, .ln2_mean = c->ln_mean,
-                          .ln2_rstd = c->ln_rstd, .fc = c->fc, .fc_gelu = c->fc_gelu, .x_out = c->x};
+                          .ln2_rstd = c->ln_rstd, .fc = c->fc, .fc_act = c->fc_act, .x_out = c->x};
 }
 
 typedef struct {
@@ -454,7 +474,7 @@ static void qkv_step(const Forward *f, const void *args) {
     int l = ((const LayerStep *)args)->l, rows = f->rows, n = cf->n;
     const BlockBuffers *b = ((const LayerStep *)args)->b;
     int last = l == model->config.layers - 1, queries = last ? cache->samples : rows;
-    float *out[3] = {b->q, b->k, b->v};
+    float *out[3] = {b->q_raw, b->k_raw, b->v};
     for (int j = 0; j < 3; j++) {
         int w = qkv_weights[j], ic, oc, is_q = j == 0;
         weight_widths(&model->config, w, &ic, &oc);
@@ -525,7 +545,14 @@ static const float *run_new_positions(KVCache *cache, int n) {
     CacheForward cf = {.cache = cache, .n = n};
     cf.count = row_groups(cache, cache->len, n, cf.groups);
     const RowGroup *g = &cf.groups[cf.count - 1];
-    Forward f = {.model = cache->model, .rows = g->first_row + cache->samples * g->n,
+    int rows = g->first_row + cache->samples * g->n;
+    // each row's position (row first_row + b*n + i: pos + i), then each
+    // sample's last of the window, the last layer's queries'
+    for (int gi = 0; gi < cf.count; gi++)
+        for (int r = 0; r < cache->samples * cf.groups[gi].n; r++)
+            cache->positions[cf.groups[gi].first_row + r] = cf.groups[gi].pos + r % cf.groups[gi].n;
+    for (int b = 0; b < cache->samples; b++) cache->positions[rows + b] = cache->len + n - 1;
+    Forward f = {.model = cache->model, .rows = rows,
                  .embedded = cache->x, .lnf = cache->ln, .lnf_mean = cache->ln_mean, .lnf_rstd = cache->ln_rstd,
                  .logits = cache->logits, .embed = cache_embed, .buffers = cache_buffers,
                  .project_qkv = cache_project_qkv, .attend = cache_attend,

@@ -59,6 +59,7 @@ typedef struct {
     int slide;          // S, characters dropped when the window is full (1..T)
     int len;            // positions cached, the same for every sample
     int *tokens;        // (B,T) sample b's window is tokens[b*T .. b*T+len)
+    int *positions;     // (rows + B) a forward's rows' positions, then the last layer's queries'
     // What is kept between steps (one buffer): keys and values per layer
     // and sample, and the keys again transposed, (NH,hs,T) per layer and
     // sample, which the one-query attention reads.
@@ -74,7 +75,9 @@ typedef struct {
     // (nothing reads the others' outputs): its rows are moved to the front
     // of x.
     float *x, *ln, *q, *k_new, *v_new, *att_out, *proj; // (B*T,C)
-    float *fc, *fc_gelu;                                 // (B*T,4C)
+    float *q_raw, *k_raw;                                // (B*T,C) with qk_norm
+    float *q_rstd, *k_rstd;                              // (B*T,NH) with qk_norm
+    float *fc, *fc_act;                                  // (B*T,GATES*H), (B*T,H)
     float *att_probs;                                    // (windows,B,NH,T,T)
     float *ln_mean, *ln_rstd;                            // (B*T)
     float *logits;                                       // (B,V) the next token's

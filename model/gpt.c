@@ -23,15 +23,33 @@ const ParamSpec param_specs[NUM_PARAM_TENSORS] = {
 #undef GPT_PARAM_SPEC
 };
 
+const char *const gpt_norm_names[2] = {"layernorm", "rmsnorm"};
+const char *const gpt_pos_names[2] = {"learned", "rope"};
+const char *const gpt_mlp_names[3] = {"gelu", "relu2", "swiglu"};
+
+int gpt_name_index(const char *const *names, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(names[i], name)) return i;
+    return -1;
+}
+
+int gpt_unembedding(const GPTConfig *cfg) { return cfg->untie ? PARAM_lm_head : PARAM_wte; }
+
+int gpt_mlp_hidden(const GPTConfig *cfg) {
+    return cfg->mlp == MLP_SWIGLU ? 8 * cfg->dim / 3 : 4 * cfg->dim;
+}
+
 void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols) {
-    // V, T and C are the names the table's shapes are written in.
-    long V = cfg->vocab_size, T = cfg->context, C = cfg->dim;
+    // the names the table's shapes are written in (gpt.h)
+    long V = cfg->vocab_size, T = cfg->context, C = cfg->dim, H = gpt_mlp_hidden(cfg);
+    long HS = cfg->dim / cfg->heads, GATES = cfg->mlp == MLP_SWIGLU ? 2 : 1;
+    long LEARNED = cfg->pos == POS_LEARNED, NORM_BIAS = cfg->norm == NORM_LAYERNORM;
+    long QK_NORM = cfg->qk_norm != 0, UNTIED = cfg->untie != 0;
     const long shapes[NUM_PARAM_TENSORS][2] = {
 #define GPT_PARAM_SHAPE(view, name, rows, cols, ...) {rows, cols},
         GPT_PARAMETER_TENSORS(GPT_PARAM_SHAPE)
 #undef GPT_PARAM_SHAPE
     };
-    (void)V, (void)T;
     *rows = shapes[i][0];
     *cols = shapes[i][1];
 }
@@ -139,6 +157,33 @@ int gpt_config_valid(const GPTConfig *cfg, char *err, size_t err_len) {
         set_error(err, err_len, "dim %d is not divisible by heads %d", cfg->dim, cfg->heads);
         return 0;
     }
+    if ((unsigned)cfg->norm > NORM_RMSNORM || (unsigned)cfg->pos > POS_ROPE ||
+        (unsigned)cfg->mlp > MLP_SWIGLU || (unsigned)cfg->qk_norm > 1 || (unsigned)cfg->untie > 1) {
+        set_error(err, err_len, "norm %d, pos %d, mlp %d, qk_norm %d, untie %d: not a block this "
+                  "program knows", (int)cfg->norm, (int)cfg->pos, (int)cfg->mlp, cfg->qk_norm,
+                  cfg->untie);
+        return 0;
+    }
+    if (cfg->pos == POS_ROPE && (cfg->dim / cfg->heads) % 2 != 0) {
+        set_error(err, err_len, "RoPE rotates pairs of channels: head size %d (dim %d / heads %d) "
+                  "must be even", cfg->dim / cfg->heads, cfg->dim, cfg->heads);
+        return 0;
+    }
+    if (cfg->pos == POS_ROPE && !(cfg->rope_base > 1 && cfg->rope_base <= 1e9f)) {
+        set_error(err, err_len, "rope base %g must be above 1 (and at most 1e9)",
+                  (double)cfg->rope_base);
+        return 0;
+    }
+    if (cfg->mlp == MLP_SWIGLU && cfg->dim % 3 != 0) {
+        set_error(err, err_len, "SwiGLU's hidden width 8 x dim / 3 keeps the MLP's parameters: "
+                  "dim %d gives %.2f, not a whole number (take a dim divisible by 3, e.g. %d)",
+                  cfg->dim, 8.0 * cfg->dim / 3, (cfg->dim + 2) / 3 * 3);
+        return 0;
+    }
+    if (!(cfg->softcap >= 0 && cfg->softcap <= 1e6f)) {
+        set_error(err, err_len, "softcap %g must be 0 (off) or positive", (double)cfg->softcap);
+        return 0;
+    }
     return 1;
 }
 
@@ -152,6 +197,11 @@ void gpt_build(GPT *model, const GPTConfig *cfg) {
     param_views(&model->params, model->params_memory, cfg);
     model->mean_loss = -1.0f;
     products_init(&model->products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
+    if (cfg->pos == POS_ROPE) {
+        int hs = cfg->dim / cfg->heads;
+        model->rope_table = xmalloc((size_t)cfg->context * hs * sizeof(float));
+        rope_table(model->rope_table, cfg->context, hs, cfg->rope_base);
+    }
 }
 
 void gpt_set_precision(GPT *model, Precision precision, Bf16Kernel bf16) {
@@ -169,12 +219,18 @@ void gpt_init_params(GPT *model, unsigned long long seed) {
         size_t n = model->param_sizes[i];
         ParamInit init = param_specs[i].init;
         for (size_t j = 0; j < n; j++)
-            t[j] = init == INIT_NORMAL     ? std * rng_normal(&rng)
-                   : init == INIT_RESIDUAL ? residual_std * rng_normal(&rng)
-                   : init == INIT_ONE      ? 1.0f
-                                           : 0.0f;
+            t[j] = init == INIT_NORMAL || init == INIT_OUTPUT ? std * rng_normal(&rng)
+                   : init == INIT_RESIDUAL                  ? residual_std * rng_normal(&rng)
+                   : init == INIT_ONE                       ? 1.0f
+                                                            : 0.0f;
         t += n;
     }
+}
+
+void gpt_zero_init_projections(GPT *model) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        if (param_specs[i].init == INIT_RESIDUAL || param_specs[i].init == INIT_OUTPUT)
+            memset(param_tensor(&model->params, i), 0, model->param_sizes[i] * sizeof(float));
 }
 
 // ---- buffers
@@ -199,22 +255,31 @@ static double lay_out(const BufferView *views, size_t n, float *memory) {
     return total;
 }
 
+// The width of the MLP's first product, GATES*H (fc_w's rows).
+static double mlp_inputs(const GPTConfig *cfg) {
+    long rows, cols;
+    param_shape(cfg, PARAM_fc_w, &rows, &cols);
+    return (double)rows;
+}
+
 // The saved activations for a batch of B x T: a training model's keep the
 // attention's log-sum-exps (L,B,NH,T,2: attention.h), an inference model's its
 // probabilities (L,B,NH,T,T) (gpt.h: Attention probabilities).
 static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int T,
                                 int training, float *memory) {
     double L = cfg->layers, C = cfg->dim, NH = cfg->heads, V = cfg->vocab_size;
-    double BT = (double)B * T;
+    double BT = (double)B * T, fc = mlp_inputs(cfg), qk = cfg->qk_norm != 0;
     const BufferView layout[] = {
         {&a->encoded, BT * C},         {&a->ln1_mean, L * BT},       {&a->ln1_rstd, L * BT},
         {&a->q, L * BT * C},           {&a->k, L * BT * C},          {&a->v, L * BT * C},
         training ? (BufferView){&a->att_stats, L * B * NH * T * 2}
                  : (BufferView){&a->att_probs, L * B * NH * T * T},
         {&a->att_out, L * BT * C}, {&a->residual2, L * BT * C},
-        {&a->ln2_mean, L * BT},        {&a->ln2_rstd, L * BT},       {&a->fc, L * BT * 4 * C},
+        {&a->ln2_mean, L * BT},        {&a->ln2_rstd, L * BT},       {&a->fc, L * BT * fc},
         {&a->residual3, L * BT * C},   {&a->lnf, BT * C},            {&a->lnf_mean, BT},
         {&a->lnf_rstd, BT},            {&a->probs, BT * V},          {&a->losses, BT},
+        {&a->q_raw, qk * L * BT * C},  {&a->k_raw, qk * L * BT * C},
+        {&a->q_rstd, qk * L * BT * NH}, {&a->k_rstd, qk * L * BT * NH},
     };
     if (memory) {
         if (training) a->att_probs = NULL;
@@ -226,9 +291,9 @@ static double activation_layout(const GPTConfig *cfg, Activations *a, int B, int
 // What the forward reuses layer after layer.
 static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
                                      float *memory) {
-    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
-    const BufferView layout[] = {
-        {&s->fc_gelu, BT * 4 * C}, {&s->logits, BT * V}, {&s->ln, BT * C}, {&s->proj_out, BT * C}};
+    double V = cfg->vocab_size, C = cfg->dim, BT = (double)B * T;
+    const BufferView layout[] = {{&s->fc_act, BT * mlp_inputs(cfg)}, {&s->logits, BT * V},
+                                 {&s->ln, BT * C}, {&s->proj_out, BT * C}};
     return lay_out(layout, sizeof layout / sizeof layout[0], memory);
 }
 
@@ -236,9 +301,9 @@ static double forward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, in
 // memory; each pair, and the lives that let it (block_backward's order,
 // where each life's end is marked with life_ends):
 //   d_att_out in proj_out's: proj_out lives within one block's forward;
-//   d_fc in fc_gelu's: GELU's output (recomputed) lives until W_proj's
+//   d_fc in fc_act's: GELU's output (recomputed) lives until W_proj's
 //     backward reads it, before GELU's backward writes d_fc;
-//   d_q, d_k, d_v in d_fc_gelu's: d_fc_gelu lives until GELU's backward
+//   d_q, d_k, d_v in d_fc_act's: d_fc_act lives until GELU's backward
 //     reads it, before the attention's backward writes them.
 // Built with -DGPT_CHECK_BUFFER_LIVES (make sanitize), each has memory of
 // its own and life_ends fills a buffer with NaN where its life ends: a
@@ -260,21 +325,25 @@ static void life_ends(float *buffer, long n) {
 
 static double backward_scratch_layout(const GPTConfig *cfg, Scratch *s, int B, int T,
                                       float *memory) {
-    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T;
+    double C = cfg->dim, V = cfg->vocab_size, BT = (double)B * T, H = gpt_mlp_hidden(cfg);
     double own = SHARE_BACKWARD_BUFFERS ? 0 : 1; // the sharing buffers' own memory
+    double qk = cfg->qk_norm != 0, capped = cfg->softcap > 0;
     const BufferView layout[] = {{&s->d_residual, BT * C}, {&s->d_ln, BT * C},
-                                 {&s->d_fc_gelu, BT * 4 * C}, {&s->d_logits, BT * V},
-                                 {&s->d_att_out, own * BT * C}, {&s->d_fc, own * BT * 4 * C},
+                                 {&s->d_fc_act, BT * (H > 3 * C ? H : 3 * C)},
+                                 {&s->d_logits, BT * V},
+                                 {&s->d_att_out, own * BT * C}, {&s->d_fc, own * BT * mlp_inputs(cfg)},
                                  {&s->d_q, own * BT * C}, {&s->d_k, own * BT * C},
-                                 {&s->d_v, own * BT * C}};
+                                 {&s->d_v, own * BT * C},
+                                 {&s->d_q_raw, qk * BT * C}, {&s->d_k_raw, qk * BT * C},
+                                 {&s->d_uncapped, capped * BT * V}};
     double total = lay_out(layout, sizeof layout / sizeof layout[0], memory);
     if (memory && SHARE_BACKWARD_BUFFERS) {
         size_t btc = (size_t)B * T * cfg->dim;
         s->d_att_out = s->proj_out;
-        s->d_fc = s->fc_gelu;
-        s->d_q = s->d_fc_gelu;
-        s->d_k = s->d_fc_gelu + btc;
-        s->d_v = s->d_fc_gelu + 2 * btc;
+        s->d_fc = s->fc_act;
+        s->d_q = s->d_fc_act;
+        s->d_k = s->d_fc_act + btc;
+        s->d_v = s->d_fc_act + 2 * btc;
     }
     return total;
 }
@@ -330,7 +399,9 @@ double gpt_memory_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int
                     forward_scratch_layout(cfg, &s, B, T, NULL) +
                     matmul_workspace_floats(cfg, bf16, B, T) + attention / sizeof(float);
     if (training) floats += params + backward_scratch_layout(cfg, &s, B, T, NULL);
-    return floats * sizeof(float) + (double)B * T * sizeof(int); // + the targets
+    double ints = (double)B * T * (cfg->pos == POS_ROPE ? 2 : 1); // the targets, the positions
+    double rope = cfg->pos == POS_ROPE ? (double)cfg->context * (cfg->dim / cfg->heads) : 0;
+    return (floats + rope) * sizeof(float) + ints * sizeof(int);
 }
 
 static void free_batch_buffers(GPT *model) {
@@ -339,6 +410,7 @@ static void free_batch_buffers(GPT *model) {
     free(model->backward_memory);
     free(model->grads_memory);
     free(model->targets);
+    free(model->scratch.positions);
     model->acts_memory = model->scratch_memory = model->backward_memory = model->grads_memory = NULL;
     model->targets = NULL;
     memset(&model->scratch, 0, sizeof model->scratch);
@@ -357,6 +429,7 @@ static void alloc_forward_buffers(GPT *model, int B, int T, int training) {
         xcalloc((size_t)forward_scratch_layout(cfg, &model->scratch, B, T, NULL), sizeof(float));
     forward_scratch_layout(cfg, &model->scratch, B, T, model->scratch_memory);
     model->targets = xcalloc((size_t)B * T, sizeof(int));
+    if (cfg->pos == POS_ROPE) model->scratch.positions = xcalloc((size_t)B * T, sizeof(int));
     products_reserve(&model->products, (size_t)matmul_workspace_floats(cfg, model->products.bf16, B, T) * sizeof(float));
     model->cur_B = B;
     model->cur_T = T;
@@ -377,6 +450,7 @@ void gpt_alloc_training(GPT *model, int B, int T) {
 void gpt_free(GPT *model) {
     free_batch_buffers(model);
     free(model->att_probs_memory.data);
+    free(model->rope_table);
     products_free(&model->products);
     free(model->params_memory);
     memset(model, 0, sizeof *model);
@@ -397,11 +471,68 @@ static BlockMasks block_masks(const Dropout *drop, int l, int NH, int T, int C) 
                         dropout_mask(drop, DROPOUT_MLP_PROJ, l, row_tc)};
 }
 
-// Block l over the forward's R rows: x_in (R,C) -> LN1 -> q, k, v (R,C)
-// -> attention -> att_out (rows,C) -> W_O -> residual2 = x_in + that; ->
-// LN2 -> fc (rows,4C) -> GELU -> W_proj -> x_out (rows,C) = residual2 +
-// that. rows = R, but in the KV cache's last layer (gpt.h: attend); it is
-// returned.
+// The block's norm: out (N,C) = LayerNorm (mean, rstd saved) or RMSNorm
+// (rstd saved; mean and bias unused) of inp, as the config says.
+static void norm_forward(const GPTConfig *cfg, float *out, float *mean, float *rstd,
+                         const float *inp, const float *weight, const float *bias, int N) {
+    if (cfg->norm == NORM_RMSNORM)
+        rmsnorm_forward(out, rstd, inp, weight, N, cfg->dim);
+    else
+        layernorm_forward(out, mean, rstd, inp, weight, bias, N, cfg->dim);
+}
+
+static void norm_backward(const GPTConfig *cfg, float *d_inp, float *d_weight, float *d_bias,
+                          const float *d_out, const float *inp, const float *weight,
+                          const float *mean, const float *rstd, int N) {
+    if (cfg->norm == NORM_RMSNORM)
+        rmsnorm_backward(d_inp, d_weight, d_out, inp, weight, rstd, N, cfg->dim);
+    else
+        layernorm_backward(d_inp, d_weight, d_bias, d_out, inp, weight, mean, rstd, N, cfg->dim);
+}
+
+// The MLP's activation: act (N,H) from fc (N,GATES*H).
+static void mlp_activation_forward(const GPTConfig *cfg, float *act, const float *fc, int N) {
+    int H = gpt_mlp_hidden(cfg);
+    switch (cfg->mlp) {
+    case MLP_GELU: gelu_forward(act, fc, (long)N * H); break;
+    case MLP_RELU2: relu2_forward(act, fc, (long)N * H); break;
+    case MLP_SWIGLU: swiglu_forward(act, fc, N, H); break;
+    }
+}
+
+static void mlp_activation_backward(const GPTConfig *cfg, float *d_fc, const float *fc,
+                                    const float *d_act, int N) {
+    int H = gpt_mlp_hidden(cfg);
+    switch (cfg->mlp) {
+    case MLP_GELU: gelu_backward(d_fc, fc, d_act, (long)N * H); break;
+    case MLP_RELU2: relu2_backward(d_fc, fc, d_act, (long)N * H); break;
+    case MLP_SWIGLU: swiglu_backward(d_fc, fc, d_act, N, H); break;
+    }
+}
+
+// What the attention reads from the projections' outputs: with qk_norm,
+// q = RMSNorm(q_raw) and k = RMSNorm(k_raw) per head (gain hs, shared by
+// the heads); with RoPE, q and k then rotated by their rows' positions.
+static void queries_keys_forward(const GPT *model, const LayerParams *p, const BlockBuffers *b,
+                                 int rows) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, NH = cfg->heads, hs = C / NH;
+    if (cfg->qk_norm) {
+        rmsnorm_forward(b->q, b->q_rstd, b->q_raw, p->q_norm_w, b->q_rows * NH, hs);
+        rmsnorm_forward(b->k, b->k_rstd, b->k_raw, p->k_norm_w, rows * NH, hs);
+    }
+    if (cfg->pos == POS_ROPE) {
+        rope_forward(b->q, model->rope_table, b->q_positions, b->q_rows, C, NH);
+        rope_forward(b->k, model->rope_table, b->positions, rows, C, NH);
+    }
+}
+
+// Block l over the forward's R rows: x_in (R,C) -> norm 1 -> q, k, v (R,C)
+// (q and k normalised and rotated as the config says) -> attention ->
+// att_out (rows,C) -> W_O -> residual2 = x_in + that; -> norm 2 -> fc
+// (rows,GATES*H) -> the activation (rows,H) -> W_proj -> x_out (rows,C) =
+// residual2 + that. rows = R, but in the KV cache's last layer (gpt.h:
+// attend); it is returned.
 static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     const GPTConfig *cfg = &f->model->config;
     LayerParams p = layer_params(f->model, &f->model->params, l);
@@ -410,9 +541,10 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     BlockMasks masks =
         drop ? block_masks(drop, l, cfg->heads, f->model->cur_T, C) : (BlockMasks){0};
 
-    // x += Attn(LN1(x)) W_O^T + b_O
-    layernorm_forward(b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R, C);
+    // x += Attn(norm1(x)) W_O^T + b_O
+    norm_forward(cfg, b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R);
     f->project_qkv(f, l, b);
+    queries_keys_forward(f->model, &p, b, R);
     int rows = f->attend(f, l, b);
     long rc = (long)rows * C;
     const ForwardHooks *hooks = f->hooks;
@@ -423,11 +555,11 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     if (hooks && hooks->sublayer_output)
         hooks->sublayer_output(hooks, l, SUBLAYER_ATTENTION, b->proj_out, rows);
     residual_forward(b->residual2, b->x_in, b->proj_out, rc);
-    // x += GELU(LN2(x) W_fc^T + b_fc) W_proj^T + b_proj
-    layernorm_forward(b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p.ln2_w, p.ln2_b, rows, C);
+    // x += act(norm2(x) W_fc^T + b_fc) W_proj^T + b_proj
+    norm_forward(cfg, b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p.ln2_w, p.ln2_b, rows);
     f->linear(f, l, PARAM_fc_w, b->fc, b->ln, rows);
-    gelu_forward(b->fc_gelu, b->fc, 4 * rc);
-    f->linear(f, l, PARAM_proj_w, b->proj_out, b->fc_gelu, rows);
+    mlp_activation_forward(cfg, b->fc_act, b->fc, rows);
+    f->linear(f, l, PARAM_proj_w, b->proj_out, b->fc_act, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
     if (hooks && hooks->sublayer_output)
@@ -460,9 +592,12 @@ int transformer_forward(const Forward *f) {
         x_out = b.x_out;
         if (hooks && hooks->stream) hooks->stream(hooks, l + 1, x_out, rows);
     }
-    // logits (rows,V) = LN_f(x) . wte^T (tied)
-    layernorm_forward(f->lnf, f->lnf_mean, f->lnf_rstd, x_out, p->lnf_w, p->lnf_b, rows, C);
-    f->linear(f, -1, PARAM_wte, f->logits, f->lnf, rows);
+    // logits (rows,V) = norm_f(x) . W_U^T, W_U wte (tied) or lm_head;
+    // with a softcap, then cap * tanh(logits / cap)
+    norm_forward(cfg, f->lnf, f->lnf_mean, f->lnf_rstd, x_out, p->lnf_w, p->lnf_b, rows);
+    f->linear(f, -1, gpt_unembedding(cfg), f->logits, f->lnf, rows);
+    if (cfg->softcap > 0)
+        softcap_forward(f->logits, f->logits, cfg->softcap, (long)rows * cfg->vocab_size);
     return rows;
 }
 
@@ -481,10 +616,16 @@ static Products *batch_products(const Forward *f) {
     return &((const BatchForward *)f->state)->model->products;
 }
 
+// With RoPE no position is added here (wpe has no rows).
+static float *position_embedding(const GPT *model, const ParameterTensors *tensors) {
+    return model->config.pos == POS_LEARNED ? tensors->wpe : NULL;
+}
+
 static void batch_embed(const Forward *f) {
     const GPT *model = f->model;
     embedding_forward(f->embedded, ((const BatchForward *)f->state)->tokens, model->params.wte,
-                      model->params.wpe, model->cur_B, model->cur_T, model->config.dim);
+                      position_embedding(model, &model->params), model->cur_B, model->cur_T,
+                      model->config.dim);
 }
 
 // Layer l's buffers over the last forward's B x T: its saved activations
@@ -493,21 +634,31 @@ static void batch_embed(const Forward *f) {
 static BlockBuffers layer_buffers(const GPT *model, int l) {
     const Activations *a = &model->acts;
     const Scratch *s = &model->scratch;
+    int NH = model->config.heads, qk_norm = model->config.qk_norm;
     long BT = (long)model->cur_B * model->cur_T, btc = BT * model->config.dim;
+    long fc = (long)mlp_inputs(&model->config);
+    float *q = a->q + l * btc, *k = a->k + l * btc;
     return (BlockBuffers){.x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc,
                           .ln = s->ln,
                           .ln1_mean = a->ln1_mean + l * BT,
                           .ln1_rstd = a->ln1_rstd + l * BT,
-                          .q = a->q + l * btc,
-                          .k = a->k + l * btc,
+                          .q_raw = qk_norm ? a->q_raw + l * btc : q,
+                          .k_raw = qk_norm ? a->k_raw + l * btc : k,
+                          .q_rstd = qk_norm ? a->q_rstd + l * BT * NH : NULL,
+                          .k_rstd = qk_norm ? a->k_rstd + l * BT * NH : NULL,
+                          .q = q,
+                          .k = k,
                           .v = a->v + l * btc,
+                          .q_rows = (int)BT,
+                          .q_positions = s->positions,
+                          .positions = s->positions,
                           .att_out = a->att_out + l * btc,
                           .proj_out = s->proj_out,
                           .residual2 = a->residual2 + l * btc,
                           .ln2_mean = a->ln2_mean + l * BT,
                           .ln2_rstd = a->ln2_rstd + l * BT,
-                          .fc = a->fc + l * 4 * btc,
-                          .fc_gelu = s->fc_gelu,
+                          .fc = a->fc + l * fc * BT,
+                          .fc_act = s->fc_act,
                           .x_out = a->residual3 + l * btc};
 }
 
@@ -520,7 +671,7 @@ static BlockBuffers batch_buffers(const Forward *f, int l) {
 
 static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
-    float *qkv[3] = {b->q, b->k, b->v};
+    float *qkv[3] = {b->q_raw, b->k_raw, b->v};
     const float *w_qkv[3], *b_qkv[3];
     for (int i = 0; i < 3; i++) {
         w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
@@ -584,6 +735,8 @@ float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args)
                                             (size_t)cfg->layers * B * cfg->heads * T * T *
                                                 sizeof(float));
     int BT = B * T;
+    if (model->scratch.positions)
+        for (int r = 0; r < BT; r++) model->scratch.positions[r] = r % T;
     BatchForward batch = {model, tokens, &args};
     Forward f = {.model = model,
                  .rows = BT,
@@ -604,7 +757,8 @@ float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args)
     transformer_forward(&f);
     if (args.targets) {
         memcpy(model->targets, args.targets, (size_t)BT * sizeof(int));
-        model->mean_loss = crossentropy_forward(a->probs, a->losses, f.logits, args.targets, BT, V);
+        model->mean_loss =
+            crossentropy_forward(a->probs, a->losses, f.logits, args.targets, BT, V);
     } else {
         crossentropy_forward(a->probs, NULL, f.logits, NULL, BT, V);
         model->mean_loss = -1.0f;
@@ -624,42 +778,42 @@ void gpt_zero_grad(const GPT *model, float *grads_memory) {
 // stream into the block; the block's gradients accumulate into grads.
 static void block_backward(GPT *model, int l, const Dropout *drop, const ParameterTensors *grads) {
     const GPTConfig *cfg = &model->config;
-    int C = cfg->dim, NH = cfg->heads, B = model->cur_B, T = model->cur_T, BT = B * T;
-    long btc = (long)BT * C;
+    int C = cfg->dim, NH = cfg->heads, hs = C / NH, B = model->cur_B, T = model->cur_T, BT = B * T;
+    long btc = (long)BT * C, fc = (long)mlp_inputs(cfg) * BT, act = (long)gpt_mlp_hidden(cfg) * BT;
     LayerParams p = layer_params(model, &model->params, l), g = layer_params(model, grads, l);
     BlockBuffers b = layer_buffers(model, l);
     Scratch *s = &model->scratch;
     float *att_stats = model->acts.att_stats + 2L * l * B * NH * T;
     int ic, oc;
 
-    // d_residual holds dL/d(residual3). residual3 = residual2 + proj(gelu(fc)).
-    // GELU(fc) and LN2's output are recomputed rather than stored
-    gelu_forward(s->fc_gelu, b.fc, 4 * btc);
-    layernorm_forward(b.ln, b.ln2_mean, b.ln2_rstd, b.residual2, p.ln2_w, p.ln2_b, BT, C);
+    // d_residual holds dL/d(residual3). residual3 = residual2 + proj(act(fc)).
+    // act(fc) and norm 2's output are recomputed rather than stored
+    mlp_activation_forward(cfg, s->fc_act, b.fc, BT);
+    norm_forward(cfg, b.ln, b.ln2_mean, b.ln2_rstd, b.residual2, p.ln2_w, p.ln2_b, BT);
     BlockMasks masks = drop ? block_masks(drop, l, NH, T, C) : (BlockMasks){0};
     // d_proj: the gradient reaching a projection's output, d_residual
-    // itself, or without dropout's mask d_ln (free until LN2's backward)
+    // itself, or without dropout's mask d_ln (free until norm 2's backward)
     const float *d_proj = s->d_residual;
     if (drop) {
         zero_floats(s->d_ln, btc);
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &masks.mlp_proj);
         d_proj = s->d_ln;
     }
-    zero_floats(s->d_fc_gelu, 4 * btc);
+    zero_floats(s->d_fc_act, act);
     weight_widths(cfg, PARAM_proj_w, &ic, &oc);
-    linear_backward(&model->products, s->d_fc_gelu, g.proj_w, g.proj_b, d_proj, s->fc_gelu,
+    linear_backward(&model->products, s->d_fc_act, g.proj_w, g.proj_b, d_proj, s->fc_act,
                     p.proj_w, BT, ic, oc);
-    life_ends(s->fc_gelu, 4 * btc);
-    zero_floats(s->d_fc, 4 * btc);
-    gelu_backward(s->d_fc, b.fc, s->d_fc_gelu, 4 * btc);
-    life_ends(s->d_fc_gelu, 4 * btc);
+    life_ends(s->fc_act, act);
+    zero_floats(s->d_fc, fc);
+    mlp_activation_backward(cfg, s->d_fc, b.fc, s->d_fc_act, BT);
+    life_ends(s->d_fc_act, act);
     zero_floats(s->d_ln, btc);
     weight_widths(cfg, PARAM_fc_w, &ic, &oc);
     linear_backward(&model->products, s->d_ln, g.fc_w, g.fc_b, s->d_fc, b.ln, p.fc_w, BT, ic, oc);
-    life_ends(s->d_fc, 4 * btc);
-    // the residual path passes d_residual through; LN2's path adds to it
-    layernorm_backward(s->d_residual, g.ln2_w, g.ln2_b, s->d_ln, b.residual2, p.ln2_w, b.ln2_mean,
-                       b.ln2_rstd, BT, C);
+    life_ends(s->d_fc, fc);
+    // the residual path passes d_residual through; norm 2's path adds to it
+    norm_backward(cfg, s->d_residual, g.ln2_w, g.ln2_b, s->d_ln, b.residual2, p.ln2_w, b.ln2_mean,
+                  b.ln2_rstd, BT);
 
     // d_residual holds dL/d(residual2). residual2 = x_in + W_O(attn(q,k,v)).
     if (drop) {
@@ -676,9 +830,23 @@ static void block_backward(GPT *model, int l, const Dropout *drop, const Paramet
     attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, b.att_out,
                              att_stats, b.q, b.k, b.v, B, T, C, NH, drop ? &masks.att_probs : NULL);
     life_ends(s->d_att_out, btc);
+    // back through RoPE (the inverse rotation, in place) and qk_norm
+    float *d_q_raw = s->d_q, *d_k_raw = s->d_k;
+    if (cfg->pos == POS_ROPE) {
+        rope_backward(s->d_q, model->rope_table, b.q_positions, BT, C, NH);
+        rope_backward(s->d_k, model->rope_table, b.positions, BT, C, NH);
+    }
+    if (cfg->qk_norm) {
+        d_q_raw = s->d_q_raw, d_k_raw = s->d_k_raw;
+        zero_floats(d_q_raw, btc);
+        zero_floats(d_k_raw, btc);
+        rmsnorm_backward(d_q_raw, g.q_norm_w, s->d_q, b.q_raw, p.q_norm_w, b.q_rstd, BT * NH, hs);
+        rmsnorm_backward(d_k_raw, g.k_norm_w, s->d_k, b.k_raw, p.k_norm_w, b.k_rstd, BT * NH, hs);
+        life_ends(s->d_q, btc), life_ends(s->d_k, btc);
+    }
     zero_floats(s->d_ln, btc);
-    // LN1's output, recomputed (the buffer held LN2's until here)
-    layernorm_forward(b.ln, b.ln1_mean, b.ln1_rstd, b.x_in, p.ln1_w, p.ln1_b, BT, C);
+    // norm 1's output, recomputed (the buffer held norm 2's until here)
+    norm_forward(cfg, b.ln, b.ln1_mean, b.ln1_rstd, b.x_in, p.ln1_w, p.ln1_b, BT);
     // d_ln += d_q . W_Q + d_k . W_K + d_v . W_V (in that order);
     // d_W_X += d_X^T . ln1, d_b_X += column sums of d_X, for X = Q, K, V
     float *d_w_qkv[3], *d_b_qkv[3];
@@ -688,13 +856,13 @@ static void block_backward(GPT *model, int l, const Dropout *drop, const Paramet
         d_b_qkv[i] = param_bias(model, grads, qkv_weights[i], l);
         w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
     }
-    const float *d_qkv[3] = {s->d_q, s->d_k, s->d_v};
+    const float *d_qkv[3] = {d_q_raw, d_k_raw, s->d_v};
     weight_widths(cfg, qkv_weights[0], &ic, &oc);
     linear_backward_shared_input(&model->products, s->d_ln, d_w_qkv, d_b_qkv, d_qkv, b.ln, w_qkv, 3,
                                  BT, ic, oc);
-    life_ends(s->d_q, btc), life_ends(s->d_k, btc), life_ends(s->d_v, btc);
-    layernorm_backward(s->d_residual, g.ln1_w, g.ln1_b, s->d_ln, b.x_in, p.ln1_w, b.ln1_mean,
-                       b.ln1_rstd, BT, C);
+    life_ends(d_q_raw, btc), life_ends(d_k_raw, btc), life_ends(s->d_v, btc);
+    norm_backward(cfg, s->d_residual, g.ln1_w, g.ln1_b, s->d_ln, b.x_in, p.ln1_w, b.ln1_mean,
+                  b.ln1_rstd, BT);
     // d_residual now holds dL/d(x_in)
 }
 
@@ -716,12 +884,22 @@ void gpt_backward(GPT *model, const int *tokens, const Dropout *drop, float *gra
     // loss = mean over B*T of the cross-entropies
     zero_floats(s->d_logits, (long)BT * V);
     crossentropy_backward(s->d_logits, a->probs, model->targets, BT, V, 1.0f / BT);
+    // d_logits: the gradient of the logits the loss read; with a softcap,
+    // through it (its output, the capped logits, is still in logits)
+    const float *d_logits = s->d_logits;
+    if (cfg->softcap > 0) {
+        zero_floats(s->d_uncapped, (long)BT * V);
+        softcap_backward(s->d_uncapped, s->logits, s->d_logits, cfg->softcap, (long)BT * V);
+        d_logits = s->d_uncapped;
+    }
     zero_floats(s->d_ln, btc);
-    linear_backward(&model->products, s->d_ln, g->wte, NULL, s->d_logits, a->lnf, p->wte, BT, C, V);
+    int unembedding = gpt_unembedding(cfg);
+    linear_backward(&model->products, s->d_ln, param_tensor(g, unembedding), NULL, d_logits,
+                    a->lnf, param_tensor(p, unembedding), BT, C, V);
     const float *x_last = L > 0 ? a->residual3 + (L - 1) * btc : a->encoded;
     zero_floats(s->d_residual, btc);
-    layernorm_backward(s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last, p->lnf_w, a->lnf_mean,
-                       a->lnf_rstd, BT, C);
+    norm_backward(cfg, s->d_residual, g->lnf_w, g->lnf_b, s->d_ln, x_last, p->lnf_w, a->lnf_mean,
+                  a->lnf_rstd, BT);
 
     // d_residual holds dL/d(x_last), the last block's residual3
     for (int l = L - 1; l >= 0; l--)
@@ -734,7 +912,7 @@ void gpt_backward(GPT *model, const int *tokens, const Dropout *drop, float *gra
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &m);
         d_encoded = s->d_ln;
     }
-    embedding_backward(g->wte, g->wpe, d_encoded, tokens, B, T, C);
+    embedding_backward(g->wte, position_embedding(model, g), d_encoded, tokens, B, T, C);
 }
 
 const float *gpt_attention_probs(const GPT *model, int layer, int head, int batch_row) {

@@ -14,13 +14,39 @@
 #include "../base/util.h"
 #include "../kernels/matmul.h"
 
+// The block's choices; each zero is GPT-2's.
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
+typedef enum { POS_LEARNED, POS_ROPE } PositionKind;
+typedef enum { MLP_GELU, MLP_RELU2, MLP_SWIGLU } MlpKind;
+
 typedef struct {
     int vocab_size; // V
-    int context;    // maximum T, the number of learned positions
+    int context;    // maximum T (the number of learned positions, or RoPE's table)
     int layers;     // L
     int heads;      // NH
     int dim;        // C
+    // The block, all zero for GPT-2's (a checkpoint names only what differs):
+    NormKind norm;    // every norm's kind: LayerNorm (gain, bias) or RMSNorm (gain)
+    PositionKind pos; // learned positions (wpe) added to the input, or rotary
+                      // embeddings of each head's queries and keys
+    float rope_base;  // POS_ROPE's base (> 1; 10000 by default)
+    MlpKind mlp;      // GELU, ReLU^2 or SwiGLU (hidden width gpt_mlp_hidden)
+    int qk_norm;      // queries and keys RMS-normalised per head, a learned gain (hs)
+    int untie;        // an output matrix of its own (lm_head), not wte
+    float softcap;    // logits become softcap * tanh(z / softcap); 0: none
 } GPTConfig;
+
+// The choices' names, in their enums' order (checkpoints and options).
+extern const char *const gpt_norm_names[2], *const gpt_pos_names[2], *const gpt_mlp_names[3];
+// The index of `name` among `names` (count of them), or -1.
+int gpt_name_index(const char *const *names, int count, const char *name);
+
+// The MLP's hidden width H: 4C, or for SwiGLU 8C/3, which keeps the
+// parameter count of the 4C MLP (three (H,C) matrices, 3HC = 8C^2); C must
+// then be a multiple of 3 (gpt_config_valid).
+int gpt_mlp_hidden(const GPTConfig *cfg);
+// The unembedding's weight (V,C): PARAM_wte (tied), or PARAM_lm_head.
+int gpt_unembedding(const GPTConfig *cfg);
 
 // ---- the parameter tensors, described once
 //
@@ -42,33 +68,46 @@ typedef struct {
 // with an array, each tensor would be written twice (a field and a row)
 // and the two could drift. Rows are in memory order, and the per-block rows
 // are in a checkpoint block's tensor order.
-#define GPT_PARAMETER_TENSORS(X)                                                              \
-    /*  view     checkpoint name     rows   cols  stacked decayed init         bias */        \
-    X(wte,    "wte",              V,     C,     0, 1, INIT_NORMAL,   NO_BIAS) /* tied output */ \
-    X(wpe,    "wpe",              T,     C,     0, 1, INIT_NORMAL,   NOT_A_WEIGHT)            \
-    X(ln1_w,  "ln_1.weight",      C,     0,     1, 0, INIT_ONE,      NOT_A_WEIGHT)            \
-    X(ln1_b,  "ln_1.bias",        C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(w_q,    "attn.w_q.weight",  C,     C,     1, 1, INIT_NORMAL,   b_q)                     \
-    X(b_q,    "attn.w_q.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(w_k,    "attn.w_k.weight",  C,     C,     1, 1, INIT_NORMAL,   b_k)                     \
-    X(b_k,    "attn.w_k.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(w_v,    "attn.w_v.weight",  C,     C,     1, 1, INIT_NORMAL,   b_v)                     \
-    X(b_v,    "attn.w_v.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(w_o,    "attn.w_o.weight",  C,     C,     1, 1, INIT_RESIDUAL, b_o)                     \
-    X(b_o,    "attn.w_o.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(ln2_w,  "ln_2.weight",      C,     0,     1, 0, INIT_ONE,      NOT_A_WEIGHT)            \
-    X(ln2_b,  "ln_2.bias",        C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(fc_w,   "mlp.fc.weight",    4 * C, C,     1, 1, INIT_NORMAL,   fc_b)                    \
-    X(fc_b,   "mlp.fc.bias",      4 * C, 0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(proj_w, "mlp.proj.weight",  C,     4 * C, 1, 1, INIT_RESIDUAL, proj_b)                  \
-    X(proj_b, "mlp.proj.bias",    C,     0,     1, 0, INIT_ZERO,     NOT_A_WEIGHT)            \
-    X(lnf_w,  "ln_f.weight",      C,     0,     0, 0, INIT_ONE,      NOT_A_WEIGHT)            \
-    X(lnf_b,  "ln_f.bias",        C,     0,     0, 0, INIT_ZERO,     NOT_A_WEIGHT)
+#define GPT_PARAMETER_TENSORS(X)                                                                 \
+    /*  view       checkpoint name        rows           cols stacked decayed init     bias */      \
+    X(wte,      "wte",                 V,             C,  0, 1, INIT_NORMAL,   NO_BIAS) /* tied */  \
+    X(wpe,      "wpe",                 T * LEARNED,   C,  0, 1, INIT_NORMAL,   NOT_A_WEIGHT)        \
+    X(ln1_w,    "ln_1.weight",         C,             0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
+    X(ln1_b,    "ln_1.bias",           C * NORM_BIAS, 0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(w_q,      "attn.w_q.weight",     C,             C,  1, 1, INIT_NORMAL,   b_q)                 \
+    X(b_q,      "attn.w_q.bias",       C,             0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(w_k,      "attn.w_k.weight",     C,             C,  1, 1, INIT_NORMAL,   b_k)                 \
+    X(b_k,      "attn.w_k.bias",       C,             0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(w_v,      "attn.w_v.weight",     C,             C,  1, 1, INIT_NORMAL,   b_v)                 \
+    X(b_v,      "attn.w_v.bias",       C,             0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(q_norm_w, "attn.q_norm.weight",  HS * QK_NORM,  0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
+    X(k_norm_w, "attn.k_norm.weight",  HS * QK_NORM,  0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
+    X(w_o,      "attn.w_o.weight",     C,             C,  1, 1, INIT_RESIDUAL, b_o)                 \
+    X(b_o,      "attn.w_o.bias",       C,             0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(ln2_w,    "ln_2.weight",         C,             0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
+    X(ln2_b,    "ln_2.bias",           C * NORM_BIAS, 0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(fc_w,     "mlp.fc.weight",       GATES * H,     C,  1, 1, INIT_NORMAL,   fc_b)                \
+    X(fc_b,     "mlp.fc.bias",         GATES * H,     0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(proj_w,   "mlp.proj.weight",     C,             H,  1, 1, INIT_RESIDUAL, proj_b)              \
+    X(proj_b,   "mlp.proj.bias",       C,             0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(lnf_w,    "ln_f.weight",         C,             0,  0, 0, INIT_ONE,      NOT_A_WEIGHT)        \
+    X(lnf_b,    "ln_f.bias",           C * NORM_BIAS, 0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(lm_head,  "lm_head.weight",      V * UNTIED,    C,  0, 1, INIT_OUTPUT,   NO_BIAS)
+
+// The names the rows' shapes are written in (param_shape): V, T, C, H (the
+// MLP's hidden width), HS (head size); and the block's choices as 0 or 1
+// (LEARNED positions, NORM_BIAS for LayerNorm, QK_NORM, UNTIED) or GATES,
+// the MLP's input projections (2 for SwiGLU: gate and up, in one matrix).
+// A tensor the config does not use has 0 rows: no memory, not in a
+// checkpoint.
 
 // INIT_NORMAL: N(0, 0.02); INIT_RESIDUAL: N(0, 0.02/sqrt(2L)), for the
 // projections that add into the residual stream (GPT-2), so its variance
-// does not grow with depth; INIT_ONE, INIT_ZERO: constants.
-typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_ONE, INIT_ZERO } ParamInit;
+// does not grow with depth; INIT_OUTPUT: an untied output matrix, N(0,
+// 0.02); INIT_ONE, INIT_ZERO: constants. gpt_init_params may start the
+// INIT_RESIDUAL and INIT_OUTPUT tensors at zero instead (modded-nanoGPT's
+// zero-initialised projections).
+typedef enum { INIT_NORMAL, INIT_RESIDUAL, INIT_OUTPUT, INIT_ONE, INIT_ZERO } ParamInit;
 
 // PARAM_wte, PARAM_wpe, ...: a tensor's index in memory order; the bias
 // column's two words as indices that no tensor has.
@@ -123,7 +162,9 @@ int param_is_decayed(int i);
 typedef struct {
     float *encoded;            // (B,T,C)    token + position embedding
     float *ln1_mean, *ln1_rstd;// (L,B,T)
-    float *q, *k, *v;          // (L,B,T,C)
+    float *q_raw, *k_raw;      // (L,B,T,C) with qk_norm: W_Q's and W_K's outputs
+    float *q_rstd, *k_rstd;    // (L,B,T,NH) with qk_norm
+    float *q, *k, *v;          // (L,B,T,C) what the attention reads
     float *att_probs;          // (L,B,NH,T,T) where pictures read them (below: Attention
                                //          probabilities), else NULL
     float *att_stats;          // (L,B,NH,T,2) a training forward's: each row's softmax
@@ -131,7 +172,7 @@ typedef struct {
     float *att_out;            // (L,B,T,C)  heads concatenated, before W_O
     float *residual2;          // (L,B,T,C)  x + attention
     float *ln2_mean, *ln2_rstd;// (L,B,T)
-    float *fc;                 // (L,B,T,4C) before GELU
+    float *fc;                 // (L,B,T,GATES*H) before the MLP's activation
     float *residual3;          // (L,B,T,C)  block output
     float *lnf;                // (B,T,C)
     float *lnf_mean, *lnf_rstd;// (B,T)
@@ -142,18 +183,21 @@ typedef struct {
 // Scratch reused layer after layer; not saved. The forward's part is
 // allocated for inference and training, the d_ part for training only.
 typedef struct {
-    float *fc_gelu;            // (B,T,4C)
+    float *fc_act;             // (B,T,H) the MLP's activation (room for GATES*H: d_fc)
     float *logits;             // (B,T,V)
-    float *ln;                 // (B,T,C)  a LayerNorm's output (LN1, LN2 are recomputed
-                               //          in the backward from the saved mean and rstd)
+    float *ln;                 // (B,T,C)  a norm's output (LN1, LN2 are recomputed in
+                               //          the backward from the saved mean and rstd)
     float *proj_out;           // (B,T,C)  output of W_O or the MLP projection
+    int *positions;            // (B,T)    each row's position, t
     float *d_residual;         // (B,T,C) gradient flowing down the residual stream
     float *d_ln;               // (B,T,C)
-    float *d_q, *d_k, *d_v;    // (B,T,C)  share d_fc_gelu's memory
+    float *d_q, *d_k, *d_v;    // (B,T,C)  share d_fc_act's memory
+    float *d_q_raw, *d_k_raw;  // (B,T,C)  with qk_norm
     float *d_att_out;          // (B,T,C)  shares proj_out's memory
-    float *d_fc;               // (B,T,4C) shares fc_gelu's memory
-    float *d_fc_gelu;          // (B,T,4C)
+    float *d_fc;               // (B,T,GATES*H) shares fc_act's memory
+    float *d_fc_act;           // (B,T,H) (room for 3C: d_q, d_k, d_v)
     float *d_logits;           // (B,T,V)
+    float *d_uncapped;         // (B,T,V)  with a softcap: the gradient of the logits before it
 } Scratch;
 
 typedef struct {
@@ -174,6 +218,7 @@ typedef struct {
     float *backward_memory;    // the backward's scratch (training only)
     Scratch scratch;
     int *targets;              // (B,T) copy of the last forward's targets
+    float *rope_table;         // (T,hs) RoPE's cos and sin (ops.h: rope_table), or NULL
     // Attention probabilities: a model allocated for training keeps them
     // (a forward with ATTENTION_KEEP_PROBS: the heatmaps of a run) in this
     // buffer, grown on the first such forward.
@@ -215,6 +260,10 @@ void gpt_set_precision(GPT *model, Precision precision, Bf16Kernel bf16);
 // Initialise every tensor as its row of GPT_PARAMETER_TENSORS says, from
 // one seeded stream.
 void gpt_init_params(GPT *model, unsigned long long seed);
+// Zero the projections into the residual stream (W_O, the MLP's
+// projection: INIT_RESIDUAL) and an untied output matrix (INIT_OUTPUT):
+// each block then starts as the identity, the model's logits at zero.
+void gpt_zero_init_projections(GPT *model);
 // Allocate what a forward over batches up to B x T needs (activations,
 // scratch, the kernels' workspace): to sample, draw heatmaps, evaluate.
 void gpt_alloc_inference(GPT *model, int B, int T);
@@ -258,16 +307,25 @@ const char *gpt_first_non_finite(const GPT *model, const float *memory, char *na
 // Layer l's buffers, R rows each. gpt_forward's are the layer's saved
 // activations; the KV cache's are the same scratch in every layer, with
 // x_in, residual2 and x_out one buffer (the stream, updated in place).
+//
+// q rows: the rows whose queries the attention reads (R, or in the KV
+// cache's last layer one per sample); each row's position, for RoPE.
 typedef struct {
     const float *x_in;              // (R,C) the stream into the block
     float *ln;                      // (R,C) LN1's output, later LN2's
-    float *ln1_mean, *ln1_rstd;     // (R)
-    float *q, *k, *v;               // (R,C)
+    float *ln1_mean, *ln1_rstd;     // (R) (the mean LayerNorm's only)
+    float *q_raw, *k_raw;           // (q rows,C), (R,C) W_Q's and W_K's outputs: q and k
+                                    //   themselves, or with qk_norm their own buffers
+    float *q_rstd, *k_rstd;         // (q rows,NH), (R,NH) qk_norm's 1/rms per head
+    float *q, *k, *v;               // (q rows,C), (R,C), (R,C) what the attention reads
+    int q_rows;
+    const int *q_positions;         // (q rows)
+    const int *positions;           // (R) the rows' positions: k's
     float *att_out;                 // (R,C) heads concatenated, before W_O
     float *proj_out;                // (R,C) W_O's output, later the MLP projection's
     float *residual2;               // (R,C) x_in + attention
     float *ln2_mean, *ln2_rstd;     // (R)
-    float *fc, *fc_gelu;            // (R,4C) before and after GELU
+    float *fc, *fc_act;             // (R,GATES*H), (R,H) before and after the activation
     float *x_out;                   // (R,C) the stream out of the block
 } BlockBuffers;
 

@@ -13,7 +13,7 @@ const char *const optimizer_names[2] = {"adamw", "muon"};
 
 int muon_owns(int i) {
     long rows, cols;
-    const GPTConfig any = {1, 1, 1, 1, 1};
+    const GPTConfig any = {.vocab_size = 1, .context = 1, .layers = 1, .heads = 1, .dim = 1};
     param_shape(&any, i, &rows, &cols);
     return param_specs[i].stacked && cols > 0;
 }

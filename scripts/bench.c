@@ -269,7 +269,7 @@ static int compare_doubles(const void *a, const void *b) {
 // the mean, which counts the tuner's trials.
 static double bench_training(const Shape *shape, Precision precision, double peak_gflops, int verbose,
                              ThreadTuner *tuner, double *mean_ms) {
-    GPTConfig cfg = {65, shape->context, shape->layers, shape->heads, shape->dim};
+    GPTConfig cfg = {.vocab_size = 65, .context = shape->context, .layers = shape->layers, .heads = shape->heads, .dim = shape->dim};
     int B = shape->batch, T = shape->context;
     GPT model;
     gpt_build(&model, &cfg);
@@ -420,7 +420,7 @@ static void bench_busy(const Shape *shape, Precision precision, double peak, int
 
 static void bench_sampling(void) {
     omp_set_num_threads(1);
-    GPTConfig cfg = {65, 64, 4, 4, 128};
+    GPTConfig cfg = {.vocab_size = 65, .context = 64, .layers = 4, .heads = 4, .dim = 128};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 1);

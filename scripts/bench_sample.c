@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
     if (loaded) {
         if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
     } else {
-        GPTConfig cfg = {65, 64, 4, 4, 128};
+        GPTConfig cfg = {.vocab_size = 65, .context = 64, .layers = 4, .heads = 4, .dim = 128};
         gpt_build(&model, &cfg);
         gpt_init_params(&model, 1337);
     }

@@ -374,7 +374,7 @@ void build_text_model(GPT *model, Vocab *vocab, const char *text, int context,
                       RandomWeights weights) {
     char err[512];
     CHECK(vocab_build(vocab, (const unsigned char *)text, strlen(text), err, sizeof err));
-    GPTConfig cfg = {vocab->size, context, 2, 2, 16};
+    GPTConfig cfg = {.vocab_size = vocab->size, .context = context, .layers = 2, .heads = 2, .dim = 16};
     build_model(model, &cfg, weights);
 }
 

@@ -458,7 +458,7 @@ static void test_thread_count_does_not_change_bits(void) {
 // differences of ~1e-4). A product in the wrong precision or a wrong
 // product moves the loss by far more.
 static void train_losses(Precision precision, Bf16Kernel kernel, float losses[15]) {
-    GPTConfig cfg = {20, 16, 2, 2, 32};
+    GPTConfig cfg = {.vocab_size = 20, .context = 16, .layers = 2, .heads = 2, .dim = 32};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 3);

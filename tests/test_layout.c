@@ -24,11 +24,13 @@
 __attribute__((constructor)) static void measure_if_asked(void) {
     const char *spec = getenv("LAYOUT_MEASURE");
     if (!spec) return;
-    GPTConfig cfg;
-    int B, T, training;
-    if (sscanf(spec, "%d,%d,%d,%d,%d,%d,%d,%d", &cfg.vocab_size, &cfg.context, &cfg.layers,
-               &cfg.heads, &cfg.dim, &B, &T, &training) != 8)
+    GPTConfig cfg = {0};
+    int B, T, training, norm, pos, mlp;
+    if (sscanf(spec, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%g,%d,%d,%d,%g", &cfg.vocab_size,
+               &cfg.context, &cfg.layers, &cfg.heads, &cfg.dim, &B, &T, &training, &norm, &pos,
+               &cfg.rope_base, &mlp, &cfg.qk_norm, &cfg.untie, &cfg.softcap) != 15)
         _exit(3);
+    cfg.norm = (NormKind)norm, cfg.pos = (PositionKind)pos, cfg.mlp = (MlpKind)mlp;
     size_t before = xalloc_total_bytes();
     GPT model;
     gpt_build(&model, &cfg);
@@ -55,9 +57,11 @@ __attribute__((constructor)) static void measure_if_asked(void) {
 
 static double measured_bytes(const GPTConfig *cfg, int B, int T, int training) {
     char command[512];
-    snprintf(command, sizeof command, "LAYOUT_MEASURE=%d,%d,%d,%d,%d,%d,%d,%d /proc/%ld/exe",
+    snprintf(command, sizeof command,
+             "LAYOUT_MEASURE=%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.9g,%d,%d,%d,%.9g /proc/%ld/exe",
              cfg->vocab_size, cfg->context, cfg->layers, cfg->heads, cfg->dim, B, T, training,
-             (long)getpid());
+             (int)cfg->norm, (int)cfg->pos, (double)cfg->rope_base, (int)cfg->mlp, cfg->qk_norm,
+             cfg->untie, (double)cfg->softcap, (long)getpid());
     fflush(stdout);
     FILE *child = popen(command, "r");
     if (!child) return -1;
@@ -76,10 +80,21 @@ static void test_memory_estimate_matches_allocation(void) {
         GPTConfig cfg;
         int B, T;
     } shapes[] = {
-        {{65, 64, 4, 4, 128}, 12, 64},  // the default recipe
-        {{65, 256, 6, 6, 384}, 8, 256}, // the larger benchmark shape
-        {{300, 8, 1, 2, 16}, 2, 8},     // tiny, vocabulary-heavy
-        {{65, 128, 2, 4, 64}, 3, 100},  // T below the context
+        // the default recipe
+        {{.vocab_size = 65, .context = 64, .layers = 4, .heads = 4, .dim = 128}, 12, 64},
+        // the larger benchmark shape
+        {{.vocab_size = 65, .context = 256, .layers = 6, .heads = 6, .dim = 384}, 8, 256},
+        // tiny, vocabulary-heavy
+        {{.vocab_size = 300, .context = 8, .layers = 1, .heads = 2, .dim = 16}, 2, 8},
+        // T below the context
+        {{.vocab_size = 65, .context = 128, .layers = 2, .heads = 4, .dim = 64}, 3, 100},
+        // the modern block, SwiGLU and ReLU^2
+        {{.vocab_size = 65, .context = 64, .layers = 2, .heads = 4, .dim = 96,
+          .norm = NORM_RMSNORM, .pos = POS_ROPE, .rope_base = 10000, .mlp = MLP_SWIGLU,
+          .qk_norm = 1, .untie = 1, .softcap = 15}, 4, 64},
+        {{.vocab_size = 65, .context = 64, .layers = 2, .heads = 4, .dim = 64,
+          .norm = NORM_RMSNORM, .pos = POS_ROPE, .rope_base = 10000, .mlp = MLP_RELU2,
+          .qk_norm = 1, .softcap = 15}, 3, 50},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         for (int training = 0; training <= 1; training++) {
@@ -93,7 +108,7 @@ static void test_memory_estimate_matches_allocation(void) {
         }
     }
     // absurd shapes give a huge finite figure, not an overflow
-    GPTConfig huge = {65535, 65536, 1024, 4096, 65536};
+    GPTConfig huge = {.vocab_size = 65535, .context = 65536, .layers = 1024, .heads = 4096, .dim = 65536};
     for (int training = 0; training <= 1; training++) {
         double bytes = gpt_memory_bytes(&huge, BF16_AMX, 65536, 65536, training);
         CHECK_MSG(bytes > 1e18 && bytes < 1e40, "absurd shape: %g bytes", bytes);
@@ -101,7 +116,7 @@ static void test_memory_estimate_matches_allocation(void) {
 }
 
 static void test_inference_allocates_no_gradients(void) {
-    GPTConfig cfg = {20, 8, 2, 2, 16};
+    GPTConfig cfg = {.vocab_size = 20, .context = 8, .layers = 2, .heads = 2, .dim = 16};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_alloc_inference(&model, 2, 8);
@@ -115,7 +130,7 @@ static void test_inference_allocates_no_gradients(void) {
 }
 
 static void test_parameter_table(void) {
-    GPTConfig cfg = {65, 64, 3, 4, 32};
+    GPTConfig cfg = {.vocab_size = 65, .context = 64, .layers = 3, .heads = 4, .dim = 32};
     size_t sizes[NUM_PARAM_TENSORS], total = 0;
     param_sizes(&cfg, sizes);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) total += sizes[i];
@@ -164,7 +179,7 @@ static void test_parameter_table(void) {
 }
 
 void suite_layout(void) {
-    run_test("layout: the memory estimate is what is allocated (4 shapes, inference and training)",
+    run_test("layout: the memory estimate is what is allocated (6 shapes, two of the modern block; inference and training)",
              test_memory_estimate_matches_allocation);
     run_test("layout: inference allocates no gradients", test_inference_allocates_no_gradients);
     run_test("layout: the parameter table's sizes, order, decay, init and names",

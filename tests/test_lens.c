@@ -793,7 +793,7 @@ static const char *save_wider_model(void) {
     GPT model;
     char err[512];
     CHECK(vocab_build(&vocab, (const unsigned char *)VOCAB_TEXT, strlen(VOCAB_TEXT), err, sizeof err));
-    GPTConfig cfg = {vocab.size, 32, 2, 4, 64};
+    GPTConfig cfg = {.vocab_size = vocab.size, .context = 32, .layers = 2, .heads = 4, .dim = 64};
     build_model(&model, &cfg, (RandomWeights){7, 0.1f, 8});
     CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     gpt_free(&model);

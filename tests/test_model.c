@@ -50,15 +50,16 @@ static int choose_elements(Rng *rng, const float *grad, size_t n, size_t *chosen
     return count;
 }
 
-static void test_gradients_every_tensor(void) {
+// The gradient check on a model of shape cfg.
+static void check_every_tensor(const GPTConfig *cfg) {
     enum { B = 2, T = 5 }; // T < context: the last row of wpe is unused
-    GPT model = new_model(&tiny_config, B, tiny_config.context, 1);
+    GPT model = new_model(cfg, B, cfg->context, 1);
     Rng rng;
     rng_seed(&rng, 11);
     rescale_params(&model, &rng);
     int tokens[B * T], targets[B * T];
-    random_tokens(&rng, tokens, B * T, tiny_config.vocab_size);
-    random_tokens(&rng, targets, B * T, tiny_config.vocab_size);
+    random_tokens(&rng, tokens, B * T, cfg->vocab_size);
+    random_tokens(&rng, targets, B * T, cfg->vocab_size);
     ModelCase m = {&model, tokens, targets, B, T, NULL};
 
     float loss = gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
@@ -72,19 +73,20 @@ static void test_gradients_every_tensor(void) {
     size_t chosen[RANDOM_PER_TENSOR + LARGEST_PER_TENSOR];
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t n = model.param_sizes[i];
-        int count = choose_elements(&rng, grads, n, chosen);
+        int count = n ? choose_elements(&rng, grads, n, chosen) : 0;
         for (int c = 0; c < count; c++)
             check_param_gradient(&m, i, &params[chosen[c]], grads[chosen[c]], chosen[c]);
         params += n;
         grads += n;
     }
     // Positions beyond T never enter the forward.
-    for (int c = 0; c < tiny_config.dim; c++)
-        CHECK(model.grads.wpe[(tiny_config.context - 1) * tiny_config.dim + c] == 0.0f);
+    if (cfg->pos == POS_LEARNED)
+        for (int c = 0; c < cfg->dim; c++)
+            CHECK(model.grads.wpe[(cfg->context - 1) * cfg->dim + c] == 0.0f);
 
     // gpt_backward accumulates: a second call doubles every gradient, up to
-    // the rounding of sums now started from g instead of 0 (measured 1e-7
-    // at most; an overwrite would be off by |g|).
+    // the rounding of sums now started from g instead of 0 (an overwrite
+    // would be off by |g|).
     gpt_forward(&model, tokens, B, T, (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
     float *once = xmalloc(model.num_params * sizeof(float));
     memcpy(once, model.grads_memory, model.num_params * sizeof(float));
@@ -95,6 +97,43 @@ static void test_gradients_every_tensor(void) {
     for (size_t j = 0; j < model.num_params; j++) CHECK(model.grads_memory[j] == 0.0f);
     free(once);
     gpt_free(&model);
+}
+
+static void test_gradients_every_tensor(void) { check_every_tensor(&tiny_config); }
+
+// tiny_config's shape (12 wide for SwiGLU, whose hidden width is 8C/3)
+// with the given block; RoPE's base 100, so that its slowest pair still
+// turns over 5 positions.
+static GPTConfig tiny_block(NormKind norm, PositionKind pos, MlpKind mlp, int qk_norm, int untie,
+                            float softcap) {
+    GPTConfig c = tiny_config;
+    if (mlp == MLP_SWIGLU) c.dim = 12;
+    c.norm = norm, c.pos = pos, c.rope_base = pos == POS_ROPE ? 100.0f : 0.0f, c.mlp = mlp;
+    c.qk_norm = qk_norm, c.untie = untie, c.softcap = softcap;
+    return c;
+}
+
+// Each choice of the block alone, then all together.
+static void test_gradients_every_block(void) {
+    const struct {
+        const char *name;
+        GPTConfig cfg;
+    } blocks[] = {
+        {"rmsnorm", tiny_block(NORM_RMSNORM, POS_LEARNED, MLP_GELU, 0, 0, 0)},
+        {"rope", tiny_block(NORM_LAYERNORM, POS_ROPE, MLP_GELU, 0, 0, 0)},
+        {"relu2", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_RELU2, 0, 0, 0)},
+        {"swiglu", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_SWIGLU, 0, 0, 0)},
+        {"qk-norm", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 1, 0, 0)},
+        {"untie", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 1, 0)},
+        {"softcap 2", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 0, 2.0f)},
+        {"modern, relu2", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f)},
+        {"modern, swiglu", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_SWIGLU, 1, 1, 3.0f)},
+    };
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        int failed = current_test_failures();
+        check_every_tensor(&blocks[i].cfg);
+        if (current_test_failures() > failed) printf("    (block: %s)\n", blocks[i].name);
+    }
 }
 
 // ---- loss at initialisation
@@ -320,7 +359,7 @@ static void test_rows_and_future_are_invisible(void) {
 // process, give each the loss, logits and gradients, bit for bit, that it
 // gives run on its own, and the two precisions' differ.
 static void test_two_precisions_in_one_process(void) {
-    GPTConfig cfg = {20, 16, 2, 2, 32};
+    GPTConfig cfg = {.vocab_size = 20, .context = 16, .layers = 2, .heads = 2, .dim = 32};
     enum { B = 2, T = 16, MODELS = 3 };
     const Precision precision[MODELS] = {PRECISION_FP32, PRECISION_BF16, PRECISION_BF16};
     const Bf16Kernel kernel[MODELS] = {bf16_best_kernel(BF16_AMX), bf16_best_kernel(BF16_AMX),
@@ -399,8 +438,8 @@ static void test_shared_buffers_die_poisoned(void) {
     gpt_backward(&model, tokens, NULL, model.grads_memory);
     const Scratch *s = &model.scratch;
     struct { const char *name; const float *buffer, *host; } lives[] = {
-        {"d_att_out", s->d_att_out, s->proj_out}, {"d_fc", s->d_fc, s->fc_gelu},
-        {"d_q", s->d_q, s->d_fc_gelu}, {"d_k", s->d_k, s->d_fc_gelu}, {"d_v", s->d_v, s->d_fc_gelu}};
+        {"d_att_out", s->d_att_out, s->proj_out}, {"d_fc", s->d_fc, s->fc_act},
+        {"d_q", s->d_q, s->d_fc_act}, {"d_k", s->d_k, s->d_fc_act}, {"d_v", s->d_v, s->d_fc_act}};
     for (size_t i = 0; i < sizeof lives / sizeof lives[0]; i++) {
         CHECK_MSG(lives[i].buffer != lives[i].host, "%s shares memory in a checking build",
                   lives[i].name);
@@ -415,6 +454,8 @@ static void test_shared_buffers_die_poisoned(void) {
 void suite_model(void) {
     products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("gradients of every parameter tensor", test_gradients_every_tensor);
+    run_test("gradients of every tensor of each block: RMSNorm, RoPE, ReLU^2, SwiGLU, QK-norm, "
+             "untied, softcap, all", test_gradients_every_block);
     run_test("loss at initialisation is ln(V)", test_initial_loss_is_ln_vocab);
     run_test("memorises a short repeated text", test_memorises_short_text);
     run_test("attention probs per layer and head", test_attention_probs);

@@ -79,7 +79,7 @@ static int have_mpi(void) {
 // depend on the part size, and must be the mean of whole-batch forwards.
 static void test_evaluate_by_parts(void) {
     enum { B = 8, T = 8, BATCHES = 3, TOKENS = 500 };
-    GPTConfig cfg = {11, T, 2, 2, 16};
+    GPTConfig cfg = {.vocab_size = 11, .context = T, .layers = 2, .heads = 2, .dim = 16};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 7);

@@ -206,7 +206,7 @@ static void test_newton_schulz_bf16(void) {
 // lr. Every other tensor is left alone, and AdamW, told to skip the
 // matrices, leaves them alone.
 static void test_muon_update_matches_double(void) {
-    GPTConfig cfg = {11, 8, 2, 2, 16};
+    GPTConfig cfg = {.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 5);
@@ -277,7 +277,8 @@ static void test_muon_update_matches_double(void) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t size = model.param_sizes[t];
         int same = !memcmp(before + offset, model.params_memory + offset, size * sizeof(float));
-        CHECK_MSG(same == muon_owns(t), "tensor %d: AdamW %s it", t, same ? "skipped" : "updated");
+        if (size) // a tensor this block does not use has nothing to update
+            CHECK_MSG(same == muon_owns(t), "tensor %d: AdamW %s it", t, same ? "skipped" : "updated");
         offset += size;
     }
     // Muon owns exactly the blocks' six matrices

@@ -84,7 +84,7 @@ static void test_norm_order_and_threads(void) {
 // correction the first step by ~lr, decay applied to a LayerNorm weight
 // (1.0) by lr * 0.1 = 1e-3.
 static void test_adamw_matches_double(void) {
-    GPTConfig cfg = {11, 8, 2, 2, 16};
+    GPTConfig cfg = {.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16};
     GPT model;
     gpt_build(&model, &cfg);
     gpt_init_params(&model, 5);

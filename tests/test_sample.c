@@ -23,7 +23,17 @@
 // A small model (2 layers of 2 heads, 16 wide) with weights large enough
 // that its logits differ clearly from position to position.
 static void build_random_model(GPT *model, int V, int T) {
-    build_model(model, &(GPTConfig){V, T, 2, 2, 16}, (RandomWeights){7, 0.3f, 99});
+    build_model(model, &(GPTConfig){.vocab_size = V, .context = T, .layers = 2, .heads = 2, .dim = 16}, (RandomWeights){7, 0.3f, 99});
+}
+
+// The same with the modern block: RMSNorm, RoPE, QK-norm, an untied output
+// matrix, a logit cap and ReLU^2, or SwiGLU (24 wide then: 8C/3 whole, the
+// head size even).
+static void build_modern_model(GPT *model, int V, int T, MlpKind mlp) {
+    GPTConfig cfg = {.vocab_size = V, .context = T, .layers = 2, .heads = 2, .dim = mlp == MLP_SWIGLU ? 24 : 16};
+    cfg.norm = NORM_RMSNORM, cfg.pos = POS_ROPE, cfg.rope_base = 10000.0f, cfg.mlp = mlp;
+    cfg.qk_norm = 1, cfg.untie = 1, cfg.softcap = 5.0f;
+    build_model(model, &cfg, (RandomWeights){7, 0.3f, 99});
 }
 
 // Logits of the last position of a full forward over tokens[0..n).
@@ -36,10 +46,9 @@ static const float *full_forward_last(GPT *full, const int *tokens, int n) {
 // one step at a time. After every step the cache holds the last `len` of
 // the tokens given, len follows the policy (T - S + 1 .. T once the window
 // has filled), and its logits equal a full forward over that window.
-static void test_cache_matches_full_forward(void) {
-    int V = 11, T = 8;
-    GPT model;
-    build_random_model(&model, V, T);
+static void check_cache_matches_full_forward(GPT *model_built) {
+    GPT model = *model_built;
+    int V = model.config.vocab_size, T = model.config.context;
     gpt_alloc_training(&model, 1, T);
     const int slides[] = {1, 2, T / 2, T};
     for (size_t s = 0; s < sizeof slides / sizeof slides[0]; s++) {
@@ -81,11 +90,22 @@ static void test_cache_matches_full_forward(void) {
     gpt_free(&model);
 }
 
+// GPT-2's block, and the modern one with ReLU^2 and with SwiGLU.
+static void test_cache_matches_full_forward(void) {
+    GPT model;
+    build_random_model(&model, 11, 8);
+    check_cache_matches_full_forward(&model);
+    build_modern_model(&model, 11, 8, MLP_RELU2);
+    check_cache_matches_full_forward(&model);
+    build_modern_model(&model, 11, 8, MLP_SWIGLU);
+    check_cache_matches_full_forward(&model);
+}
+
 // A model of the default shape (4 layers, 4 heads, 128 wide, 64 positions,
 // 65 characters), its weights spread by `spread` x N(0,1) from `seed`, so
 // that its logits differ clearly from position to position.
 static void build_default_shape_model(GPT *model, float spread, uint64_t seed) {
-    build_model(model, &(GPTConfig){65, 64, 4, 4, 128}, (RandomWeights){3, spread, seed});
+    build_model(model, &(GPTConfig){.vocab_size = 65, .context = 64, .layers = 4, .heads = 4, .dim = 128}, (RandomWeights){3, spread, seed});
 }
 
 // The default shape, so that the cache's products run on whole vector
@@ -265,6 +285,10 @@ static void test_samples_together_equal_alone(void) {
     check_together_equals_alone(&small, 1, 30, 4);
     check_together_equals_alone(&small, 3, 30, 4);
     gpt_free(&small);
+    build_modern_model(&small, 11, 8, MLP_SWIGLU);
+    check_together_equals_alone(&small, 1, 30, 4);
+    check_together_equals_alone(&small, 3, 30, 4);
+    gpt_free(&small);
     GPT model;
     build_default_shape_model(&model, 0.2f, 9);
     check_together_equals_alone(&model, 1, 80, 3);
@@ -381,11 +405,13 @@ static void generate_keeping_next(GPT *model, int K, int slide, int keep_next, i
 // past S go into both windows), on 1 and 2 threads; the small model and the
 // default shape.
 static void test_next_window_equals_rebuild(void) {
-    GPT small, model;
+    GPT small, modern, model;
     build_random_model(&small, 11, 8);
+    build_modern_model(&modern, 11, 8, MLP_RELU2);
     build_default_shape_model(&model, 0.2f, 9);
     const struct { GPT *model; int slide, K, prompt, steps; } cases[] = {
         {&small, 4, 1, 1, 40}, {&small, 5, 3, 6, 40}, {&small, 7, 2, 8, 40},
+        {&modern, 4, 1, 1, 40}, {&modern, 5, 3, 6, 40},
         {&model, 32, 1, 10, 150}, {&model, 32, 4, 50, 150}, {&model, 40, 2, 64, 150},
         {&model, 63, 1, 1, 150}};
     int threads = omp_get_max_threads();
@@ -411,6 +437,7 @@ static void test_next_window_equals_rebuild(void) {
     }
     omp_set_num_threads(threads);
     gpt_free(&small);
+    gpt_free(&modern);
     gpt_free(&model);
 }
 
@@ -741,7 +768,7 @@ static void test_cache_inside_a_parallel_region(void) {
 void suite_sample(void) {
     run_test("sample: the cache inside a parallel region gives its bits outside one",
              test_cache_inside_a_parallel_region);
-    run_test("sample: KV-cache logits equal the full forward, every slide",
+    run_test("sample: KV-cache logits equal the full forward, every slide, GPT-2's and the modern block",
              test_cache_matches_full_forward);
     run_test("sample: KV cache at the default shape, multi-token appends and slides",
              test_cache_matches_full_forward_default_shape);

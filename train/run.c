@@ -19,6 +19,52 @@
 #include "loss_plot.h"
 #include "recipes.h"
 
+static Option *option_named(Option table[NUM_TRAIN_OPTIONS], const char *name) {
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
+        if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+// The block the flags ask for, in a config of the given shape.
+static GPTConfig with_block(GPTConfig cfg, const TrainOptions *o) {
+    cfg.norm = (NormKind)gpt_name_index(gpt_norm_names, 2, o->norm);
+    cfg.pos = (PositionKind)gpt_name_index(gpt_pos_names, 2, o->pos);
+    cfg.rope_base = cfg.pos == POS_ROPE ? o->rope_base : 0.0f;
+    cfg.mlp = (MlpKind)gpt_name_index(gpt_mlp_names, 3, o->mlp);
+    cfg.qk_norm = o->qk_norm, cfg.untie = o->untie, cfg.softcap = o->softcap;
+    return cfg;
+}
+
+// A checkpoint's block becomes the run's (--resume, --init-from): a block
+// flag given now that contradicts it dies, naming both.
+static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
+                                  const GPTConfig *saved, const char *from, const char *why) {
+    GPTConfig asked = with_block(*saved, o);
+    const struct {
+        const char *flag;
+        int differs;
+    } rows[] = {
+        {"--norm", asked.norm != saved->norm},
+        {"--pos", asked.pos != saved->pos},
+        {"--rope-base", saved->pos == POS_ROPE && asked.rope_base != saved->rope_base},
+        {"--mlp", asked.mlp != saved->mlp},
+        {"--qk-norm", asked.qk_norm != saved->qk_norm},
+        {"--untie", asked.untie != saved->untie},
+        {"--softcap", asked.softcap != saved->softcap},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].differs && option_named(table, rows[i].flag)->given)
+            die("%s contradicts %s (--norm %s --pos %s --mlp %s%s%s --softcap %g): %s",
+                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos],
+                gpt_mlp_names[saved->mlp], saved->qk_norm ? " --qk-norm" : "",
+                saved->untie ? " --untie" : "", (double)saved->softcap, why);
+    o->norm = gpt_norm_names[saved->norm];
+    o->pos = gpt_pos_names[saved->pos];
+    if (saved->pos == POS_ROPE) o->rope_base = saved->rope_base;
+    o->mlp = gpt_mlp_names[saved->mlp];
+    o->qk_norm = saved->qk_norm, o->untie = saved->untie, o->softcap = saved->softcap;
+}
+
 // A resumed run: the model and optimizer state from the folder, and the
 // saved flags merged with the given ones.
 static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
@@ -36,6 +82,8 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
                               &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
+    take_checkpoint_block(&run->o, run->table, &run->model.config, paths->model_path,
+                          "a resumed run keeps its architecture");
     OptimizerKind wanted = option_choice("--optimizer", run->o.optimizer, optimizer_names, 2);
     if (wanted != saved)
         die("--optimizer %s: the run in %s was trained with %s (%s); a resumed run keeps its "
@@ -102,11 +150,6 @@ static void share_state(Run *run) {
     distributed_broadcast(&run->rng, sizeof run->rng);
 }
 
-static Option *option_named(Option table[NUM_TRAIN_OPTIONS], const char *name) {
-    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return &table[i];
-    return NULL;
-}
 
 // Flags that make no sense together or out of range, before anything is
 // read or written.
@@ -143,6 +186,15 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     }
     if (o->resume && option_named(table, "--init-from")->given)
         usage_error("--init-from starts a run; --resume continues one");
+    option_choice("--norm", o->norm, gpt_norm_names, 2);
+    option_choice("--mlp", o->mlp, gpt_mlp_names, 3);
+    int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
+    if (!(o->rope_base > 1.0f && o->rope_base <= 1e9f))
+        usage_error("--rope-base %g: must be above 1 (and at most 1e9)", (double)o->rope_base);
+    if (!rope && option_named(table, "--rope-base")->given)
+        usage_error("--rope-base is for --pos rope (learned positions have no base)");
+    if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
+        usage_error("--softcap %g: must be 0 (off) or positive, at most 1e6", (double)o->softcap);
 }
 
 // --init-from: the checkpoint's model and vocabulary; its shape becomes the
@@ -166,6 +218,8 @@ static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT
                 fixed[i].flag, *fixed[i].value, o->init_from, fixed[i].saved);
         *fixed[i].value = fixed[i].saved;
     }
+    take_checkpoint_block(o, table, shape, o->init_from,
+                          "a model fine-tuned from a checkpoint keeps its architecture");
 }
 
 // The fresh model's weights from init, tensor by tensor; wte's rows past
@@ -295,7 +349,8 @@ static void check_corpus(Run *run, CorpusLoaded *loaded, const Vocab *ckpt_vocab
 static GPTConfig checked_model_shape(Run *run) {
     char err[2048];
     const TrainOptions *o = &run->o;
-    GPTConfig cfg = {run->corpus.vocab.size, o->context, o->layers, o->heads, o->dim};
+    GPTConfig cfg = with_block(
+        (GPTConfig){.vocab_size = run->corpus.vocab.size, .context = o->context, .layers = o->layers, .heads = o->heads, .dim = o->dim}, o);
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
@@ -319,6 +374,7 @@ static void build_fresh_model(Run *run, const GPTConfig *cfg, const GPT *init) {
     const TrainOptions *o = &run->o;
     gpt_build(&run->model, cfg);
     gpt_init_params(&run->model, o->seed);
+    if (o->zero_init_proj) gpt_zero_init_projections(&run->model);
     if (o->init_from) copy_init_weights(&run->model, init);
     adamw_init(&run->opt, run->model.num_params);
     // batches draw from their own stream, so init changes never shift them

@@ -22,7 +22,8 @@ TrainOptions train_default_options(void) {
                           .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1,
                           .precision = precision_name(precision_default()),
                           .optimizer = "adamw", .muon_lr = 0.02f, .schedule = "cosine",
-                          .decay_fraction = 0.2f};
+                          .decay_fraction = 0.2f, .norm = "layernorm", .pos = "learned",
+                          .mlp = "gelu", .rope_base = 10000.0f};
 }
 
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
@@ -34,6 +35,25 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--heads", "N", OPT_INT, &o->heads, "attention heads per block", 1, 4096, 0},
         {"--dim", "N", OPT_INT, &o->dim, "embedding width C (divisible by heads)", 1, 65536, 0},
         {"--context", "N", OPT_INT, &o->context, "context length T in characters", 1, 65536, 0},
+        {"--norm", "layernorm|rmsnorm", OPT_STRING, &o->norm,
+         "every norm of the model: LayerNorm (gain, bias) or RMSNorm (a gain, no mean)", 0, -1, 0},
+        {"--pos", "learned|rope", OPT_STRING, &o->pos,
+         "positions: learned embeddings added to the input, or rotary embeddings of each head's "
+         "queries and keys", 0, -1, 0},
+        {"--rope-base", "B", OPT_FLOAT, &o->rope_base, "--pos rope: the rotation's base (> 1)",
+         -1e30, 1e30, 0}, // run.c says why a value is refused
+        {"--mlp", "gelu|relu2|swiglu", OPT_STRING, &o->mlp,
+         "the MLP's activation: GELU, ReLU^2 (max(0,x)^2), or SwiGLU (hidden width 8 dim/3, the "
+         "same parameters: dim divisible by 3)", 0, -1, 0},
+        {"--qk-norm", NULL, OPT_FLAG, &o->qk_norm,
+         "normalise each head's queries and keys (RMS, a learned gain) before the scores", 0, -1, 0},
+        {"--untie", NULL, OPT_FLAG, &o->untie,
+         "an output matrix of its own instead of the token embedding", 0, -1, 0},
+        {"--softcap", "C", OPT_FLOAT, &o->softcap,
+         "logits C tanh(z / C) before the softmax, in training and sampling (0: off)", -1e30, 1e30,
+         0}, // run.c says why a value is refused
+        {"--zero-init-proj", NULL, OPT_FLAG, &o->zero_init_proj,
+         "start W_O, the MLP's projection (and an untied output matrix) at zero", 0, -1, 0},
         {"--batch", "N", OPT_INT, &o->batch, "sequences per batch B", 1, 65536, 0},
         {"--iters", "N", OPT_INT, &o->iters, "training iterations", 0, 1e9, 0},
         {"--lr", "RATE", OPT_FLOAT, &o->lr, "peak learning rate (with Muon: of what AdamW updates)",
@@ -131,8 +151,13 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 }
 
 // Flags saved only when they differ from their defaults (train_options_to_json).
-static const char *const saved_when_set[] = {"--optimizer", "--muon-lr", "--schedule",
-                                             "--decay-fraction", "--decay-from"};
+static const char *const saved_when_set[] = {"--optimizer", "--muon-lr",    "--schedule",
+                                             "--decay-fraction", "--decay-from", "--norm",
+                                             "--pos",          "--rope-base",  "--mlp",
+                                             "--softcap"};
+// Flags saved by their name alone, when set.
+static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--qk-norm", "--untie",
+                                                   "--zero-init-proj"};
 
 static int at_default(const Option *option, const Option defaults[NUM_TRAIN_OPTIONS], int i) {
     char value[1024], fallback[1024];
@@ -151,7 +176,10 @@ char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
         int unchanged = 0;
         for (size_t s = 0; s < sizeof saved_when_set / sizeof saved_when_set[0]; s++)
             if (!strcmp(t[i].name, saved_when_set[s])) unchanged = at_default(&t[i], default_table, i);
-        if (!strcmp(t[i].name, "--skip-bad-files") && *(int *)t[i].value) {
+        int flag_set = 0;
+        for (size_t s = 0; s < sizeof saved_flags_when_set / sizeof saved_flags_when_set[0]; s++)
+            flag_set |= !strcmp(t[i].name, saved_flags_when_set[s]) && *(int *)t[i].value;
+        if (flag_set) {
             cJSON_AddItemToArray(array, cJSON_CreateString(t[i].name)); // a flag: its name alone
             continue;
         }

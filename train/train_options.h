@@ -27,9 +27,13 @@ typedef struct {
     float decay_fraction;
     int decay_from;        // 0: from --decay-fraction (or, with --minutes, the time left)
     int skip_bad_files;
+    // the block (gpt.h's GPTConfig): names of gpt_norm_names, gpt_pos_names, gpt_mlp_names
+    const char *norm, *pos, *mlp;
+    float rope_base, softcap;
+    int qk_norm, untie, zero_init_proj;
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 38
+#define NUM_TRAIN_OPTIONS 46
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
