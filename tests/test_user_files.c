@@ -1,9 +1,11 @@
-// test_user_files.c: issue 43, "nothing the user has is lost". bin/attn
-// writes only into a folder that is new, empty or holds nothing but what
-// it wrote there (its record, base/files.h), unless --force, which writes
-// into it without making it its own; a rerun removes what it wrote before
-// and no longer writes, never a file it did not write. Each refusal is one
-// line, exit 1, and the user's files are checked byte for byte afterwards.
+// test_user_files.c: issue 43, "nothing the user has is lost". bin/train
+// and bin/attn write only into a folder that is new, empty or holds nothing
+// but what they wrote there (their record, base/files.h), unless --force,
+// which writes into it without making it theirs; a rerun of bin/attn
+// removes what it wrote before and no longer writes, never a file it did
+// not write; and an optimizer state without its model is no checkpoint.
+// Each refusal is one line, exit 1, and the user's files
+// are checked byte for byte afterwards.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,20 @@
 #include "check.h"
 #include "fixtures.h"
 
+#define TRAIN_RECORD ".written-by-bin-train"
 #define ATTN_RECORD ".written-by-bin-attn"
+#define ONE_STEP TINY_ONE_THREAD " --iters 1 --eval-every 1"
+
+// The files under dir as folder_listing stamps them (name, size, time,
+// inode): equal listings mean nothing was written, replaced or removed.
+static int same_listing(const FileList *a, const FileList *b) {
+    if (a->count != b->count) return 0;
+    for (int i = 0; i < a->count; i++) {
+        const FileEntry *x = &a->entries[i], *y = file_list_find(b, x->path);
+        if (!y || x->size != y->size || x->modified != y->modified || x->inode != y->inode) return 0;
+    }
+    return 1;
+}
 
 // A refused run: exit 1, one line holding every one of says (NULL-ended).
 static void check_refused(int status, const char *capture, const char *const *says) {
@@ -42,6 +57,121 @@ static const char *save_shaped_model(int layers, int heads, int dim, int context
     gpt_free(&model);
     vocab_free(&vocab);
     return path;
+}
+
+// ---- bin/train
+
+// A fresh run into a folder holding anything but what bin/train wrote is
+// refused, naming the folder, the first such file and --force: a user's
+// log.csv (which a run would have replaced, and loss.png with it), a
+// folder of the user's documents, an empty subfolder; nothing in it is
+// touched, no record is left. An empty folder is fine.
+static void test_train_refuses_users_folder(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const struct {
+        const char *name, *bytes, *says; // a name ending in '/' is an empty folder
+    } users[] = {{"log.csv", "notes\n", "(log.csv)"},
+                 {"index.md", "# my notes\n", "(index.md)"},
+                 {"drafts/", NULL, "(drafts/)"}};
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "mine%zu", i);
+        const char *mine = keep_path(path_in(dir, name));
+        CHECK(mkdir(mine, 0755) == 0);
+        if (users[i].bytes) write_file_bytes(path_in(mine, users[i].name), users[i].bytes, strlen(users[i].bytes));
+        else CHECK(mkdir(path_in(mine, users[i].name), 0755) == 0);
+        FileList before, after;
+        folder_listing(mine, "", &before);
+        int status = RUN(capture, NULL, "bin/train " ONE_STEP " --data %s --out %s", corpus, mine);
+        const char *says[] = {mine, "did not write", users[i].says, "--force", NULL};
+        check_refused(status, capture, says);
+        folder_listing(mine, "", &after);
+        CHECK_MSG(same_listing(&before, &after) && !file_exists(path_in(mine, TRAIN_RECORD)),
+                  "%s was touched", mine);
+        if (users[i].bytes) {
+            char *kept = read_text_file(path_in(mine, users[i].name));
+            CHECK(kept && !strcmp(kept, users[i].bytes));
+            free(kept);
+        }
+        file_list_free(&before), file_list_free(&after);
+    }
+    const char *empty = keep_path(path_in(dir, "empty"));
+    CHECK(mkdir(empty, 0755) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train " ONE_STEP " --data %s --out %s", corpus, empty) == 0);
+    CHECK(checkpoint_step(empty, NULL) == 1);
+}
+
+// --force writes into a folder of the user's without making it bin/train's:
+// the user's files are untouched, and once the checkpoint is gone a fresh
+// run without --force is refused again. A folder only bin/train wrote
+// (with its snapshots in attn/, and a temporary a cut save left) takes a
+// fresh run once its checkpoint is gone, and --resume as before.
+static void test_train_force_does_not_adopt(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *mine = keep_path(path_in(dir, "mine"));
+    const char *notes = keep_path(path_in(mine, "notes.txt"));
+    CHECK(mkdir(mine, 0755) == 0);
+    write_file_bytes(notes, "mine\n", 5);
+    CHECK(RUN(NULL, NULL, "bin/train " ONE_STEP " --data %s --out %s --force", corpus, mine) == 0);
+    char *kept = read_text_file(notes);
+    CHECK(kept && !strcmp(kept, "mine\n"));
+    free(kept);
+    CHECK(checkpoint_step(mine, NULL) == 1);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --iters 2", mine) == 0);
+    remove(path_in(mine, "model.safetensors"));
+    remove(path_in(mine, "optimizer.safetensors"));
+    int status = RUN(capture, NULL, "bin/train " ONE_STEP " --data %s --out %s", corpus, mine);
+    const char *says[] = {"did not write (notes.txt)", "--force", NULL};
+    check_refused(status, capture, says);
+
+    const char *own = keep_path(path_in(dir, "own"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 2 --eval-every 2 --heatmaps-every 1 "
+              "--data %s --out %s", corpus, own) == 0);
+    CHECK(file_exists(path_in(own, "attn/step_2")) && file_exists(path_in(own, "loss.png")));
+    remove(path_in(own, "model.safetensors"));
+    remove(path_in(own, "optimizer.safetensors"));
+    write_file_bytes(path_in(own, "log.csv.tmp.12345"), "step", 4);
+    status = RUN(capture, NULL, "bin/train " ONE_STEP " --data %s --out %s", corpus, own);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 0, "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(checkpoint_step(own, NULL) == 1);
+}
+
+// An interrupted first save (a kill between its two files) leaves the
+// optimizer state without its model: no checkpoint. --resume says so (not
+// "--force"), and a fresh run, which says so too, starts there without
+// --force and resumes.
+static void test_train_interrupted_first_save(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 9 --eval-every 9 --stop-at 1 "
+              "--data %s --out %s", corpus, run) == 0);
+    CHECK(remove(path_in(run, "model.safetensors")) == 0); // the second rename never came
+    copy_file(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before"));
+    int status = RUN(capture, NULL, "bin/train --resume --out %s", run);
+    const char *says[] = {"no checkpoint to resume", "optimizer.safetensors is there without its model",
+                          "start a fresh run", NULL};
+    check_refused(status, capture, says);
+    char *out = output_of(capture);
+    CHECK_MSG(!strstr(out, "--force"), "%s", out);
+    free(out);
+    CHECK(same_bytes(path_in(run, "optimizer.safetensors"), path_in(dir, "state.before")));
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 4 --eval-every 4 --stop-at 2 "
+                 "--data %s --out %s", corpus, run);
+    out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "without its model") && strstr(out, "no checkpoint"),
+              "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(checkpoint_step(run, NULL) == 2);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s", run) == 0);
+    CHECK(checkpoint_step(run, NULL) == 4);
 }
 
 // ---- bin/attn
@@ -126,6 +256,12 @@ static void test_attn_rerun_removes_what_it_wrote(void) {
 }
 
 void suite_user_files(void) {
+    run_test("user files: bin/train refuses a folder of the user's, leaving it as it was",
+             test_train_refuses_users_folder);
+    run_test("user files: bin/train --force does not make the user's folder its own",
+             test_train_force_does_not_adopt);
+    run_test("user files: an optimizer state without its model is no checkpoint",
+             test_train_interrupted_first_save);
     run_test("user files: bin/attn --force does not make the user's folder its own",
              test_attn_force_does_not_adopt);
     run_test("user files: bin/attn removes what it wrote before and no longer writes, nothing else",

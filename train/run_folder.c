@@ -1,5 +1,5 @@
-// run_folder.c: checkpoints (model + optimizer state) and log.csv in the
-// run's output folder.
+// run_folder.c: checkpoints (model + optimizer state), log.csv and the
+// record of what bin/train writes in the run's output folder.
 #include "run_folder.h"
 
 #include <errno.h>
@@ -18,6 +18,43 @@ void run_paths(RunPaths *paths, const char *out) {
     snprintf(paths->prev_state_path, sizeof paths->prev_state_path,
              "%s/optimizer.prev.safetensors", out);
     snprintf(paths->log_path, sizeof paths->log_path, "%s/log.csv", out);
+}
+
+void check_run_folder(const RunPaths *paths, int force) {
+    if (force) return;
+    char err[4400], first[4400], more[64] = "";
+    FileList record;
+    if (!written_record_read(paths->out, RUN_RECORD, &record, err, sizeof err)) die("%s", err);
+    int foreign = written_record_foreign(paths->out, RUN_RECORD, &record, first, sizeof first, err,
+                                         sizeof err);
+    file_list_free(&record);
+    if (foreign < 0) die("--out %s", err);
+    if (foreign > 1) snprintf(more, sizeof more, " and %d more", foreign - 1);
+    if (foreign > 0)
+        die("--out %s: the folder holds files that bin/train did not write (%s%s); give a new or "
+            "empty folder, or --force to write into it", paths->out, first, more);
+}
+
+void record_run_files(const RunPaths *paths, int resumed, int snapshots) {
+    // what a run writes: run_paths' files, the loss plot (loss_plot.h), and
+    // last, with snapshots, their folder (progress.h)
+    const char *names[] = {"log.csv", "loss.png", "model.safetensors", "optimizer.safetensors",
+                           "optimizer.prev.safetensors", "attn/"};
+    int count = sizeof names / sizeof names[0] - !snapshots;
+    char err[4400], path[4400];
+    FileList record;
+    if (!written_record_read(paths->out, RUN_RECORD, &record, err, sizeof err)) die("%s", err);
+    int added = 0;
+    for (int i = 0; i < count; i++) {
+        snprintf(path, sizeof path, "%s/%s", paths->out, names[i]);
+        if (!file_list_find(&record, names[i]) && (resumed || !file_exists(path))) {
+            file_list_add(&record, names[i], NULL);
+            added++;
+        }
+    }
+    if (added && !written_record_write(paths->out, RUN_RECORD, "bin/train", &record, err, sizeof err))
+        die("%s", err);
+    file_list_free(&record);
 }
 
 // Each file is replaced atomically, but the pair is not: a crash between

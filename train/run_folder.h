@@ -1,6 +1,8 @@
 // run_folder.h: what a run keeps in its output folder: the model, the
 // optimizer state that continues it, and log.csv; saving them so that a
-// crash at any moment leaves a loadable pair, and finding them again.
+// crash at any moment leaves a loadable pair, and finding them again; and
+// the record of what bin/train writes there, so that a new run never
+// writes into a folder of the user's unasked.
 #ifndef RUN_FOLDER_H
 #define RUN_FOLDER_H
 
@@ -18,6 +20,22 @@ typedef struct {
 } RunPaths;
 
 void run_paths(RunPaths *paths, const char *out);
+
+// The record bin/train keeps in its folder (base/files.h): the names it
+// writes there, log.csv, loss.png, the checkpoint's files and attn/.
+#define RUN_RECORD ".written-by-bin-train"
+
+// A fresh run's folder must be new, empty, or hold nothing but what
+// bin/train wrote there (its record), unless force: dies naming the first
+// other file (a log.csv of the user's, say). A checkpoint there is
+// refused before this, without --force.
+void check_run_folder(const RunPaths *paths, int force);
+// Before a run writes into its folder: the record, with the names this run
+// writes added (attn/ with snapshots) where nothing of that name is there
+// yet, so that a run told --force to write into a folder of the user's
+// does not make the user's log.csv its own; resumed from the folder's
+// checkpoint, added in any case. Dies if it cannot be written.
+void record_run_files(const RunPaths *paths, int resumed, int snapshots);
 
 // Save the optimizer state (with Muon's momentum unless muon is NULL), then
 // the model; dies (the last checkpoint intact) if a parameter is not finite
