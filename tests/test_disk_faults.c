@@ -2,6 +2,8 @@
 // the file size limit) and an --out that cannot be a folder. The run stops
 // with the reason, and the checkpoint it had stays whole and resumes; a
 // first save cut short leaves no checkpoint, and a fresh run starts there.
+// log.csv rows that cannot be written are a warning, once, and the log
+// keeps whole rows.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,9 +132,49 @@ static void test_disk_full_at_first_save(void) {
     CHECK(checkpoint_step(run, NULL) == 4);
     unmount_disk(disk);
 }
+// log.csv on a disk that fills (a tmpfs of 16 KB, the run's first save at
+// its end): the first row that cannot be written is a warning, said once;
+// the run goes on to its end, where its save fails on the full disk; the
+// log holds whole rows only, the last of them well before the end.
+static void test_log_rows_that_fail(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *disk = mount_disk(dir, 4 * 4096); // the record's page, and rows of 35 to 50 bytes
+    if (!disk) return;
+    const char *run = keep_path(path_in(disk, "run"));
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 1000 --eval-every 1000 "
+                     "--data %s --out %s", corpus, run);
+    char *out = output_of(capture);
+    const char *warning = strstr(out, "warning: ");
+    CHECK_MSG(status == 1 && warning && strstr(warning, "log.csv: cannot write: No space left on device") &&
+                  !strstr(warning + 1, "warning: ") && strstr(out, "step 1000/1000") &&
+                  strstr(out, "error: saving optimizer state: "),
+              "exited %d:\n%s", status, out);
+    free(out);
+    char *log = read_text_file(path_in(run, "log.csv"));
+    size_t len = log ? strlen(log) : 0;
+    CHECK(log && len > 4096 && log[len - 1] == '\n');
+    int rows = 0, whole = 0;
+    long last = 0;
+    // after the header, each row from the character after a newline
+    for (const char *end = log ? strchr(log, '\n') : NULL; end && end[1]; end = strchr(end + 1, '\n')) {
+        const char *row = end + 1, *c = row;
+        int commas = 0;
+        for (; *c && *c != '\n'; c++) commas += *c == ',';
+        rows++;
+        whole += commas == 5 && *c == '\n';
+        last = atol(row);
+    }
+    CHECK_MSG(rows > 50 && whole == rows && last < 900, "%d rows, %d whole, the last step %ld",
+              rows, whole, last);
+    free(log);
+    unmount_disk(disk);
+}
 #else
 static void test_disk_full_keeps_checkpoint(void) { skip_test("a tmpfs is mounted with Linux's mount(2)"); }
 static void test_disk_full_at_first_save(void) { skip_test("a tmpfs is mounted with Linux's mount(2)"); }
+static void test_log_rows_that_fail(void) { skip_test("a tmpfs is mounted with Linux's mount(2)"); }
 #endif
 
 // A write that fails half way for another reason (the file size limit).
@@ -171,4 +213,6 @@ void suite_robust_disk_faults(void) {
     run_test("robust: --out under a regular file", test_out_under_a_file);
     run_test("robust: disk full (tmpfs) at the first save: no checkpoint, a fresh run starts there",
              test_disk_full_at_first_save);
+    run_test("robust: log.csv rows that cannot be written: a warning, once, and whole rows",
+             test_log_rows_that_fail);
 }

@@ -355,8 +355,7 @@ static void open_run_log(Run *run) {
         record_run_files(&run->paths, run->o.resume, run->o.heatmaps_every > 0);
         run->log = open_log(&run->paths, run->o.resume, run->opt.step);
     } else {
-        run->log = fopen("/dev/null", "w"); // rank 0 alone writes the folder
-        if (!run->log) die("/dev/null: cannot open");
+        run->log = open_no_log(); // rank 0 alone writes the folder
     }
 }
 
@@ -617,7 +616,7 @@ void run_save(Run *run) {
 void run_free(Run *run) {
     free(run->grad_micro);
     free(run->reduce_scratch);
-    if (run->log) fclose(run->log);
+    run_log_close(&run->log);
     free(run->options_json);
     kv_cache_free(&run->sample_cache);
     free_probe(&run->probe);

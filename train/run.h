@@ -34,7 +34,7 @@ typedef struct {
     Rng rng;            // the batches' stream
     Batch batch;
     int B, T;
-    FILE *log;
+    RunLog log;         // log.csv
     Probe probe;        // for --heatmaps-every
     KVCache sample_cache;
     Sampler sampler;

@@ -51,8 +51,23 @@ void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab
 void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
                 OptimizerKind *saved, Rng *rng, char **options_json);
 
+// log.csv as a run appends to it. Rows are written whole or not at all: a
+// write that fails (a full disk) is cut back to the last whole row, the
+// first failure is a warning, and the run goes on.
+typedef struct {
+    FILE *file;
+    const char *path;  // NULL: the rows go nowhere (the processes but rank 0)
+    long whole_bytes;  // the file's size at its last whole row
+    int failed;        // a write failed (and was said)
+} RunLog;
+
 // log.csv opened for appending: a fresh run writes the header; a resumed
 // run first drops the rows after `resumed_step`.
-FILE *open_log(const RunPaths *paths, int resumed, long resumed_step);
+RunLog open_log(const RunPaths *paths, int resumed, long resumed_step);
+// Rows that go nowhere (/dev/null).
+RunLog open_no_log(void);
+// Write out the rows written to log->file since the last flush.
+void run_log_flush(RunLog *log);
+void run_log_close(RunLog *log);
 
 #endif
