@@ -6,13 +6,11 @@
 // per score; the QK and OV circuits of every head in OUT/circuits/
 // (circuits.h); and with --html the explorer page OUT/index.html
 // (explorer.h), with the training snapshots when there are any (atlas.h).
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include "../data/vocab.h"
@@ -472,37 +470,83 @@ static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
 
 // ---- the output folder
 
-// Left in every folder bin/attn writes: it may write there again.
-#define OUT_MARKER ".written-by-bin-attn"
+// The record bin/attn keeps in every folder it writes (base/files.h): each
+// file it wrote there, as it left it.
+#define OUT_RECORD ".written-by-bin-attn"
 
-// --out must be a new or empty folder, or one bin/attn wrote (its marker
-// is there), unless --force: a user's files are never replaced unasked.
-static void check_out_folder(const AttnOptions *o) {
-    struct stat out_stat;
-    if (stat(o->out, &out_stat) != 0) return; // created when written
-    if (!S_ISDIR(out_stat.st_mode)) die("--out %s: not a folder", o->out);
+// --out as this run found it: the record of the runs before (what bin/attn
+// wrote there) and the files there before this run wrote any.
+typedef struct {
+    const char *out;
+    FileList last, before;
+} OutFolder;
+
+// --out must be new, empty, or hold only what bin/attn wrote there, as it
+// left it (its record), unless --force: a user's files are never replaced
+// unasked.
+static void check_out_folder(const AttnOptions *o, OutFolder *folder) {
+    char err[4400], first[4400];
+    folder->out = o->out;
+    if (!written_record_read(o->out, OUT_RECORD, &folder->last, err, sizeof err)) die("%s", err);
+    folder_listing(o->out, OUT_RECORD, &folder->before);
     if (o->force) return;
-    DIR *dir = opendir(o->out);
-    if (!dir) die("--out %s: cannot read the folder: %s", o->out, strerror(errno));
-    int others = 0, marked = 0;
-    struct dirent *e;
-    while ((e = readdir(dir))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!strcmp(e->d_name, OUT_MARKER)) marked = 1;
-        else others++;
-    }
-    closedir(dir);
-    if (others && !marked)
-        die("--out %s: the folder holds files that bin/attn did not write (no %s in it); give a "
-            "new or empty folder, or --force to write into it", o->out, OUT_MARKER);
+    int foreign = written_record_foreign(o->out, OUT_RECORD, &folder->last, first, sizeof first,
+                                         err, sizeof err);
+    if (foreign < 0) die("--out %s", err);
+    char more[64] = "";
+    if (foreign > 1) snprintf(more, sizeof more, " and %d more", foreign - 1);
+    if (foreign > 0)
+        die("--out %s: the folder holds files that bin/attn did not write (%s%s); give a new or "
+            "empty folder, or --force to write into it", o->out, first, more);
 }
 
-static void write_out_marker(const AttnOptions *o) {
-    char path[4200], err[2048];
-    snprintf(path, sizeof path, "%s/%s", o->out, OUT_MARKER);
-    const char *note = "bin/attn wrote this folder and may write into it again.\n";
-    if (!file_exists(path) && !write_file_atomic(path, note, strlen(note), err, sizeof err))
+// Record what bin/attn wrote in --out: the files this run wrote, and while
+// it is not done, those the runs before wrote (they are still bin/attn's).
+// Done, it removes those the runs before wrote and this one did not (a
+// larger model's heads, an analysis not asked for again), each only while
+// it is as bin/attn left it: never a file it did not write. A --force run
+// records only what it wrote itself, so the user's files stay theirs.
+// Returns 0 with a message in err.
+static int record_out_folder(const OutFolder *folder, int done, char *err, size_t err_len) {
+    FileList record;
+    folder_changed_since(folder->out, OUT_RECORD, &folder->before, &record);
+    int removed = 0;
+    for (int i = 0; i < folder->last.count; i++) {
+        const FileEntry *e = &folder->last.entries[i];
+        if (file_list_find(&record, e->path) || !written_record_holds(folder->out, e)) continue;
+        char path[8800];
+        snprintf(path, sizeof path, "%s/%s", folder->out, e->path);
+        if (done && remove(path) == 0) removed++;
+        else file_list_add(&record, e->path, e);
+    }
+    // nothing written (a run that failed at its first file): no record either
+    int ok = !record.count || written_record_write(folder->out, OUT_RECORD, "bin/attn", &record,
+                                                   err, err_len);
+    file_list_free(&record);
+    if (ok && removed)
+        printf("removed %d file%s an earlier run wrote in %s and this one did not\n", removed,
+               removed == 1 ? "" : "s", folder->out);
+    return ok;
+}
+
+static void record_out_folder_or_die(const OutFolder *folder, int done) {
+    char err[4400];
+    if (!record_out_folder(folder, done, err, sizeof err)) {
+        set_fatal_hook(NULL); // recording is what failed
         die("%s", err);
+    }
+}
+
+// A run that fails once it has written records what it wrote, so that the
+// next may write there again.
+static const OutFolder *out_folder_written;
+
+static void record_before_exit(int exit_code, const char *message) {
+    (void)exit_code, (void)message;
+    set_fatal_hook(NULL);
+    char err[4400];
+    if (out_folder_written && !record_out_folder(out_folder_written, 0, err, sizeof err))
+        fprintf(stderr, "warning: %s\n", err);
 }
 
 // What the user should know once every input has passed (an error is the
@@ -774,16 +818,26 @@ int main(int argc, char **argv) {
         die("--out %s: not a folder", o.out);
     ExplorerSnapshots snapshots = {0};
     if (o.html) snapshots = read_explorer_snapshots(&o, &model);
-    check_out_folder(&o);
+    OutFolder folder = {0};
+    check_out_folder(&o, &folder);
     print_notes(&text);
 
+    // from here on what is written is recorded, also when the run fails
+    out_folder_written = &folder;
+    set_fatal_hook(record_before_exit);
     HeadScores *scores = score_heads(&model, &vocab, &text);
     write_pictures(&o, &model, &vocab, &text, &heatmap, scores);
-    write_out_marker(&o);
+    record_out_folder_or_die(&folder, 0);
     float *attention = o.html ? text_attention(&model, text.T) : NULL;
     Findings found = {0};
-    if (o.ablate) write_ablation(&o, &model, &window, &ablation_set, &found);
-    if (o.lens) found.lens = write_lens(&o, &model, &vocab, &window);
+    if (o.ablate) {
+        write_ablation(&o, &model, &window, &ablation_set, &found);
+        record_out_folder_or_die(&folder, 0);
+    }
+    if (o.lens) {
+        found.lens = write_lens(&o, &model, &vocab, &window);
+        record_out_folder_or_die(&folder, 0);
+    }
     if (o.attribute_position >= 0)
         found.attributions = write_attribution(&o, &model, &vocab, &window);
     ExplorerAnalyses analyses = {window.T, window.chars, vocab.code_points, found.zero_loss,
@@ -792,7 +846,10 @@ int main(int argc, char **argv) {
     if (o.html)
         write_explorer(&o, &model, text.window, text.T, attention, scores, &snapshots,
                        analyses_asked(&o) ? &analyses : NULL);
+    record_out_folder_or_die(&folder, 1);
+    set_fatal_hook(NULL);
 
+    file_list_free(&folder.last), file_list_free(&folder.before);
     free_findings(&found, window.T);
     free(attention);
     free(ablation_set.tokens), free(ablation_set.targets);

@@ -1,6 +1,8 @@
-// files.c: whole-file reads, folders, and atomic writes (see files.h).
+// files.c: whole-file reads, folders, atomic writes, and the record of
+// what a program wrote into a folder (see files.h).
 #include "files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -145,4 +147,231 @@ int write_file_atomic(const char *path, const void *data, size_t bytes, char *er
     if (!atomic_file_open(&af, path, err, err_len)) return 0;
     if (bytes && fwrite(data, 1, bytes, af.file) != bytes) atomic_file_write_failed(&af);
     return atomic_file_commit(&af, err, err_len);
+}
+
+// ---- what a program wrote into a folder
+
+void file_list_add(FileList *list, const char *path, const FileEntry *stamp) {
+    if (list->count == list->capacity) {
+        int capacity = list->capacity ? 2 * list->capacity : 16;
+        FileEntry *grown = realloc(list->entries, sizeof(FileEntry) * (size_t)capacity);
+        if (!grown) die("out of memory listing files");
+        list->entries = grown;
+        list->capacity = capacity;
+    }
+    FileEntry *e = &list->entries[list->count++];
+    if (stamp) *e = *stamp;
+    else memset(e, 0, sizeof *e);
+    e->stamped = stamp != NULL;
+    e->path = strdup(path);
+    if (!e->path) die("out of memory listing files");
+}
+
+const FileEntry *file_list_find(const FileList *list, const char *path) {
+    for (int i = 0; i < list->count; i++)
+        if (!strcmp(list->entries[i].path, path)) return &list->entries[i];
+    return NULL;
+}
+
+void file_list_free(FileList *list) {
+    for (int i = 0; i < list->count; i++) free(list->entries[i].path);
+    free(list->entries);
+    memset(list, 0, sizeof *list);
+}
+
+// A file's stamp, from lstat.
+static FileEntry stamp_of(const struct stat *st) {
+    return (FileEntry){.stamped = 1, .size = st->st_size, .modified = st->st_mtime,
+                       .device = st->st_dev, .inode = st->st_ino};
+}
+
+int written_record_read(const char *dir, const char *record_name, FileList *record, char *err,
+                        size_t err_len) {
+    memset(record, 0, sizeof *record);
+    char path[4400], line[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, record_name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT || errno == ENOTDIR) return 1;
+        set_error(err, err_len, "%s: cannot read it: %s", path, strerror(errno));
+        return 0;
+    }
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!line[0] || line[0] == '#') continue;
+        char *tab = strchr(line, '\t');
+        long long size;
+        FileEntry stamp = {.size = -1}; // a stamp that does not parse holds no file
+        if (tab) {
+            *tab = '\0';
+            if (sscanf(tab + 1, "%lld", &size) == 1 && size >= 0) stamp.size = (off_t)size;
+        }
+        file_list_add(record, line, tab ? &stamp : NULL);
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        set_error(err, err_len, "%s: cannot read it", path);
+        file_list_free(record);
+        return 0;
+    }
+    return 1;
+}
+
+static int by_path(const void *a, const void *b) {
+    return strcmp(((const FileEntry *)a)->path, ((const FileEntry *)b)->path);
+}
+
+int written_record_write(const char *dir, const char *record_name, const char *program,
+                         const FileList *record, char *err, size_t err_len) {
+    // in path order, whatever order the folder was read in: the same files, the same record
+    FileEntry *sorted = xmalloc(sizeof(FileEntry) * (size_t)(record->count + 1));
+    if (record->count) memcpy(sorted, record->entries, sizeof(FileEntry) * (size_t)record->count);
+    qsort(sorted, (size_t)record->count, sizeof(FileEntry), by_path);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, record_name);
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) {
+        free(sorted);
+        return 0;
+    }
+    if (fprintf(af.file, "# %s wrote these into this folder, and writes here again only while "
+                "the folder holds nothing else\n", program) < 0)
+        atomic_file_write_failed(&af);
+    for (int i = 0; i < record->count; i++) {
+        const FileEntry *e = &sorted[i];
+        int n = e->stamped ? fprintf(af.file, "%s\t%lld\n", e->path, (long long)e->size)
+                           : fprintf(af.file, "%s\n", e->path);
+        if (n < 0) atomic_file_write_failed(&af);
+    }
+    free(sorted);
+    return atomic_file_commit(&af, err, err_len);
+}
+
+int written_record_holds(const char *dir, const FileEntry *entry) {
+    char path[8800];
+    snprintf(path, sizeof path, "%s/%s", dir, entry->path);
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    return !entry->stamped || (S_ISREG(st.st_mode) && st.st_size == entry->size);
+}
+
+// "name.tmp.<digits>" (atomic_file_open's temporary) of a listed file.
+static int temporary_of_listed(const FileList *record, const char *path) {
+    const char *tmp = strstr(path, ".tmp.");
+    if (!tmp) return 0;
+    for (const char *p; (p = strstr(tmp + 1, ".tmp."));) tmp = p;
+    const char *digits = tmp + 5;
+    if (!*digits || digits[strspn(digits, "0123456789")]) return 0;
+    char listed[4400];
+    snprintf(listed, sizeof listed, "%.*s", (int)(tmp - path), path);
+    return file_list_find(record, listed) != NULL;
+}
+
+typedef struct {
+    int count;
+    char *first;
+    size_t first_len;
+} Foreign;
+
+static void note_foreign(Foreign *found, const char *path) {
+    if (found->count++ == 0 || strcmp(path, found->first) < 0)
+        snprintf(found->first, found->first_len, "%s", path);
+}
+
+// The entries of root/rel that the record does not account for, into
+// *found; returns how many entries the folder holds, -1 if it cannot be read.
+static int foreign_in(const char *root, const char *rel, const char *record_name,
+                      const FileList *record, Foreign *found, char *err, size_t err_len) {
+    char dir_path[4400];
+    if (*rel) snprintf(dir_path, sizeof dir_path, "%s/%s", root, rel);
+    else snprintf(dir_path, sizeof dir_path, "%s", root);
+    DIR *dir = opendir(dir_path);
+    if (!dir) {
+        set_error(err, err_len, "%s: cannot read the folder: %s", dir_path, strerror(errno));
+        return -1;
+    }
+    int entries = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        if (!*rel && !strcmp(e->d_name, record_name)) continue;
+        char path[4400], full[8800], as_folder[4401];
+        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, path);
+        snprintf(as_folder, sizeof as_folder, "%s/", path);
+        struct stat st;
+        if (lstat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (file_list_find(record, as_folder)) continue;
+            int inside = foreign_in(root, path, record_name, record, found, err, err_len);
+            if (inside < 0) {
+                closedir(dir);
+                return -1;
+            }
+            if (inside == 0) note_foreign(found, as_folder);
+        } else {
+            const FileEntry *listed = file_list_find(record, path);
+            if (listed ? !written_record_holds(root, listed) : !temporary_of_listed(record, path))
+                note_foreign(found, path);
+        }
+    }
+    closedir(dir);
+    return entries;
+}
+
+int written_record_foreign(const char *dir, const char *record_name, const FileList *record,
+                           char *first, size_t first_len, char *err, size_t err_len) {
+    struct stat st;
+    if (first_len) first[0] = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    Foreign found = {0, first, first_len};
+    if (foreign_in(dir, "", record_name, record, &found, err, err_len) < 0) return -1;
+    return found.count;
+}
+
+// The regular files under root/rel into listing (not the record, not temporaries).
+static void list_files(const char *root, const char *rel, const char *record_name,
+                       FileList *listing) {
+    char dir_path[4400];
+    if (*rel) snprintf(dir_path, sizeof dir_path, "%s/%s", root, rel);
+    else snprintf(dir_path, sizeof dir_path, "%s", root);
+    DIR *dir = opendir(dir_path);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!*rel && !strcmp(e->d_name, record_name)) continue;
+        char path[4400], full[8800];
+        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, path);
+        struct stat st;
+        if (lstat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            list_files(root, path, record_name, listing);
+        } else if (S_ISREG(st.st_mode) && !strstr(e->d_name, ".tmp.")) {
+            FileEntry stamp = stamp_of(&st);
+            file_list_add(listing, path, &stamp);
+        }
+    }
+    closedir(dir);
+}
+
+void folder_listing(const char *dir, const char *record_name, FileList *listing) {
+    memset(listing, 0, sizeof *listing);
+    list_files(dir, "", record_name, listing);
+}
+
+void folder_changed_since(const char *dir, const char *record_name, const FileList *before,
+                          FileList *changed) {
+    FileList now;
+    folder_listing(dir, record_name, &now);
+    memset(changed, 0, sizeof *changed);
+    for (int i = 0; i < now.count; i++) {
+        const FileEntry *s = &now.entries[i], *b = file_list_find(before, s->path);
+        if (!b || s->device != b->device || s->inode != b->inode || s->size != b->size ||
+            s->modified != b->modified)
+            file_list_add(changed, s->path, s);
+    }
+    file_list_free(&now);
 }

@@ -92,6 +92,7 @@ SUITE(suite_mpi);
 SUITE(suite_threads);
 SUITE(suite_optimizer);
 SUITE(suite_muon);
+SUITE(suite_user_files);
 SUITE(suite_modern);
 
 static int wanted(const char *suite, char **names, int count) {
@@ -135,7 +136,8 @@ int main(int argc, char **argv) {
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
                   {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes},
                   {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
-                  {"muon", suite_muon}, {"modern", suite_modern}};
+                  {"muon", suite_muon}, {"user-files", suite_user_files},
+                  {"modern", suite_modern}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);

@@ -71,9 +71,12 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     char err[2048];
     const RunPaths *paths = &run->paths;
     if (run->o.force) usage_error("--resume and --force contradict each other");
+    if (!file_exists(paths->model_path) && file_exists(paths->state_path))
+        die("%s: no checkpoint to resume: %s is there without its model (a first save cut "
+            "short), which is no checkpoint; start a fresh run without --resume",
+            paths->model_path, paths->state_path);
     if (!file_exists(paths->model_path))
-        die("%s: no checkpoint to resume (start a fresh run without --resume%s)",
-            paths->model_path, file_exists(paths->state_path) ? ", with --force" : "");
+        die("%s: no checkpoint to resume (start a fresh run without --resume)", paths->model_path);
     if (!gpt_load(paths->model_path, &run->model, ckpt_vocab, err, sizeof err)) die("%s", err);
     adamw_init(&run->opt, run->model.num_params);
     char *saved_json;
@@ -267,17 +270,24 @@ static double bytes_needed(const Run *run, const GPTConfig *cfg) {
 }
 
 // A resumed run: rank 0 loads the folder (its vocabulary into *ckpt_vocab)
-// and shares it. A fresh run: refuses to overwrite a checkpoint without --force.
+// and shares it. A fresh run, without --force: refuses a folder that holds
+// a checkpoint, or files bin/train did not write. An optimizer state
+// without its model (a first save cut short) is no checkpoint, and said so.
 static void resume_or_refuse_overwrite(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     const TrainOptions *o = &run->o;
+    const RunPaths *paths = &run->paths;
     if (o->resume) {
         if (run->rank == 0) resume_run(run, argc, argv, ckpt_vocab);
         distributed_agree("resuming", 0);
         if (run->procs > 1) share_resumed_run(run, argc, argv);
-    } else if (run->rank == 0 && (file_exists(run->paths.model_path) ||
-                                  file_exists(run->paths.state_path)) && !o->force) {
-        die("%s already holds a checkpoint; pass --resume to continue it or --force to start over",
-            o->out);
+    } else if (run->rank == 0) {
+        if (file_exists(paths->model_path) && !o->force)
+            die("%s already holds a checkpoint; pass --resume to continue it or --force to start "
+                "over", o->out);
+        check_run_folder(paths, o->force);
+        if (!file_exists(paths->model_path) && file_exists(paths->state_path))
+            fprintf(stderr, "note: %s is there without its model (a first save cut short), which "
+                    "is no checkpoint: this run starts afresh and replaces it\n", paths->state_path);
     }
 }
 
@@ -393,14 +403,15 @@ static void alloc_run_buffers(Run *run) {
     run->batch = (Batch){xmalloc(b.batch_tokens * sizeof(int)), xmalloc(b.batch_tokens * sizeof(int))};
 }
 
-// log.csv in --out (created), appended to by a resumed run.
+// --out (created) with its record of what bin/train writes there, and
+// log.csv, appended to by a resumed run.
 static void open_run_log(Run *run) {
     if (run->rank == 0) {
         ensure_dir(run->o.out);
+        record_run_files(&run->paths, run->o.resume, run->o.heatmaps_every > 0);
         run->log = open_log(&run->paths, run->o.resume, run->opt.step);
     } else {
-        run->log = fopen("/dev/null", "w"); // rank 0 alone writes the folder
-        if (!run->log) die("/dev/null: cannot open");
+        run->log = open_no_log(); // rank 0 alone writes the folder
     }
 }
 
@@ -661,7 +672,7 @@ void run_save(Run *run) {
 void run_free(Run *run) {
     free(run->grad_micro);
     free(run->reduce_scratch);
-    if (run->log) fclose(run->log);
+    run_log_close(&run->log);
     free(run->options_json);
     kv_cache_free(&run->sample_cache);
     free_probe(&run->probe);

@@ -34,7 +34,7 @@ typedef struct {
     Rng rng;            // the batches' stream
     Batch batch;
     int B, T;
-    FILE *log;
+    RunLog log;         // log.csv
     Probe probe;        // for --heatmaps-every
     KVCache sample_cache;
     Sampler sampler;
@@ -50,11 +50,12 @@ typedef struct {
     Bf16Kernel bf16_kernel; // what bf16 products run on (GPT_BF16_KERNEL may limit it)
 } Run;
 
-// Parse the flags and set the run up: a fresh run (refusing to overwrite a
-// checkpoint without --force), or one resumed from --out with its saved
-// flags. Loads the corpus, builds or loads the model, opens log.csv and
-// prints the run's summary. Dies (exit 1) or exits 2 on bad input, with
-// nothing in the output folder touched.
+// Parse the flags and set the run up: a fresh run (refusing, without
+// --force, a folder that holds a checkpoint or files bin/train did not
+// write), or one resumed from --out with its saved flags. Loads the
+// corpus, builds or loads the model, opens log.csv and prints the run's
+// summary. Dies (exit 1) or exits 2 on bad input, with nothing in the
+// output folder touched.
 void run_start(Run *run, int argc, char **argv);
 
 // One training step on a random batch: forward, backward, a check that the

@@ -1,10 +1,11 @@
-// run_folder.c: checkpoints (model + optimizer state) and log.csv in the
-// run's output folder.
+// run_folder.c: checkpoints (model + optimizer state), log.csv and the
+// record of what bin/train writes in the run's output folder.
 #include "run_folder.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/files.h"
@@ -18,6 +19,43 @@ void run_paths(RunPaths *paths, const char *out) {
     snprintf(paths->prev_state_path, sizeof paths->prev_state_path,
              "%s/optimizer.prev.safetensors", out);
     snprintf(paths->log_path, sizeof paths->log_path, "%s/log.csv", out);
+}
+
+void check_run_folder(const RunPaths *paths, int force) {
+    if (force) return;
+    char err[4400], first[4400], more[64] = "";
+    FileList record;
+    if (!written_record_read(paths->out, RUN_RECORD, &record, err, sizeof err)) die("%s", err);
+    int foreign = written_record_foreign(paths->out, RUN_RECORD, &record, first, sizeof first, err,
+                                         sizeof err);
+    file_list_free(&record);
+    if (foreign < 0) die("--out %s", err);
+    if (foreign > 1) snprintf(more, sizeof more, " and %d more", foreign - 1);
+    if (foreign > 0)
+        die("--out %s: the folder holds files that bin/train did not write (%s%s); give a new or "
+            "empty folder, or --force to write into it", paths->out, first, more);
+}
+
+void record_run_files(const RunPaths *paths, int resumed, int snapshots) {
+    // what a run writes: run_paths' files, the loss plot (loss_plot.h), the
+    // snapshots (progress.h)
+    const char *names[] = {"log.csv", "loss.png", "model.safetensors", "optimizer.safetensors",
+                           "optimizer.prev.safetensors", "attn/"};
+    int count = sizeof names / sizeof names[0] - !snapshots;
+    char err[4400], path[4400];
+    FileList record;
+    if (!written_record_read(paths->out, RUN_RECORD, &record, err, sizeof err)) die("%s", err);
+    int added = 0;
+    for (int i = 0; i < count; i++) {
+        snprintf(path, sizeof path, "%s/%s", paths->out, names[i]);
+        if (!file_list_find(&record, names[i]) && (resumed || !file_exists(path))) {
+            file_list_add(&record, names[i], NULL);
+            added++;
+        }
+    }
+    if (added && !written_record_write(paths->out, RUN_RECORD, "bin/train", &record, err, sizeof err))
+        die("%s", err);
+    file_list_free(&record);
 }
 
 // Each file is replaced atomically, but the pair is not: a crash between
@@ -89,16 +127,51 @@ static void truncate_log(const char *path, long step) {
     if (!atomic_file_commit(&out, err, sizeof err)) die("%s", err);
 }
 
-FILE *open_log(const RunPaths *paths, int resumed, long resumed_step) {
+RunLog open_log(const RunPaths *paths, int resumed, long resumed_step) {
     if (resumed) {
         truncate_log(paths->log_path, resumed_step);
     } else {
         FILE *log = fopen(paths->log_path, "w");
         if (!log) die("%s: cannot write: %s", paths->log_path, strerror(errno));
         fprintf(log, "step,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n");
-        fclose(log);
+        if (fclose(log) != 0) die("%s: cannot write: %s", paths->log_path, strerror(errno));
     }
-    FILE *log = fopen(paths->log_path, "a");
-    if (!log) die("%s: cannot write: %s", paths->log_path, strerror(errno));
+    RunLog log = {fopen(paths->log_path, "a"), paths->log_path, 0, 0};
+    struct stat st;
+    if (!log.file || fstat(fileno(log.file), &st) != 0)
+        die("%s: cannot write: %s", paths->log_path, strerror(errno));
+    log.whole_bytes = (long)st.st_size;
     return log;
+}
+
+RunLog open_no_log(void) {
+    RunLog log = {fopen("/dev/null", "w"), NULL, 0, 0};
+    if (!log.file) die("/dev/null: cannot open");
+    return log;
+}
+
+void run_log_flush(RunLog *log) {
+    struct stat st;
+    int flushed = fflush(log->file) == 0 && !ferror(log->file), write_errno = errno;
+    if (!log->path) return;
+    if (flushed && fstat(fileno(log->file), &st) == 0) {
+        log->whole_bytes = (long)st.st_size;
+        return;
+    }
+    if (!log->failed)
+        fprintf(stderr, "warning: %s: cannot write: %s; the run goes on, its rows left out of the "
+                "log while writing fails\n", log->path, strerror(write_errno ? write_errno : EIO));
+    log->failed = 1;
+    // What got through of the rows is cut off, so the log ends at a whole
+    // row (were that to fail too, a resumed run drops a row cut short).
+    fclose(log->file);
+    int cut = truncate(log->path, (off_t)log->whole_bytes);
+    (void)cut;
+    log->file = fopen(log->path, "a");
+    if (!log->file) die("%s: cannot reopen it: %s", log->path, strerror(errno));
+}
+
+void run_log_close(RunLog *log) {
+    if (log->file) fclose(log->file);
+    memset(log, 0, sizeof *log);
 }

@@ -1,6 +1,8 @@
 // run_folder.h: what a run keeps in its output folder: the model, the
 // optimizer state that continues it, and log.csv; saving them so that a
-// crash at any moment leaves a loadable pair, and finding them again.
+// crash at any moment leaves a loadable pair, and finding them again; and
+// the record of what bin/train writes there, so that a new run never
+// writes into a folder of the user's unasked.
 #ifndef RUN_FOLDER_H
 #define RUN_FOLDER_H
 
@@ -19,6 +21,22 @@ typedef struct {
 
 void run_paths(RunPaths *paths, const char *out);
 
+// The record bin/train keeps in its folder (base/files.h): the names it
+// writes there, log.csv, loss.png, the checkpoint's files and attn/.
+#define RUN_RECORD ".written-by-bin-train"
+
+// A fresh run's folder must be new, empty, or hold nothing but what
+// bin/train wrote there (its record), unless force: dies naming the first
+// other file (a log.csv of the user's, say). A checkpoint there is
+// refused before this, without --force.
+void check_run_folder(const RunPaths *paths, int force);
+// Before a run writes into its folder: the record, with the names this run
+// writes added (attn/ with snapshots) where nothing of that name is there
+// yet, so that a run told --force to write into a folder of the user's
+// does not make the user's log.csv its own; resumed from the folder's
+// checkpoint, added in any case. Dies if it cannot be written.
+void record_run_files(const RunPaths *paths, int resumed, int snapshots);
+
 // Save the optimizer state (with Muon's momentum unless muon is NULL), then
 // the model; dies (the last checkpoint intact) if a parameter is not finite
 // or a write fails.
@@ -33,8 +51,23 @@ void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab
 void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
                 OptimizerKind *saved, Rng *rng, char **options_json);
 
+// log.csv as a run appends to it. Rows are written whole or not at all: a
+// write that fails (a full disk) is cut back to the last whole row, the
+// first failure is a warning, and the run goes on.
+typedef struct {
+    FILE *file;
+    const char *path;  // NULL: the rows go nowhere (the processes but rank 0)
+    long whole_bytes;  // the file's size at its last whole row
+    int failed;        // a write failed (and was said)
+} RunLog;
+
 // log.csv opened for appending: a fresh run writes the header; a resumed
 // run first drops the rows after `resumed_step`.
-FILE *open_log(const RunPaths *paths, int resumed, long resumed_step);
+RunLog open_log(const RunPaths *paths, int resumed, long resumed_step);
+// Rows that go nowhere (/dev/null).
+RunLog open_no_log(void);
+// Write out the rows written to log->file since the last flush.
+void run_log_flush(RunLog *log);
+void run_log_close(RunLog *log);
 
 #endif

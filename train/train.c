@@ -95,8 +95,8 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
     float val_loss = evaluate(&run->model, run->val, run->B, run->T, o->eval_batches, &run->batch,
                               run->micro_rows);
     run_save(run);
-    log_eval_row(run->log, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
-    fflush(run->log);
+    log_eval_row(run->log.file, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
+    run_log_flush(&run->log);
     printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
            train_loss, val_loss, run->paths.model_path);
     if (run->rank == 0) { // the others' output goes nowhere
@@ -244,14 +244,14 @@ int main(int argc, char **argv) {
         int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
         if (budget_on && !budget.planned) is_eval = 0; // evaluations wait for the plan
         if (is_log || is_eval || plan_now)
-            ms_per_iter = log_window(&window, run.log, step, total, lr, tokens_per_step,
+            ms_per_iter = log_window(&window, run.log.file, step, total, lr, tokens_per_step,
                                      !live && is_log, !is_eval && !plan_now, &tokens_per_s);
         if (plan_now) // with a budget too small for more steps, the run ends here
             last_val = plan_time_budget(&run, &budget, lr, ms_per_iter, tokens_per_s, live);
         else if (is_eval)
             last_val = timed_evaluation(&run, &budget, step, lr, ms_per_iter, tokens_per_s, live);
         if (is_log || is_eval) {
-            fflush(run.log);
+            run_log_flush(&run.log);
             fflush(stdout);
         }
     }
