@@ -51,7 +51,7 @@ static const char *save_shaped_model(int layers, int heads, int dim, int context
     GPT model;
     char err[512];
     CHECK(vocab_build(&vocab, (const unsigned char *)VOCAB, strlen(VOCAB), err, sizeof err));
-    GPTConfig cfg = {vocab.size, context, layers, heads, dim};
+    GPTConfig cfg = {.vocab_size = vocab.size, .context = context, .layers = layers, .heads = heads, .dim = dim};
     build_model(&model, &cfg, (RandomWeights){5, 0.3f, 6});
     CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s", err);
     gpt_free(&model);
