@@ -332,23 +332,29 @@ long checkpoint_step_of(const char *dir, int *finite, int *from_prev) {
     char err[1024];
     if (!gpt_load(path_in(dir, "model.safetensors"), &model, &vocab, err, sizeof err)) return -1;
     if (finite) *finite = all_finite(model.params_memory, model.num_params);
-    uint64_t hash = params_hash(model.params_memory, model.num_params);
     long step = -1;
     const char *names[] = {"optimizer.safetensors", "optimizer.prev.safetensors"};
+    float *last = xmalloc(model.num_params * sizeof(float));
     for (int i = 0; i < 2 && step < 0; i++) {
         AdamW opt;
         adamw_init(&opt, model.num_params);
         uint64_t rng_state, saved_hash;
         char *options = NULL;
-        if (train_state_load(path_in(dir, names[i]), &opt, &rng_state, &saved_hash, &options, err,
-                             sizeof err) &&
-            saved_hash == hash) {
+        BestModel best;
+        int has_last = 0;
+        // the state belongs with the model file, or holds the weights it
+        // continues from (the model file being the run's best)
+        if (train_state_load_with_muon(path_in(dir, names[i]), &opt, NULL, NULL, &rng_state,
+                                       &saved_hash, &options, &best, last, &has_last, err,
+                                       sizeof err) &&
+            saved_hash == params_hash(has_last ? last : model.params_memory, model.num_params)) {
             step = opt.step;
             if (from_prev) *from_prev = i == 1;
         }
         free(options);
         adamw_free(&opt);
     }
+    free(last);
     gpt_free(&model);
     vocab_free(&vocab);
     return step;

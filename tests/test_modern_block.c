@@ -189,6 +189,59 @@ static void test_gpt2_config_unchanged(void) {
     free(config);
 }
 
+// The step and value of the lowest val_loss in a run's log.csv, and how
+// many evaluations were above the lowest one before them.
+static long best_in_log(const char *dir, double *best, int *worse) {
+    char *log = read_text_file(path_in(dir, "log.csv"));
+    long best_step = -1;
+    *worse = 0;
+    for (char *line = strchr(log, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        long step;
+        double train, val;
+        if (sscanf(line + 1, "%ld,%lf,%lf", &step, &train, &val) != 3) continue; // no val
+        if (best_step < 0 || val < *best) *best = val, best_step = step;
+        else *worse += 1;
+    }
+    free(log);
+    return best_step;
+}
+
+// Evaluated every step at a rate that makes the loss jump about: the model
+// file is the model of the step with the lowest validation loss (the same
+// bytes as a run stopped at that step), the summary names that step and
+// loss, and a run stopped and resumed ends where an unbroken one does (it
+// continues from its last weights, not the best).
+static void test_keeps_the_best_model(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run"));
+#define JUMPY TINY_ONE_THREAD " --iters 40 --eval-every 1 --lr 0.05 --min-lr 0.05 --warmup 0"
+    CHECK(RUN(capture, NULL, "bin/train " JUMPY " --data %s --out %s", corpus, run) == 0);
+    double best = 0;
+    int worse;
+    long best_step = best_in_log(run, &best, &worse);
+    CHECK_MSG(worse > 0 && best_step > 0 && best_step < 40,
+              "expected some evaluations above the best (%d) and a best before the end (step %ld)",
+              worse, best_step);
+    char *out = output_of(capture);
+    char expected[128];
+    snprintf(expected, sizeof expected, "final val loss %.4f, the model of step %ld", best, best_step);
+    CHECK_MSG(strstr(out, expected), "the summary does not say '%s':\n%s", expected, out);
+    free(out);
+    const char *at_best = keep_path(path_in(dir, "at_best"));
+    CHECK(RUN(NULL, NULL, "bin/train " JUMPY " --eval-every 1000 --data %s --out %s --stop-at %ld",
+              corpus, at_best, best_step) == 0);
+    CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(at_best, "model.safetensors")));
+    // stopped at 30 and resumed: the same end as the unbroken run
+    const char *broken = keep_path(path_in(dir, "broken"));
+    CHECK(RUN(NULL, NULL, "bin/train " JUMPY " --data %s --out %s --stop-at 30", corpus, broken) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s", broken) == 0);
+    CHECK(same_bytes(path_in(run, "model.safetensors"), path_in(broken, "model.safetensors")));
+    CHECK(same_tensors(run, broken, "optimizer.safetensors"));
+#undef JUMPY
+}
+
 void suite_modern(void) {
     run_test("modern: bad block flags exit 2 with one line, nothing written",
              test_block_usage_errors);
@@ -196,4 +249,6 @@ void suite_modern(void) {
              test_modern_run);
     run_test("modern: GPT-2's block writes the config it always wrote",
              test_gpt2_config_unchanged);
+    run_test("modern: a run keeps its best model, and resumes from its last weights",
+             test_keeps_the_best_model);
 }

@@ -81,7 +81,8 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     adamw_init(&run->opt, run->model.num_params);
     char *saved_json;
     OptimizerKind saved = OPTIMIZER_ADAMW;
-    load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json);
+    load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json,
+               &run->best);
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
                               &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
@@ -513,6 +514,7 @@ static void note_label_font(const Run *run) {
 
 void run_start(Run *run, int argc, char **argv) {
     memset(run, 0, sizeof *run);
+    run->best.step = -1;
     TrainOptions *o = &run->o;
     distributed_init();
     run->rank = distributed_rank();
@@ -662,11 +664,15 @@ int run_should_stop(const Run *run, int stop_signal) {
     return run->procs > 1 ? run->stop_agreed : stop_signal;
 }
 
-void run_save(Run *run) {
+int run_save(Run *run, float val_loss) {
+    // before any evaluation the model file is the last model, as it always was
+    int is_best = run->best.step < 0 || val_loss < run->best.val_loss;
+    if (is_best && val_loss == val_loss) run->best = (BestModel){run->opt.step, val_loss};
     if (run->rank == 0)
         save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt,
                         run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL, &run->rng,
-                        run->options_json);
+                        run->options_json, &run->best, is_best);
+    return is_best;
 }
 
 void run_free(Run *run) {

@@ -29,6 +29,7 @@ typedef struct {
     AdamW opt;          // every parameter, or with Muon all but its matrices
     AdamWConfig adamw;  // its settings and the schedule's
     OptimizerKind optimizer;
+    BestModel best;     // the model file's step and validation loss (-1: no evaluation yet)
     Muon muon;          // --optimizer muon: the blocks' matrices
     float muon_lr, muon_min_lr; // Muon's peak and final rates on the same schedule
     Rng rng;            // the batches' stream
@@ -73,8 +74,12 @@ float train_step(Run *run, float lr, int stop_signal);
 // all stop after the same step).
 int run_should_stop(const Run *run, int stop_signal);
 
-// Save the checkpoint (rank 0 only: the other processes hold the same).
-void run_save(Run *run);
+// Save the checkpoint (rank 0 only: the other processes hold the same):
+// an evaluation's with its validation loss (NAN: a save without one). The
+// model file keeps the best model evaluated (run->best); a save whose
+// model is not better keeps it and saves the weights to continue from with
+// the optimizer state. Returns whether this model became the model file.
+int run_save(Run *run, float val_loss);
 
 void run_free(Run *run);
 

@@ -61,49 +61,68 @@ void record_run_files(const RunPaths *paths, int resumed, int snapshots) {
 // Each file is replaced atomically, but the pair is not: a crash between
 // the two renames leaves the new optimizer state beside the old model. So
 // the optimizer state the current model was saved with is kept, as a hard
-// link (no copy), until the new model is in place; --resume falls back to it.
+// link (no copy), until the new model is in place; --resume falls back to
+// it. A save that keeps the model file (not the best) writes one file.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
-                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json) {
+                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
+                     const BestModel *best, int model_is_best) {
     char err[1024], name[128];
     if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
         die("parameters are not finite after step %ld (first: %s); not saved, the last "
             "checkpoint in %s is intact (try a lower --lr)",
             opt->step, name, paths->out);
     unlink(paths->prev_state_path);
-    link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
+    if (model_is_best)
+        link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
     if (!train_state_save_with_muon(paths->state_path, opt, muon, rng->state,
                                     params_hash(model->params_memory, model->num_params),
-                                    options_json, err, sizeof err))
+                                    options_json, best,
+                                    model_is_best ? NULL : model->params_memory, err, sizeof err))
         die("saving optimizer state: %s", err);
-    if (!gpt_save(paths->model_path, model, vocab, err, sizeof err))
+    if (model_is_best && !gpt_save(paths->model_path, model, vocab, err, sizeof err))
         die("saving model: %s", err);
     unlink(paths->prev_state_path);
 }
 
-void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
-                OptimizerKind *saved, Rng *rng, char **options_json) {
+// The state in `path`, if it belongs with the model file (or holds its own
+// weights to continue from, which then replace the model's, last (P) being
+// scratch); 0 with a message otherwise.
+static int load_matching_state(const char *path, const RunPaths *paths, GPT *model, float *last,
+                               AdamW *opt, Muon *muon, OptimizerKind *saved, Rng *rng,
+                               char **options_json, BestModel *best, char *err, size_t err_len) {
+    uint64_t saved_hash;
+    int has_last = 0;
+    if (!train_state_load_with_muon(path, opt, muon, saved, &rng->state, &saved_hash, options_json,
+                                    best, last, &has_last, err, err_len))
+        return 0;
+    const float *params = has_last ? last : model->params_memory;
+    if (params_hash(params, model->num_params) == saved_hash) {
+        if (has_last) memcpy(model->params_memory, last, model->num_params * sizeof(float));
+        return 1;
+    }
+    free(*options_json);
+    set_error(err, err_len, "%s and %s are from different saves (was a save interrupted?)",
+              paths->model_path, path);
+    return 0;
+}
+
+void load_state(const RunPaths *paths, GPT *model, AdamW *opt, Muon *muon, OptimizerKind *saved,
+                Rng *rng, char **options_json, BestModel *best) {
     char err[8400], prev_err[1024];
-    uint64_t hash = params_hash(model->params_memory, model->num_params), saved_hash;
-    if (train_state_load_with_muon(paths->state_path, opt, muon, saved, &rng->state, &saved_hash,
-                                   options_json, err, sizeof err)) {
-        if (saved_hash == hash) return;
-        free(*options_json);
-        snprintf(err, sizeof err, "%s and %s are from different saves (was a save interrupted?)",
-                 paths->model_path, paths->state_path);
+    float *last = xmalloc(model->num_params * sizeof(float));
+    int ok = load_matching_state(paths->state_path, paths, model, last, opt, muon, saved, rng,
+                                 options_json, best, err, sizeof err);
+    if (!ok && file_exists(paths->prev_state_path) &&
+        load_matching_state(paths->prev_state_path, paths, model, last, opt, muon, saved, rng,
+                            options_json, best, prev_err, sizeof prev_err)) {
+        if (rename(paths->prev_state_path, paths->state_path) != 0)
+            die("%s: cannot restore it as %s: %s", paths->prev_state_path, paths->state_path,
+                strerror(errno));
+        fprintf(stderr, "note: the last save was interrupted; resuming from the one before\n");
+        ok = 1;
     }
-    if (file_exists(paths->prev_state_path) &&
-        train_state_load_with_muon(paths->prev_state_path, opt, muon, saved, &rng->state,
-                                   &saved_hash, options_json, prev_err, sizeof prev_err)) {
-        if (saved_hash == hash) {
-            if (rename(paths->prev_state_path, paths->state_path) != 0)
-                die("%s: cannot restore it as %s: %s", paths->prev_state_path, paths->state_path,
-                    strerror(errno));
-            fprintf(stderr, "note: the last save was interrupted; resuming from the one before\n");
-            return;
-        }
-        free(*options_json);
-    }
-    die("%s", err);
+    free(last);
+    if (!ok) die("%s", err);
 }
 
 // Keep log.csv's rows up to `step` (a resumed run rewrites what came after).

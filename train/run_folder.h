@@ -13,6 +13,7 @@
 #include "../model/gpt.h"
 #include "../optim/adamw.h"
 #include "../optim/muon.h"
+#include "train_state.h"
 
 typedef struct {
     char out[4096];
@@ -37,19 +38,25 @@ void check_run_folder(const RunPaths *paths, int force);
 // checkpoint, added in any case. Dies if it cannot be written.
 void record_run_files(const RunPaths *paths, int resumed, int snapshots);
 
-// Save the optimizer state (with Muon's momentum unless muon is NULL), then
-// the model; dies (the last checkpoint intact) if a parameter is not finite
-// or a write fails.
+// Save the optimizer state (with Muon's momentum unless muon is NULL) and
+// the run's best model so far: with model_is_best, the state then the model
+// (the model file becomes this model); else the state alone, holding the
+// model's weights to continue from, the model file staying the best one.
+// Dies (the last checkpoint intact) if a parameter is not finite or a
+// write fails.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
-                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json);
+                     const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
+                     const BestModel *best, int model_is_best);
 
 // The optimizer state saved with the model (restoring the previous one if
 // a save was interrupted between its two files); *saved is the optimizer
 // that saved it (a Muon file's momentum in *muon, initialised if need be);
-// *options_json is the run's saved flags (the caller frees it). Dies
-// naming the problem.
-void load_state(const RunPaths *paths, const GPT *model, AdamW *opt, Muon *muon,
-                OptimizerKind *saved, Rng *rng, char **options_json);
+// *options_json is the run's saved flags (the caller frees it); *best the
+// run's best model (the model file's). When the state continues from other
+// weights than the model file's (the best), they replace the model's.
+// Dies naming the problem.
+void load_state(const RunPaths *paths, GPT *model, AdamW *opt, Muon *muon, OptimizerKind *saved,
+                Rng *rng, char **options_json, BestModel *best);
 
 // log.csv as a run appends to it. Rows are written whole or not at all: a
 // write that fails (a full disk) is cut back to the last whole row, the

@@ -1,5 +1,6 @@
 // train.c: bin/train, the training program: set a run up, then step, log,
 // evaluate and save until done. See README.md for the flags.
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
     TrainOptions *o = &run->o;
     if (interrupted || run->opt.step < o->iters) {
         save_budget_left(run, budget);
-        run_save(run);
+        run_save(run, NAN);
         // A batch system's SIGTERM reaches every process, not only mpirun;
         // were another rank to exit first, mpirun would end the job and kill
         // rank 0 mid-save. So every rank waits for rank 0's save.
@@ -67,9 +68,16 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
                             run->micro_rows);
         printf("step %ld: train loss %.4f, val loss %.4f\n", run->opt.step, train_loss, last_val);
     }
-    printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f\n",
+    // the model file holds the best model evaluated: its loss, and its step
+    // when it is not the last
+    int kept_earlier = run->best.step >= 0 && run->best.step != run->opt.step;
+    printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f",
            run->opt.step, run_seconds, steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0,
-           last_val);
+           kept_earlier ? (double)run->best.val_loss : (double)last_val);
+    if (kept_earlier)
+        printf(", the model of step %ld in %s (the best evaluated; the last step's: %.4f)",
+               run->best.step, run->paths.model_path, (double)last_val);
+    printf("\n");
     if (run->procs > 1)
         printf("gradient sums across %d processes: %.2f ms/iter\n", run->procs,
                steps_run > 0 ? 1e3 * run->reduce_seconds / steps_run : 0.0);
@@ -94,11 +102,16 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                                 &run->batch, run->micro_rows);
     float val_loss = evaluate(&run->model, run->val, run->B, run->T, o->eval_batches, &run->batch,
                               run->micro_rows);
-    run_save(run);
+    int best = run_save(run, val_loss);
     log_eval_row(run->log.file, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
     run_log_flush(&run->log);
-    printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
-           train_loss, val_loss, run->paths.model_path);
+    if (best)
+        printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
+               train_loss, val_loss, run->paths.model_path);
+    else
+        printf("%sstep %ld: train loss %.4f, val loss %.4f (not below step %ld's %.4f: %s keeps "
+               "that model)\n", live ? "\n" : "", step, train_loss, val_loss, run->best.step,
+               (double)run->best.val_loss, run->paths.model_path);
     if (run->rank == 0) { // the others' output goes nowhere
         write_loss_plot(&run->paths, run->B * run->T);
         print_sample(&run->sample_cache, &run->sampler, &run->corpus.vocab, o->sample_chars);

@@ -22,27 +22,37 @@ int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len) {
     return train_state_save_with_muon(path, opt, NULL, rng_state, params_hash_value, options_json,
-                                      err, err_len);
+                                      NULL, NULL, err, err_len);
 }
 
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
-                               const char *options_json, char *err, size_t err_len) {
-    char step_text[32], rng_text[32], hash_text[32];
+                               const char *options_json, const BestModel *best,
+                               const float *last_params, char *err, size_t err_len) {
+    char step_text[32], rng_text[32], hash_text[32], best_step[32], best_loss[32];
     snprintf(step_text, sizeof step_text, "%ld", opt->step);
     snprintf(rng_text, sizeof rng_text, "%llu", (unsigned long long)rng_state);
     snprintf(hash_text, sizeof hash_text, "%llu", (unsigned long long)params_hash_value);
-    StTensor tensors[3] = {{"adam.m", opt->m, 1, {(long)opt->num_params}},
-                           {"adam.v", opt->v, 1, {(long)opt->num_params}},
-                           {"muon.momentum", muon ? muon->momentum : NULL, 1, {(long)opt->num_params}}};
-    StMeta meta[6] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
+    long P = (long)opt->num_params;
+    // only the tensors and metadata this state has, in a fixed order
+    StTensor tensors[4] = {{"adam.m", opt->m, 1, {P}}, {"adam.v", opt->v, 1, {P}}};
+    int num_tensors = 2;
+    if (muon) tensors[num_tensors++] = (StTensor){"muon.momentum", muon->momentum, 1, {P}};
+    if (last_params) tensors[num_tensors++] = (StTensor){"last.params", last_params, 1, {P}};
+    StMeta meta[8] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
                       {"step", step_text},
                       {"rng_state", rng_text},
                       {"params_hash", hash_text},
-                      {"options", options_json},
-                      {"optimizer", optimizer_names[OPTIMIZER_MUON]}};
-    int with_muon = muon != NULL;
-    return safetensors_write(path, tensors, 2 + with_muon, meta, 5 + with_muon, err, err_len);
+                      {"options", options_json}};
+    int num_meta = 5;
+    if (muon) meta[num_meta++] = (StMeta){"optimizer", optimizer_names[OPTIMIZER_MUON]};
+    if (best && best->step >= 0) {
+        snprintf(best_step, sizeof best_step, "%ld", best->step);
+        snprintf(best_loss, sizeof best_loss, "%.9g", (double)best->val_loss);
+        meta[num_meta++] = (StMeta){"best_step", best_step};
+        meta[num_meta++] = (StMeta){"best_val_loss", best_loss};
+    }
+    return safetensors_write(path, tensors, num_tensors, meta, num_meta, err, err_len);
 }
 
 static int parse_u64(const char *text, uint64_t *out) {
@@ -66,12 +76,13 @@ int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
                      uint64_t *params_hash_value, char **options_json, char *err,
                      size_t err_len) {
     return train_state_load_with_muon(path, opt, NULL, NULL, rng_state, params_hash_value,
-                                      options_json, err, err_len);
+                                      options_json, NULL, NULL, NULL, err, err_len);
 }
 
 int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, OptimizerKind *saved,
                                uint64_t *rng_state, uint64_t *params_hash_value,
-                               char **options_json, char *err, size_t err_len) {
+                               char **options_json, BestModel *best, float *last_params,
+                               int *has_last, char *err, size_t err_len) {
     StFile *file = safetensors_open(path, err, err_len);
     if (!file) return 0;
     int ok = 0;
@@ -79,8 +90,13 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
     const char *options = safetensors_meta(file, "options");
     const char *optimizer = safetensors_meta(file, "optimizer");
     int is_muon = optimizer && !strcmp(optimizer, optimizer_names[OPTIMIZER_MUON]);
-    uint64_t step;
+    uint64_t step, best_step = 0;
+    const char *best_step_text = safetensors_meta(file, "best_step");
+    const char *best_loss_text = safetensors_meta(file, "best_val_loss");
+    char *loss_end = NULL;
+    float best_loss = best_loss_text ? strtof(best_loss_text, &loss_end) : 0.0f;
     long shape[1] = {(long)opt->num_params};
+    int last_present = last_params && safetensors_check_f32(file, "last.params", 1, shape, NULL, 0);
     if (!version || strcmp(version, TRAIN_STATE_FORMAT_VERSION)) {
         set_error(err, err_len, "%s: format_version is %s, expected %s", path,
                   version ? version : "missing", TRAIN_STATE_FORMAT_VERSION);
@@ -91,13 +107,23 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
                   path);
     } else if (!options) {
         set_error(err, err_len, "%s: metadata 'options' missing", path);
+    } else if (!best_step_text != !best_loss_text ||
+               (best_step_text && (!parse_u64(best_step_text, &best_step) || best_step > step ||
+                                   *loss_end || !(best_loss >= 0)))) {
+        set_error(err, err_len, "%s: metadata best_step '%.20s' and best_val_loss '%.20s' are not a "
+                  "step and a loss", path, best_step_text ? best_step_text : "missing",
+                  best_loss_text ? best_loss_text : "missing");
     } else if (optimizer && !is_muon) {
         set_error(err, err_len, "%s: metadata optimizer is '%s', expected muon or none (AdamW)",
                   path, optimizer);
     } else if (safetensors_read_f32(file, "adam.m", 1, shape, opt->m, err, err_len) &&
                safetensors_read_f32(file, "adam.v", 1, shape, opt->v, err, err_len) &&
-               (!is_muon || !muon || read_momentum(file, muon, opt->num_params, err, err_len))) {
+               (!is_muon || !muon || read_momentum(file, muon, opt->num_params, err, err_len)) &&
+               (!last_present ||
+                safetensors_read_f32(file, "last.params", 1, shape, last_params, err, err_len))) {
         if (saved) *saved = is_muon ? OPTIMIZER_MUON : OPTIMIZER_ADAMW;
+        if (best) *best = (BestModel){best_step_text ? (long)best_step : -1, best_loss};
+        if (has_last) *has_last = last_present;
         opt->step = (long)step;
         *options_json = strdup(options);
         ok = 1;

@@ -6,7 +6,10 @@
 // params_hash (FNV-1a of the parameters the state belongs with, so a model
 // and optimizer file from different saves are detected), options (the
 // run's flags as a JSON array of strings), and with Muon optimizer "muon"
-// (a file without it, as every file before Muon, is AdamW's).
+// (a file without it, as every file before Muon, is AdamW's); and the run's
+// best model so far (best_step, best_val_loss: the model file's, see
+// BestModel), with tensor last.params [P] when the weights the state
+// continues from are not the model file's.
 #ifndef TRAIN_STATE_H
 #define TRAIN_STATE_H
 
@@ -18,13 +21,25 @@
 
 uint64_t params_hash(const float *params, size_t n);
 
+// The run keeps its best model (the lowest validation loss) as the model
+// file; the state continues from the last step's weights, which it holds
+// itself when they are not the model file's.
+typedef struct {
+    long step;      // the best model's step, or -1 before any evaluation
+    float val_loss; // its validation loss
+} BestModel;
+
 int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len);
-// The same with Muon's momentum (muon NULL: AdamW alone, train_state_save's file).
+// The same with Muon's momentum (muon NULL: AdamW alone, train_state_save's
+// file), the best model's step and loss, and last_params (num_params) when
+// the weights the state continues from are not the model file's (NULL:
+// they are).
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
-                               const char *options_json, char *err, size_t err_len);
+                               const char *options_json, const BestModel *best,
+                               const float *last_params, char *err, size_t err_len);
 
 // opt must already be initialised for the model's parameter count. On
 // success *options_json is a new string the caller frees.
@@ -33,8 +48,12 @@ int train_state_load(const char *path, AdamW *opt, uint64_t *rng_state,
                      size_t err_len);
 // The same, and which optimizer saved it (*saved); a Muon file's momentum
 // goes into *muon, initialised here (muon_init) if its momentum is NULL.
+// *best: the file's, or step -1 in a file without it; last_params
+// (num_params floats) receives the file's last.params when it has them
+// (*has_last 1), else is left alone.
 int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, OptimizerKind *saved,
                                uint64_t *rng_state, uint64_t *params_hash_value,
-                               char **options_json, char *err, size_t err_len);
+                               char **options_json, BestModel *best, float *last_params,
+                               int *has_last, char *err, size_t err_len);
 
 #endif
