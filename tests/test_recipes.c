@@ -676,6 +676,36 @@ static void test_time_budget_week_resumes(void) {
     free(console);
 }
 
+// A resumed wsd run knows its schedule: --decay-from (and --decay-fraction)
+// need no --schedule wsd again; a resumed cosine run still refuses them.
+static void test_resume_wsd_decay_from(void) {
+    const char *tmp = make_temp_dir();
+    char wsd[512], cosine[512], capture[512];
+    snprintf(wsd, sizeof wsd, "%s/wsd", tmp);
+    snprintf(cosine, sizeof cosine, "%s/cosine", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    CHECK(run_train(TINY " --threads 1 --warmup 2 --iters 20 --eval-every 10 --schedule wsd --stop-at 3",
+                    wsd, NULL) == 0);
+    CHECK(run_train(TINY " --threads 1 --warmup 2 --iters 20 --eval-every 10 --stop-at 3", cosine,
+                    NULL) == 0);
+    int status = run_train("--resume --decay-from 10 --stop-at 5", wsd, capture);
+    char *out = read_text_file(capture);
+    CHECK_MSG(status == 0 && out && strstr(out, "stopped at step 5"), "exited %d:\n%s", status,
+              out ? out : "");
+    free(out);
+    CHECK(run_train("--resume --decay-fraction 0.5 --stop-at 6", wsd, NULL) == 0);
+    CHECK(checkpoint_step(wsd, NULL) == 6);
+    const char *flags[] = {"--resume --decay-from 10", "--resume --decay-fraction 0.5"};
+    for (int i = 0; i < 2; i++) {
+        status = run_train(flags[i], cosine, capture);
+        out = read_text_file(capture);
+        CHECK_MSG(status == 2 && out && strstr(out, "is for --schedule wsd") && count_lines(out) == 1,
+                  "%s: exited %d:\n%s", flags[i], status, out ? out : "");
+        free(out);
+    }
+    CHECK(checkpoint_step(cosine, NULL) == 3);
+}
+
 static void test_bad_new_flags(void) {
     const char *tmp = make_temp_dir();
     char dir[512], capture[512], ckpt[512];
@@ -1096,6 +1126,8 @@ void suite_recipes(void) {
              test_time_budget_week_of_tiny_steps);
     run_test("recipes: a week's --minutes plan for a tiny model parses back and resumes",
              test_time_budget_week_resumes);
+    run_test("recipes: a resumed wsd run takes --decay-from and --decay-fraction",
+             test_resume_wsd_decay_from);
     run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
              test_bad_new_flags);
     run_test("recipes: --init-from with --resume is a usage error, nothing touched",
