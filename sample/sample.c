@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
@@ -209,6 +210,82 @@ static void print_other_samples(const Vocab *vocab, const Prompt *prompt, const 
     }
 }
 
+// ---- the memory the samples need, before any of it is allocated
+
+// PRIVATE COPY, until infer/kv_cache.h has it (issue 43): the bytes
+// kv_cache_init_samples allocates for `samples` samples sliding by `slide`,
+// from the buffers kv_cache.h documents. What is cached: the keys and
+// values (L,B,T,C), the keys again transposed, and the next window's three
+// when it is kept (T/2 <= S < T, up to 4 samples); the scratch of a window
+// per sample and window, R = windows*B*T rows: x, ln, q, k_new, v_new,
+// att_out, proj (R,C), fc, fc_gelu (R,4C), the attention (windows,B,NH,T,T),
+// LayerNorm's mean and rstd (R), the logits (B,V); each product's weight
+// packed (its floats; the panels' padding left out); the windows' tokens
+// (B,T).
+#define KEEP_NEXT_SAMPLES 4
+static double kv_cache_bytes(const GPTConfig *cfg, int samples, int slide) {
+    double T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads, V = cfg->vocab_size;
+    double B = samples;
+    int keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
+                    samples <= KEEP_NEXT_SAMPLES;
+    double windows = keep_next ? 2 : 1, R = windows * B * T;
+    double cached = 3 * L * B * T * C * (keep_next ? 2 : 1);
+    double scratch = R * (7 * C + 2 * 4 * C + 2) + windows * B * NH * T * T + B * V;
+    double weights = L * (4 * C * C + 2 * 4 * C * C) + C * V;
+    return (cached + scratch + weights) * sizeof(float) + B * T * sizeof(int);
+}
+
+// What bin/sample allocates for K samples of n characters: the cache, a
+// sampler per sample (its candidates, V), and the samples kept to print
+// after the first (K-1,n).
+static double samples_bytes(const GPTConfig *cfg, int samples, int slide, int n) {
+    return kv_cache_bytes(cfg, samples, slide) +
+           (double)samples * cfg->vocab_size * sizeof(ProbIndex) +
+           ((double)(samples - 1) * n + 1) * sizeof(int);
+}
+
+// Bytes of memory free for this process: Linux's estimate of what can be
+// allocated without swapping (MemAvailable), else the machine's memory; -1
+// when neither is known.
+static double memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb > 0) return kb * 1024;
+#ifdef _SC_PHYS_PAGES // not POSIX, but Linux, macOS and the BSDs answer it
+    return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+#else
+    return -1;
+#endif
+}
+
+// Refused, with the figure, when the samples would take more than this
+// share of the memory available: the rest is the system's and the other
+// programs'.
+#define MEMORY_SHARE 0.9
+
+// Dies before anything is allocated when the samples will not fit, naming
+// how many would.
+static void check_memory(const SampleOptions *o, const GPTConfig *cfg) {
+    double need = samples_bytes(cfg, o->num_samples, o->slide, o->num_tokens);
+    double have = memory_available(), limit = MEMORY_SHARE * have;
+    if (!(have > 0) || need <= limit) return;
+    int fit = 0;
+    while (fit < o->num_samples && samples_bytes(cfg, fit + 1, o->slide, o->num_tokens) <= limit)
+        fit++;
+    char advice[96] = "even one sample does not fit";
+    if (fit > 0) snprintf(advice, sizeof advice, "at most --num-samples %d fits", fit);
+    int one = o->num_samples == 1;
+    die("%s (context %d): %d sample%s of %d character%s need%s about %.1f GB of memory, more "
+        "than %.0f%% of the %.1f GB available; %s",
+        o->ckpt, cfg->context, o->num_samples, one ? "" : "s", o->num_tokens,
+        o->num_tokens == 1 ? "" : "s", one ? "s" : "", need / 1e9, 100 * MEMORY_SHARE, have / 1e9,
+        advice);
+}
+
 // "exact: the last 64 characters at every step" or "--slide 32: 33 to 64
 // characters of context".
 static void describe_mode(char *out, size_t len, int slide, int T) {
@@ -230,6 +307,7 @@ int main(int argc, char **argv) {
     Prompt prompt = read_prompt(&o, &vocab);
     int K = o.num_samples, n = o.num_tokens;
 
+    check_memory(&o, &model.config);
     KVCache cache;
     kv_cache_init_samples(&cache, &model, K, o.slide);
     Sampler *samplers = xcalloc(K, sizeof(Sampler));

@@ -632,6 +632,80 @@ static void test_time_budget_plan_arithmetic(void) {
     CHECK(time_budget_minutes_left(&b, 60.0) > 0);
 }
 
+// A week's budget for a model whose steps take a microsecond: more steps
+// than an int holds. The plan is capped at the largest --iters before any
+// figure is converted, so --iters and --eval-every (cosine: 8 evaluations;
+// given: kept) are in their flags' ranges; wsd's decay ends there too.
+static void test_time_budget_week_of_tiny_steps(void) {
+    TimeBudget b;
+    time_budget_init(&b, 10080.0f, 0.0);
+    for (long step = 1; step <= 100; step++)
+        time_budget_step(&b, step, 1e-6, 1, 100, 1.0 + 1e-6 * step);
+    time_budget_evaluation(&b, 0.01);
+    int iters, every;
+    time_budget_plan(&b, 100, 2.0, 0, 0, &iters, &every);
+    CHECK_MSG(iters == 1000000000 && every == 125000000, "--iters %d --eval-every %d", iters, every);
+    time_budget_plan(&b, 100, 2.0, 1000, 0, &iters, &every);
+    CHECK_MSG(iters == 1000000000 && every == 1000, "--iters %d --eval-every %d", iters, every);
+    b.planned = 1;
+    CHECK(time_budget_decay_now(&b, 200, 3.0, 125000000, 0, 100, 0.2f, &iters) == 0);
+    CHECK(time_budget_decay_now(&b, 900000000, 3.0, 125000000, 0, 100, 0.2f, &iters) == 1);
+    CHECK_MSG(iters == 1000000000, "--iters %d", iters);
+}
+
+// The same end to end (the run, its plan at the warmup's end): the
+// plan printed parses back as flags, the run saves, and --resume reads its
+// saved flags. The limit is said.
+static void test_time_budget_week_resumes(void) {
+    const char *tmp = make_temp_dir();
+    char dir[512], capture[512];
+    snprintf(dir, sizeof dir, "%s/week", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    CHECK(run_train("--layers 1 --heads 1 --dim 4 --context 2 --batch 1 --eval-batches 1 "
+                    "--sample-chars 0 --threads 1 --warmup 20 --minutes 10080 --stop-at 21", dir, capture) == 0);
+    char *console = read_text_file(capture);
+    long iters = number_after(console, "so --iters "), every = number_after(console, "--eval-every ");
+    CHECK_MSG(iters >= 20 && iters <= 1000000000 && every >= 1 && every <= 1000000000, "%s",
+              console ? console : "");
+    CHECK_MSG(iters < 1000000000 || strstr(console, "more steps than --iters takes"), "%s", console);
+    free(console);
+    CHECK(run_train("--resume --stop-at 22", dir, capture) == 0);
+    console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "resuming") && strstr(console, "stopped at step 22"), "%s",
+              console ? console : "");
+    free(console);
+}
+
+// A resumed wsd run knows its schedule: --decay-from (and --decay-fraction)
+// need no --schedule wsd again; a resumed cosine run still refuses them.
+static void test_resume_wsd_decay_from(void) {
+    const char *tmp = make_temp_dir();
+    char wsd[512], cosine[512], capture[512];
+    snprintf(wsd, sizeof wsd, "%s/wsd", tmp);
+    snprintf(cosine, sizeof cosine, "%s/cosine", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    CHECK(run_train(TINY " --threads 1 --warmup 2 --iters 20 --eval-every 10 --schedule wsd --stop-at 3",
+                    wsd, NULL) == 0);
+    CHECK(run_train(TINY " --threads 1 --warmup 2 --iters 20 --eval-every 10 --stop-at 3", cosine,
+                    NULL) == 0);
+    int status = run_train("--resume --decay-from 10 --stop-at 5", wsd, capture);
+    char *out = read_text_file(capture);
+    CHECK_MSG(status == 0 && out && strstr(out, "stopped at step 5"), "exited %d:\n%s", status,
+              out ? out : "");
+    free(out);
+    CHECK(run_train("--resume --decay-fraction 0.5 --stop-at 6", wsd, NULL) == 0);
+    CHECK(checkpoint_step(wsd, NULL) == 6);
+    const char *flags[] = {"--resume --decay-from 10", "--resume --decay-fraction 0.5"};
+    for (int i = 0; i < 2; i++) {
+        status = run_train(flags[i], cosine, capture);
+        out = read_text_file(capture);
+        CHECK_MSG(status == 2 && out && strstr(out, "is for --schedule wsd") && count_lines(out) == 1,
+                  "%s: exited %d:\n%s", flags[i], status, out ? out : "");
+        free(out);
+    }
+    CHECK(checkpoint_step(cosine, NULL) == 3);
+}
+
 static void test_bad_new_flags(void) {
     const char *tmp = make_temp_dir();
     char dir[512], capture[512], ckpt[512];
@@ -1048,6 +1122,12 @@ void suite_recipes(void) {
              test_time_budget_plan_arithmetic);
     run_test("recipes: a --minutes plan's evaluations take at most a twentieth of the time left",
              test_time_budget_evaluations_share);
+    run_test("recipes: a week of tiny steps: the plan capped at the largest --iters, in range",
+             test_time_budget_week_of_tiny_steps);
+    run_test("recipes: a week's --minutes plan for a tiny model parses back and resumes",
+             test_time_budget_week_resumes);
+    run_test("recipes: a resumed wsd run takes --decay-from and --decay-fraction",
+             test_resume_wsd_decay_from);
     run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
              test_bad_new_flags);
     run_test("recipes: --init-from with --resume is a usage error, nothing touched",

@@ -3,8 +3,9 @@
 // but what they wrote there (their record, base/files.h), unless --force,
 // which writes into it without making it theirs; a rerun of bin/attn
 // removes what it wrote before and no longer writes, never a file it did
-// not write; and an optimizer state without its model is no checkpoint.
-// Each refusal is one line, exit 1, and the user's files
+// not write; an optimizer state without its model is no checkpoint; and
+// bin/sample refuses samples that would not fit in memory before it
+// allocates them. Each refusal is one line, exit 1, and the user's files
 // are checked byte for byte afterwards.
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,21 @@ static void test_attn_rerun_removes_what_it_wrote(void) {
     file_list_free(&now), file_list_free(&alone);
 }
 
+// ---- bin/sample
+
+// Samples that would not fit in the machine's memory are refused from an
+// estimate before anything is allocated, with the figure and how many
+// would fit: 256 samples of a 65536-character context need terabytes of
+// attention scratch alone (K x NH x T x T floats), whatever the machine.
+static void test_sample_memory_estimate(void) {
+    const char *ckpt = save_shaped_model(1, 1, 4, 65536);
+    const char *capture = keep_path(path_in(make_temp_dir(), "out.txt"));
+    int status = RUN(capture, NULL, "bin/sample --ckpt %s --num-samples 256 -n 1", ckpt);
+    const char *says[] = {"256 samples of 1 character need about ", " GB of memory, more than 90% of the ",
+                          " GB available; ", NULL};
+    check_refused(status, capture, says);
+}
+
 void suite_user_files(void) {
     run_test("user files: bin/train refuses a folder of the user's, leaving it as it was",
              test_train_refuses_users_folder);
@@ -266,4 +282,6 @@ void suite_user_files(void) {
              test_attn_force_does_not_adopt);
     run_test("user files: bin/attn removes what it wrote before and no longer writes, nothing else",
              test_attn_rerun_removes_what_it_wrote);
+    run_test("user files: bin/sample refuses samples that would not fit in memory",
+             test_sample_memory_estimate);
 }

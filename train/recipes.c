@@ -148,22 +148,24 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_
     double eval_seconds = mean_evaluation(budget);
     double left = BUDGET_AIM * budget->budget_seconds - (now - budget->start);
     double steps = 0;
+    int evals = EVALS_PER_BUDGET;
     if (eval_every_given > 0) {
         // (N - step) s + ((N - step) / E + 1) e = left
         steps = (left - eval_seconds) / (per_step + eval_seconds / eval_every_given);
-        *eval_every = eval_every_given;
     } else {
         // EVALS_PER_BUDGET evaluations, fewer when they would take over
         // EVALS_SHARE of the time left
-        int evals = EVALS_PER_BUDGET;
         while (evals > 1 && evals * eval_seconds > EVALS_SHARE * left) evals--;
         steps = (left - evals * eval_seconds) / (per_step > 0 ? per_step : 1e-9);
-        long n = step + (steps > 0 ? (long)steps : 0);
-        *eval_every = (int)fmax(1.0, ceil((double)n / evals));
     }
+    // At most --iters' largest value (a tiny model's week is more steps than
+    // an int holds), capped before anything is converted: every figure the
+    // plan prints and saves parses back as a flag.
     if (!(steps > 0)) steps = 0;
-    if (steps > 1e9 - step) steps = 1e9 - step;
+    if (steps > BUDGET_MAX_ITERS - step) steps = BUDGET_MAX_ITERS - step;
     *iters = (int)(step + (long)steps);
+    *eval_every = eval_every_given > 0 ? eval_every_given
+                                       : (int)fmax(1.0, ceil((double)*iters / evals));
 }
 
 int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
@@ -192,7 +194,7 @@ int time_budget_decay_now(const TimeBudget *budget, long step, double now, int e
     // R s + (R / E + 1) e = left: the evaluations every E steps, and the last
     double steps = (left - eval_seconds) / (per_step + eval_seconds / (eval_every > 0 ? eval_every : 1));
     if (!(steps > 0)) steps = 0;
-    if (steps > 1e9 - step) steps = 1e9 - step;
+    if (steps > BUDGET_MAX_ITERS - step) steps = BUDGET_MAX_ITERS - step;
     if (steps > fraction * (step + steps)) return 0;
     *iters = (int)(step + lround(steps));
     return 1;

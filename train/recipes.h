@@ -43,6 +43,8 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], siz
 // meant better than a wall-clock guess.
 #define BUDGET_MIN_MINUTES 0.1
 #define BUDGET_MAX_MINUTES 10080.0 // a week
+// The most steps a plan makes: the largest --iters (train_options.c).
+#define BUDGET_MAX_ITERS 1e9
 
 // Steps whose times wsd's decision averages: those of the last 5% of the
 // budget, at most this many.

@@ -164,11 +164,6 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     option_choice("--schedule", o->schedule, schedule_names, 2);
     if (!(o->muon_lr > 0.0f) || o->muon_lr > 10.0f)
         usage_error("--muon-lr %g: must be above 0 and at most 10", (double)o->muon_lr);
-    int wsd = !strcmp(o->schedule, "wsd");
-    if (!wsd && option_named(table, "--decay-from")->given)
-        usage_error("--decay-from is for --schedule wsd (the cosine decays from the warmup on)");
-    if (!wsd && option_named(table, "--decay-fraction")->given)
-        usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
     if (option_named(table, "--minutes")->given) {
         if (!(o->minutes > 0.0f))
             usage_error("--minutes %g: must be above 0", (double)o->minutes);
@@ -292,10 +287,16 @@ static void resume_or_refuse_overwrite(Run *run, int argc, char **argv, Vocab *c
     }
 }
 
-// The flags as they stand after a resume, a recipe or --init-from; and the
-// batch's split into processes x micro-batches of micro_rows rows.
+// The flags as they stand after a resume, a recipe or --init-from (a
+// resumed run's schedule is its saved one); and the batch's split into
+// processes x micro-batches of micro_rows rows.
 static void check_flags_and_split_batch(Run *run) {
     const TrainOptions *o = &run->o;
+    int wsd = !strcmp(o->schedule, "wsd");
+    if (!wsd && option_named(run->table, "--decay-from")->given)
+        usage_error("--decay-from is for --schedule wsd (the cosine decays from the warmup on)");
+    if (!wsd && option_named(run->table, "--decay-fraction")->given)
+        usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->decay_from > 0 && (o->decay_from < o->warmup || o->decay_from > o->iters))
         usage_error("--decay-from %d: must be between --warmup %d and --iters %d", o->decay_from,

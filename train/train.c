@@ -182,6 +182,9 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
     char too_short[512];
     if (!time_budget_plan_fits(budget, step, plan[0], o->warmup, now, too_short, sizeof too_short))
         printf("note: %s\n", too_short);
+    if (plan[0] >= BUDGET_MAX_ITERS)
+        printf("note: the budget holds more steps than --iters takes (%.0f at most), so the run "
+               "ends after those, before its time is up\n", BUDGET_MAX_ITERS);
     fflush(stdout);
     return val_loss;
 }
