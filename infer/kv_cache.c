@@ -79,6 +79,42 @@ static int buffer_specs(KVCache *cache, const GPTConfig *cfg, int B, BufferSpec 
 // The most samples for which the cache keeps the next window (below).
 #define KEEP_NEXT_SAMPLES 4
 
+// The next window is all that a slide keeps when 2S >= T: kept as it goes,
+// for up to KEEP_NEXT_SAMPLES samples. A step's extra rows cost less than
+// the rebuild while reading the weights bounds the step, more once the
+// step is arithmetic (many samples).
+static int keeps_next_window(const GPTConfig *cfg, int samples, int slide) {
+    return slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
+           samples <= KEEP_NEXT_SAMPLES;
+}
+
+// The positions of a forward's rows (R), then each sample's last (B): RoPE's.
+static size_t position_count(const GPTConfig *cfg, int samples, int keep_next) {
+    return (size_t)((keep_next ? 2 : 1) * samples * cfg->context + samples);
+}
+
+// The buffers' specs (their count returned) and the floats of each kind,
+// each buffer in whole cache lines.
+static int buffer_totals(KVCache *cache, const GPTConfig *cfg, int samples,
+                         BufferSpec specs[MAX_BUFFERS], size_t total[NUM_KINDS]) {
+    int count = buffer_specs(cache, cfg, samples, specs);
+    for (int kind = 0; kind < NUM_KINDS; kind++) total[kind] = 0;
+    for (int i = 0; i < count; i++)
+        total[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
+    return count;
+}
+
+double kv_cache_bytes(const GPTConfig *cfg, int samples, int slide) {
+    KVCache sizes = {.samples = samples, .slide = slide,
+                     .keep_next = keeps_next_window(cfg, samples, slide)};
+    BufferSpec specs[MAX_BUFFERS];
+    size_t total[NUM_KINDS];
+    buffer_totals(&sizes, cfg, samples, specs, total);
+    double floats = (double)total[CACHED] + (double)total[SCRATCH] + (double)total[WEIGHTS];
+    double ints = (double)samples * cfg->context + (double)position_count(cfg, samples, sizes.keep_next);
+    return floats * sizeof(float) + ints * sizeof(int);
+}
+
 // Every view starts on a cache line: each buffer is carved in whole lines.
 void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int slide) {
     const GPTConfig *cfg = &model->config;
@@ -89,22 +125,12 @@ void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int sl
     cache->model = model;
     cache->samples = samples;
     cache->slide = slide;
-    // The next window is all that a slide keeps when 2S >= T: kept as it
-    // goes, for up to KEEP_NEXT_SAMPLES samples. A step's extra rows cost
-    // less than the rebuild while reading the weights bounds the step (one
-    // sample: 1.04x the tokens/s; 2: 1.03x; 4: 1.02x, on a shared machine),
-    // more once the step is arithmetic (16 samples: 0.92x).
-    cache->keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
-                       samples <= KEEP_NEXT_SAMPLES;
+    cache->keep_next = keeps_next_window(cfg, samples, slide);
     cache->tokens = xcalloc((size_t)samples * cfg->context, sizeof(int));
-    // each row's position (R), then each sample's last (B): RoPE's
-    int windows = cache->keep_next ? 2 : 1;
-    cache->positions = xcalloc((size_t)(windows * samples * cfg->context + samples), sizeof(int));
+    cache->positions = xcalloc(position_count(cfg, samples, cache->keep_next), sizeof(int));
     BufferSpec specs[MAX_BUFFERS];
-    int count = buffer_specs(cache, cfg, samples, specs);
-    size_t total[NUM_KINDS] = {0};
-    for (int i = 0; i < count; i++)
-        total[specs[i].kind] += whole_cache_lines(specs[i].floats, sizeof(float));
+    size_t total[NUM_KINDS];
+    int count = buffer_totals(cache, cfg, samples, specs, total);
     float *next[NUM_KINDS];
     for (int kind = 0; kind < NUM_KINDS; kind++)
         next[kind] = cache->memory[kind] = xcalloc(total[kind], sizeof(float));

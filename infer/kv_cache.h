@@ -106,6 +106,10 @@ void kv_cache_init(KVCache *cache, const GPT *model);
 // `samples` samples generated together, sliding by `slide` (1..T).
 void kv_cache_init_samples(KVCache *cache, const GPT *model, int samples, int slide);
 void kv_cache_free(KVCache *cache);
+// The bytes kv_cache_init_samples allocates for a model of shape cfg (the
+// same layout: before anything is allocated, so that a program can refuse
+// what will not fit). In double: absurd shapes give a huge figure.
+double kv_cache_bytes(const GPTConfig *cfg, int samples, int slide);
 // Empty the cache and re-read the model's weights (after they changed).
 void kv_cache_reset(KVCache *cache);
 

@@ -212,29 +212,6 @@ static void print_other_samples(const Vocab *vocab, const Prompt *prompt, const 
 
 // ---- the memory the samples need, before any of it is allocated
 
-// PRIVATE COPY, until infer/kv_cache.h has it (issue 43): the bytes
-// kv_cache_init_samples allocates for `samples` samples sliding by `slide`,
-// from the buffers kv_cache.h documents. What is cached: the keys and
-// values (L,B,T,C), the keys again transposed, and the next window's three
-// when it is kept (T/2 <= S < T, up to 4 samples); the scratch of a window
-// per sample and window, R = windows*B*T rows: x, ln, q, k_new, v_new,
-// att_out, proj (R,C), fc, fc_gelu (R,4C), the attention (windows,B,NH,T,T),
-// LayerNorm's mean and rstd (R), the logits (B,V); each product's weight
-// packed (its floats; the panels' padding left out); the windows' tokens
-// (B,T).
-#define KEEP_NEXT_SAMPLES 4
-static double kv_cache_bytes(const GPTConfig *cfg, int samples, int slide) {
-    double T = cfg->context, C = cfg->dim, L = cfg->layers, NH = cfg->heads, V = cfg->vocab_size;
-    double B = samples;
-    int keep_next = slide > 1 && slide < cfg->context && 2 * slide >= cfg->context &&
-                    samples <= KEEP_NEXT_SAMPLES;
-    double windows = keep_next ? 2 : 1, R = windows * B * T;
-    double cached = 3 * L * B * T * C * (keep_next ? 2 : 1);
-    double scratch = R * (7 * C + 2 * 4 * C + 2) + windows * B * NH * T * T + B * V;
-    double weights = L * (4 * C * C + 2 * 4 * C * C) + C * V;
-    return (cached + scratch + weights) * sizeof(float) + B * T * sizeof(int);
-}
-
 // What bin/sample allocates for K samples of n characters: the cache, a
 // sampler per sample (its candidates, V), and the samples kept to print
 // after the first (K-1,n).

@@ -441,6 +441,29 @@ static void test_next_window_equals_rebuild(void) {
     gpt_free(&model);
 }
 
+// kv_cache_bytes is what kv_cache_init_samples allocates, to the byte: for
+// GPT-2's block and the modern one, one sample and several, every kind of
+// slide (the next window kept or not).
+static void test_cache_bytes_are_allocated(void) {
+    GPT models[2];
+    build_random_model(&models[0], 11, 8);
+    build_modern_model(&models[1], 11, 8, MLP_SWIGLU);
+    const struct { int samples, slide; } cases[] = {{1, 1}, {1, 4}, {3, 5}, {5, 4}, {2, 8}};
+    for (int m = 0; m < 2; m++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            size_t before = xalloc_total_bytes();
+            KVCache cache;
+            kv_cache_init_samples(&cache, &models[m], cases[c].samples, cases[c].slide);
+            double allocated = (double)(xalloc_total_bytes() - before);
+            double estimate = kv_cache_bytes(&models[m].config, cases[c].samples, cases[c].slide);
+            CHECK_MSG(estimate == allocated, "model %d, %d samples, slide %d: estimate %.0f bytes, "
+                      "allocated %.0f", m, cases[c].samples, cases[c].slide, estimate, allocated);
+            kv_cache_free(&cache);
+        }
+    gpt_free(&models[0]);
+    gpt_free(&models[1]);
+}
+
 // ---- bf16 precision: bf16 weights in the cache
 
 // Logits of one sample from a start character, sliding by half the
@@ -782,6 +805,7 @@ void suite_sample(void) {
              test_next_window_equals_rebuild);
     run_test("sample: bf16 weights: near the bf16 forward, together = alone, kernels agree",
              test_bf16_weights);
+    run_test("sample: the cache's memory estimate is what it allocates", test_cache_bytes_are_allocated);
     run_test("sample: top-k, top-p and temperature", test_top_k_and_top_p);
     run_test("sample: bin/sample output and seeds", test_sample_program);
     run_test("sample: bin/sample --num-samples", test_sample_program_num_samples);
