@@ -267,9 +267,12 @@ static int compare_doubles(const void *a, const void *b) {
 // the breakdown printed when `verbose`. With a tuner, each step runs on the
 // thread count it chooses, as bin/train's do; *mean_ms (if not NULL) gets
 // the mean, which counts the tuner's trials.
-static double bench_training(const Shape *shape, Precision precision, double peak_gflops, int verbose,
-                             ThreadTuner *tuner, double *mean_ms) {
-    GPTConfig cfg = {.vocab_size = 65, .context = shape->context, .layers = shape->layers, .heads = shape->heads, .dim = shape->dim};
+static double bench_training_block(const Shape *shape, const GPTConfig *block, Precision precision,
+                                   double peak_gflops, int verbose, ThreadTuner *tuner,
+                                   double *mean_ms) {
+    GPTConfig cfg = *block;
+    cfg.vocab_size = 65, cfg.context = shape->context, cfg.layers = shape->layers;
+    cfg.heads = shape->heads, cfg.dim = shape->dim;
     int B = shape->batch, T = shape->context;
     GPT model;
     gpt_build(&model, &cfg);
@@ -370,6 +373,56 @@ static double bench_training(const Shape *shape, Precision precision, double pea
     adamw_free(&opt);
     gpt_free(&model);
     return median;
+}
+
+// GPT-2's block.
+static double bench_training(const Shape *shape, Precision precision, double peak_gflops, int verbose,
+                             ThreadTuner *tuner, double *mean_ms) {
+    return bench_training_block(shape, &(GPTConfig){0}, precision, peak_gflops, verbose, tuner,
+                                mean_ms);
+}
+
+// Each choice of the block alone, and the modern block's together, against
+// GPT-2's at the 5- and 15-minute recipes' shape (4 x 128, context 128,
+// batch 16), in the default precision: rounds alternating the two, the
+// median of the rounds' ratios (the machine's drift cancels within a
+// round). SwiGLU at 132 wide (8C/3 whole), its baseline at 132 too.
+static void bench_blocks(int threads, int quick) {
+    const struct {
+        const char *name;
+        GPTConfig block;
+        int dim;
+    } choices[] = {
+        {"RMSNorm", {.norm = NORM_RMSNORM}, 128},
+        {"RoPE", {.pos = POS_ROPE, .rope_base = 10000}, 128},
+        {"ReLU^2", {.mlp = MLP_RELU2}, 128},
+        {"QK-norm", {.qk_norm = 1}, 128},
+        {"softcap 15", {.softcap = 15}, 128},
+        {"untied head", {.untie = 1}, 128},
+        {"SwiGLU (132 wide)", {.mlp = MLP_SWIGLU}, 132},
+        {"RMSNorm+RoPE+QK-norm+ReLU^2+cap", {.norm = NORM_RMSNORM, .pos = POS_ROPE,
+                                              .rope_base = 10000, .mlp = MLP_RELU2, .qk_norm = 1,
+                                              .softcap = 15}, 128},
+    };
+    Precision precision = precision_default();
+    int rounds = quick ? 3 : 7;
+    printf("\nthe block's choices, %s, %d threads, 4 x 128 (context 128, batch 16), ms/iter and "
+           "the median ratio of %d alternating rounds to GPT-2's block:\n",
+           precision_name(precision), threads, rounds);
+    for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++) {
+        Shape shape = {choices[i].name, "block", 4, 4, choices[i].dim, 128, 16, quick ? 5 : 15};
+        double ratios[16], ms = 0, base_ms = 0;
+        for (int r = 0; r < rounds; r++) {
+            base_ms = bench_training(&shape, precision, 1.0, 0, NULL, NULL);
+            ms = bench_training_block(&shape, &choices[i].block, precision, 1.0, 0, NULL, NULL);
+            ratios[r] = ms / base_ms;
+        }
+        qsort(ratios, (size_t)rounds, sizeof ratios[0], compare_doubles);
+        printf("  %-34s %7.2f ms  (GPT-2's %.2f)  %.3fx\n", choices[i].name, ms, base_ms,
+               ratios[rounds / 2]);
+        history_append("block_step_ratio", choices[i].name, precision_name(precision), threads,
+                       "ratio", ratios[rounds / 2], 3);
+    }
 }
 
 // ---- the default recipe beside a busy process
@@ -527,6 +580,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < 2; i++)
         printf("  %-16s fp32 %8.1f   bf16 %8.1f   (bf16 %.2fx faster)\n", shapes[i].name,
                ms[i][0], ms[i][1], ms[i][0] / ms[i][1]);
+    bench_blocks(threads, quick);
     bench_busy(&shapes[0], precision_default(), peak, threads);
     bench_sampling();
     return 0;
