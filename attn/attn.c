@@ -779,7 +779,8 @@ static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vo
     FILE *f = af.file;
     fprintf(f, "position,next_char,other_char,part,layer,head,contribution\n");
     attribution_row(f, P, next, other, "token_embedding", -1, -1, a.token_embedding);
-    attribution_row(f, P, next, other, "position_embedding", -1, -1, a.position_embedding);
+    if (a.position_part) // with RoPE there is no such part (interpret.h), and no row
+        attribution_row(f, P, next, other, "position_embedding", -1, -1, a.position_embedding);
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < NH; h++)
             attribution_row(f, P, next, other, "head", l, h, a.heads[l * NH + h]);
@@ -788,13 +789,19 @@ static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vo
     attribution_row(f, P, next, other, "rest", -1, -1, a.rest);
     attribution_row(f, P, next, other, "total", -1, -1, attribution_total(&a));
     attribution_row(f, P, next, other, "logit_difference", -1, -1, a.logit_diff);
+    if (a.softcap > 0) // what the model outputs; the parts add up to the difference before the cap
+        attribution_row(f, P, next, other, "capped_logit_difference", -1, -1, a.capped_logit_diff);
     csv_commit(&af);
     char path[4200], err[2048];
     snprintf(path, sizeof path, "%s/attribution.png", o->out);
     if (!attribution_write_png(path, &a, window->chars[P], next, other, err, sizeof err))
         die("%s", err);
-    printf("wrote %s/attribution.csv and attribution.png (position %d: logit difference %.4f, "
-           "the parts add up to %.4f)\n", o->out, P, a.logit_diff, attribution_total(&a));
+    char capped[64] = "";
+    if (a.softcap > 0)
+        snprintf(capped, sizeof capped, " before the cap (%.4f after it)", a.capped_logit_diff);
+    printf("wrote %s/attribution.csv and attribution.png (position %d: logit difference %.4f%s, "
+           "the parts add up to %.4f%s)\n", o->out, P, a.logit_diff, capped, attribution_total(&a),
+           a.position_part ? "" : "; RoPE: no position embedding part");
     return all;
 }
 

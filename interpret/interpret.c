@@ -187,25 +187,45 @@ double ablation_losses(GPT *model, const int *tokens, const int *targets, int W,
 
 // ---- the logit lens
 
-// logits (V) = LN_f(x) . wte^T for one row x (C), in double; LN_f's 1/std
-// into *rstd when not NULL.
-static void unembed_row(const GPT *model, const float *x, double *logits, double *rstd) {
-    int C = model->config.dim, V = model->config.vocab_size;
+// The model's final norm of one row x (C), in double: LayerNorm (x - mean)
+// r w + b, r = 1/sqrt(var + 1e-5), or RMSNorm x r w, r = 1/sqrt(mean(x^2)
+// + 1e-5) (model/ops.h); r into *rstd when not NULL. The one place here
+// that knows norm_f's algebra (the lens and the attribution read it).
+static void final_norm_row(const GPT *model, const float *x, double *out, double *rstd) {
+    int C = model->config.dim, centred = model->config.norm == NORM_LAYERNORM;
     const ParameterTensors *p = &model->params;
     double mean = 0, var = 0;
-    for (int c = 0; c < C; c++) mean += x[c];
-    mean /= C;
+    if (centred) {
+        for (int c = 0; c < C; c++) mean += x[c];
+        mean /= C;
+    }
     for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
     double r = 1.0 / sqrt(var / C + 1e-5);
     if (rstd) *rstd = r;
-    double *ln = xmalloc(sizeof(double) * C);
-    for (int c = 0; c < C; c++) ln[c] = (x[c] - mean) * r * p->lnf_w[c] + p->lnf_b[c];
+    for (int c = 0; c < C; c++)
+        out[c] = (x[c] - mean) * r * p->lnf_w[c] + (centred ? p->lnf_b[c] : 0.0);
+}
+
+// The unembedding W_U (V,C): wte (tied) or lm_head.
+static const float *unembedding(const GPT *model) {
+    return param_tensor(&model->params, gpt_unembedding(&model->config));
+}
+
+// logits (V) = softcap(norm_f(x) . W_U^T) for one row x (C), in double:
+// what the model's forward computes from its last stream, read at any
+// depth. The cap, cap tanh(z / cap), only when the config has one.
+static void unembed_row(const GPT *model, const float *x, double *logits) {
+    int C = model->config.dim, V = model->config.vocab_size;
+    double cap = model->config.softcap;
+    const float *w_u = unembedding(model);
+    double *normed = xmalloc(sizeof(double) * C);
+    final_norm_row(model, x, normed, NULL);
     for (int v = 0; v < V; v++) {
         double sum = 0;
-        for (int c = 0; c < C; c++) sum += ln[c] * p->wte[(long)v * C + c];
-        logits[v] = sum;
+        for (int c = 0; c < C; c++) sum += normed[c] * w_u[(long)v * C + c];
+        logits[v] = cap > 0 ? cap * tanh(sum / cap) : sum;
     }
-    free(ln);
+    free(normed);
 }
 
 void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCell *cells) {
@@ -216,7 +236,7 @@ void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCe
     double *logits = xmalloc(sizeof(double) * V);
     for (int d = 0; d <= L; d++)
         for (int t = 0; t < T; t++) {
-            unembed_row(model, copy.x + d * copy.depth_size + (long)t * C, logits, NULL);
+            unembed_row(model, copy.x + d * copy.depth_size + (long)t * C, logits);
             double top = logits[0], sum = 0;
             int best = 0;
             for (int v = 1; v < V; v++)
@@ -260,25 +280,59 @@ static void copy_last_stream(const ForwardHooks *h, int depth, const float *x, i
     (void)rows;
 }
 
-// r centred(part) . u for a part given in double (C).
-static double contribution(const double *part, const double *u, double rstd, int C) {
+// r N(part) . u for a part given in double (C): N centres it (LayerNorm's
+// mean) when `centred`, else leaves it (RMSNorm).
+static double contribution(const double *part, const double *u, double rstd, int C, int centred) {
     double mean = 0, sum = 0;
-    for (int c = 0; c < C; c++) mean += part[c];
-    mean /= C;
+    if (centred) {
+        for (int c = 0; c < C; c++) mean += part[c];
+        mean /= C;
+    }
     for (int c = 0; c < C; c++) sum += (part[c] - mean) * u[c];
     return rstd * sum;
 }
 
 static double float_contribution(const float *part, const double *u, double rstd, int C,
-                                 double *scratch) {
+                                 int centred, double *scratch) {
     for (int c = 0; c < C; c++) scratch[c] = part[c];
-    return contribution(scratch, u, rstd, C);
+    return contribution(scratch, u, rstd, C, centred);
+}
+
+// The target, the most likely other and the logit differences of row
+// `position` of the last forward (batch row 0). Without a cap, from the
+// model's logits; with one, whose logits are capped (and may tie where
+// tanh saturates in float), z = norm_f(x_L) . W_U^T in double from the
+// forward's own norm_f output, the other chosen by z.
+static void choose_other(const GPT *model, int position, int target, Attribution *a) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, V = cfg->vocab_size;
+    const float *logits = model->scratch.logits + (long)position * V;
+    a->target = target;
+    a->other = -1;
+    if (cfg->softcap == 0) {
+        for (int v = 0; v < V; v++)
+            if (v != target && (a->other < 0 || logits[v] > logits[a->other])) a->other = v;
+        a->logit_diff = a->capped_logit_diff = (double)logits[target] - logits[a->other];
+        return;
+    }
+    const float *normed = model->acts.lnf + (long)position * C, *w_u = unembedding(model);
+    double *z = xmalloc(sizeof(double) * V);
+    for (int v = 0; v < V; v++) {
+        double sum = 0;
+        for (int c = 0; c < C; c++) sum += (double)normed[c] * w_u[(long)v * C + c];
+        z[v] = sum;
+        if (v != target && (a->other < 0 || sum > z[a->other])) a->other = v;
+    }
+    a->logit_diff = z[target] - z[a->other];
+    a->capped_logit_diff = (double)logits[target] - logits[a->other];
+    free(z);
 }
 
 void attribute(GPT *model, const int *tokens, const int *targets, int T, int position,
                Attribution *a) {
     const GPTConfig *cfg = &model->config;
-    int L = cfg->layers, NH = cfg->heads, C = cfg->dim, V = cfg->vocab_size, hs = C / NH;
+    int L = cfg->layers, NH = cfg->heads, C = cfg->dim, hs = C / NH;
+    int centred = cfg->norm == NORM_LAYERNORM;
     const ParameterTensors *p = &model->params;
     PositionCopy copy = {position, C, L, xmalloc(sizeof(float) * L * C),
                          xmalloc(sizeof(float) * L * C), xmalloc(sizeof(float) * C)};
@@ -290,25 +344,26 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
     a->layers = L;
     a->num_heads = NH;
     a->position = position;
-    a->target = targets[position];
-    const float *logits = model->scratch.logits + (long)position * V;
-    a->other = -1;
-    for (int v = 0; v < V; v++)
-        if (v != a->target && (a->other < 0 || logits[v] > logits[a->other])) a->other = v;
-    a->logit_diff = (double)logits[a->target] - logits[a->other];
+    a->softcap = cfg->softcap;
+    a->position_part = cfg->pos == POS_LEARNED;
+    a->norm_bias = centred;
+    choose_other(model, position, targets[position], a);
 
-    double *u = xmalloc(sizeof(double) * C), *part = xmalloc(sizeof(double) * C);
-    double *logits_unused = xmalloc(sizeof(double) * V), rstd;
-    unembed_row(model, copy.x_last, logits_unused, &rstd);
-    const float *w_target = p->wte + (long)a->target * C, *w_other = p->wte + (long)a->other * C;
+    double *u = xmalloc(sizeof(double) * C), *part = xmalloc(sizeof(double) * C), rstd;
+    final_norm_row(model, copy.x_last, part, &rstd);
+    const float *w_u = unembedding(model);
+    const float *w_target = w_u + (long)a->target * C, *w_other = w_u + (long)a->other * C;
     double bias = 0;
     for (int c = 0; c < C; c++) {
         double diff = (double)w_target[c] - w_other[c];
         u[c] = diff * p->lnf_w[c];
-        bias += diff * p->lnf_b[c];
+        if (centred) bias += diff * p->lnf_b[c];
     }
-    a->token_embedding = float_contribution(p->wte + (long)tokens[position] * C, u, rstd, C, part);
-    a->position_embedding = float_contribution(p->wpe + (long)position * C, u, rstd, C, part);
+    a->token_embedding =
+        float_contribution(p->wte + (long)tokens[position] * C, u, rstd, C, centred, part);
+    if (a->position_part)
+        a->position_embedding =
+            float_contribution(p->wpe + (long)position * C, u, rstd, C, centred, part);
     a->heads = xcalloc((size_t)L * NH, sizeof(double));
     a->mlps = xcalloc((size_t)L, sizeof(double));
     a->rest = bias;
@@ -323,17 +378,17 @@ void attribute(GPT *model, const int *tokens, const int *targets, int T, int pos
                     sum += (double)w_o[(long)c * C + d] * att_out[d];
                 part[c] = sum;
             }
-            a->heads[l * NH + h] = contribution(part, u, rstd, C);
+            a->heads[l * NH + h] = contribution(part, u, rstd, C, centred);
         }
-        a->mlps[l] = float_contribution(copy.mlp_out + (long)l * C, u, rstd, C, part);
-        a->rest += float_contribution(lp.b_o, u, rstd, C, part);
+        a->mlps[l] = float_contribution(copy.mlp_out + (long)l * C, u, rstd, C, centred, part);
+        a->rest += float_contribution(lp.b_o, u, rstd, C, centred, part);
     }
-    free(u), free(part), free(logits_unused);
+    free(u), free(part);
     free(copy.att_out), free(copy.mlp_out), free(copy.x_last);
 }
 
 double attribution_total(const Attribution *a) {
-    double sum = a->token_embedding + a->position_embedding + a->rest;
+    double sum = a->token_embedding + (a->position_part ? a->position_embedding : 0) + a->rest;
     for (int i = 0; i < a->layers * a->num_heads; i++) sum += a->heads[i];
     for (int l = 0; l < a->layers; l++) sum += a->mlps[l];
     return sum;

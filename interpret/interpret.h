@@ -2,7 +2,9 @@
 // (what the model loses without a head), the logit lens (the prediction
 // after each block) and direct logit attribution (what each head wrote into
 // one prediction). Each runs the one forward, gpt_forward, with the
-// hooks of gpt.h; nothing here copies the block.
+// hooks of gpt.h; nothing here copies the block, but for the model's end
+// (its final norm, unembedding and softcap), which the lens reads at every
+// depth, in double (interpret.c: final_norm_row).
 //
 // A text is W windows of T positions: tokens (W,T) and targets (W,T), the
 // target at (w,t) being the character after token (w,t). The model must be
@@ -51,9 +53,11 @@ double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, in
 // ---- the logit lens
 //
 // At depth d (0: after the embeddings, d: after block d-1, up to L) the
-// stream x_d through LN_f and the tied unembedding, as if the model ended
-// there: probs = softmax(LN_f(x_d) . wte^T), in double. Depth L is the
-// model's own prediction.
+// stream x_d through the model's final norm (norm_f: LayerNorm, or RMSNorm:
+// no mean, no bias), its unembedding W_U (wte when tied, lm_head when
+// untied) and its softcap (cap tanh(z / cap), when the config has one), as
+// if the model ended there: probs = softmax(softcap(norm_f(x_d) . W_U^T)),
+// in double. Depth L is the model's own prediction.
 typedef struct {
     int top;           // the most likely next character (lowest id on a tie)
     double top_prob;   // its probability
@@ -65,29 +69,49 @@ void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCe
 
 // ---- direct logit attribution
 //
-// At one position, with u = (wte[target] - wte[other]) * lnf_w (channel by
-// channel), LN_f's scale r = 1/std(x_L) held at its value, and centred(v)
-// = v - mean(v): everything the stream holds at the end is a sum of parts
-// (the token and position embeddings, each head's slice of att_out through
-// its columns of W_O, each MLP's output, each b_O), and each part adds
-// r centred(part) . u to logit[target] - logit[other]. LN_f's bias adds
-// lnf_b . (wte[target] - wte[other]). The parts add up to the model's
-// logit difference (to rounding).
+// At one position, with u = (W_U[target] - W_U[other]) * w_f (channel by
+// channel; W_U the unembedding, wte or lm_head, w_f norm_f's gain), norm_f's
+// scale r held at its value (LayerNorm: 1/std(x_L); RMSNorm: 1/rms(x_L)),
+// and N(v) = v - mean(v) for LayerNorm, N(v) = v for RMSNorm (which does
+// not centre): everything the stream holds at the end is a sum of parts
+// (the token embedding, the position embedding when positions are learned,
+// each head's slice of att_out through its columns of W_O, each MLP's
+// output, each b_O), and each part adds r N(part) . u to z[target] -
+// z[other], z = norm_f(x_L) . W_U^T. LayerNorm's bias adds
+// b_f . (W_U[target] - W_U[other]). The parts add up to the model's logit
+// difference (to rounding).
+//
+// With RoPE there is no position embedding part: positions act inside the
+// attention, rotating queries and keys, so their effect is in the heads'
+// parts (position_part 0, position_embedding unused).
+//
+// With a softcap the model's logits are cap tanh(z / cap): not linear in
+// the parts. The attribution is of z, the logits before the cap: the parts
+// add up to z[target] - z[other] (logit_diff), and the capped difference
+// the model outputs is capped_logit_diff beside it. The cap keeps the
+// order of the logits, so the most likely other is the same before and
+// after it.
 typedef struct {
     int layers, num_heads;
     int position;
     int target, other;          // the true next character; the most likely other one
-    double logit_diff;          // the model's logit[target] - logit[other]
+    double logit_diff;          // z[target] - z[other], before any cap: what the parts add up to
+    double capped_logit_diff;   // the model's output logits' difference, after the
+                                // cap; logit_diff when there is none
+    double softcap;             // the config's (0: none)
     double *heads;              // (L*NH) head (l,h) at l*NH + h
     double *mlps;               // (L)
-    double token_embedding, position_embedding;
-    double rest;                // the b_O of every layer, and LN_f's bias
+    double token_embedding;
+    int position_part;          // 1: learned positions, a part; 0: RoPE, none
+    double position_embedding;  // when position_part
+    int norm_bias;              // 1: norm_f is LayerNorm, its bias in rest
+    double rest;                // the b_O of every layer, and LayerNorm's bias
 } Attribution;
 
 // For one window: tokens (T), targets (T), 0 <= position < T.
 void attribute(GPT *model, const int *tokens, const int *targets, int T, int position,
                Attribution *a);
-// The sum of every part (what should equal logit_diff).
+// The sum of every part (what should equal logit_diff, before any cap).
 double attribution_total(const Attribution *a);
 void attribution_free(Attribution *a);
 

@@ -94,6 +94,7 @@ SUITE(suite_optimizer);
 SUITE(suite_muon);
 SUITE(suite_user_files);
 SUITE(suite_modern);
+SUITE(suite_attn_modern);
 
 static int wanted(const char *suite, char **names, int count) {
     for (int i = 0; i < count; i++)
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
                   {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes},
                   {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
                   {"muon", suite_muon}, {"user-files", suite_user_files},
-                  {"modern", suite_modern}};
+                  {"modern", suite_modern}, {"attn-modern", suite_attn_modern}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);

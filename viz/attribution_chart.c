@@ -19,28 +19,40 @@
 #define HALF_W 260 // the bars' room on each side of zero
 #define VALUE_W 60
 
-// The chart's rows: label and value, in order.
+static const uint8_t NOTE[3] = {110, 110, 110}; // what a row says in place of a bar
+
+// The chart's rows: label and value, in order; a row with `absent` set has
+// no value, only that text where its bar would be.
 typedef struct {
     char label[40];
     double value;
     int separated; // a line above it
+    const char *absent;
 } Bar;
 
 static int bars_of(const Attribution *a, Bar *bars) {
     int n = 0;
-    bars[n++] = (Bar){"token embedding", a->token_embedding, 0};
-    bars[n++] = (Bar){"position embedding", a->position_embedding, 0};
+    bars[n++] = (Bar){"token embedding", a->token_embedding, 0, NULL};
+    if (a->position_part)
+        bars[n++] = (Bar){"position embedding", a->position_embedding, 0, NULL};
+    else
+        bars[n++] = (Bar){"position embedding", 0, 0,
+                          "none (RoPE: positions rotate q and k)"};
     for (int l = 0; l < a->layers; l++) {
         for (int h = 0; h < a->num_heads; h++) {
-            bars[n] = (Bar){"", a->heads[l * a->num_heads + h], h == 0};
+            bars[n] = (Bar){"", a->heads[l * a->num_heads + h], h == 0, NULL};
             snprintf(bars[n++].label, sizeof bars[0].label, "layer %d head %d", l, h);
         }
-        bars[n] = (Bar){"", a->mlps[l], 0};
+        bars[n] = (Bar){"", a->mlps[l], 0, NULL};
         snprintf(bars[n++].label, sizeof bars[0].label, "layer %d mlp", l);
     }
-    bars[n++] = (Bar){"rest: b_O, ln_f bias", a->rest, 1};
-    bars[n++] = (Bar){"sum of the above", attribution_total(a), 1};
-    bars[n++] = (Bar){"the model's", a->logit_diff, 0};
+    bars[n++] = (Bar){"", a->rest, 1, NULL};
+    snprintf(bars[n - 1].label, sizeof bars[0].label, "%s",
+             a->norm_bias ? "rest: b_O, ln_f bias" : "rest: b_O");
+    bars[n++] = (Bar){"sum of the above", attribution_total(a), 1, NULL};
+    bars[n++] = (Bar){"", a->logit_diff, 0, NULL};
+    snprintf(bars[n - 1].label, sizeof bars[0].label, "%s",
+             a->softcap > 0 ? "the model's, uncapped" : "the model's");
     return n;
 }
 
@@ -63,12 +75,40 @@ void attribution_render(Image *image, const Attribution *a, uint32_t current, ui
     int top = PAD + TITLE_H + LINE_H + bh + 6;
     int zero_x = PAD + LABEL_W + VALUE_W + HALF_W;
     int width = zero_x + HALF_W + VALUE_W + PAD;
-    int note_w = PAD + font_text_width(104, 1) + PAD;
+    // the caption's two lines; the modern block's end says its norm and cap
+    char caption[2][240];
+    int modern_end = a->softcap > 0 || !a->norm_bias;
+    if (modern_end) {
+        snprintf(caption[0], sizeof caption[0], "Each part of the final stream through ln_f (%s), "
+                 "its scale held at its value: red raises the true next", a->norm_bias ?
+                 "LayerNorm" : "RMSNorm: no centring, no bias");
+        if (a->softcap > 0)
+            snprintf(caption[1], sizeof caption[1], "character against the other, blue lowers it. "
+                     "The parts add up to the logit difference before the cap; the model's logits "
+                     "are %g tanh(z/%g): %.3f after it.", a->softcap, a->softcap,
+                     a->capped_logit_diff);
+        else
+            snprintf(caption[1], sizeof caption[1], "character against the other, blue lowers it. "
+                     "The parts add up to the model's logit difference.");
+    } else {
+        snprintf(caption[0], sizeof caption[0], "Each part of the final stream through ln_f, its "
+                 "scale held at its value: red raises the true next character");
+        snprintf(caption[1], sizeof caption[1], "against the other, blue lowers it. The parts add "
+                 "up to the model's logit difference.");
+    }
+    int note_chars = 104;
+    for (int i = 0; modern_end && i < 2; i++)
+        if ((int)strlen(caption[i]) > note_chars) note_chars = (int)strlen(caption[i]);
+    int note_w = PAD + font_text_width(note_chars, 1) + PAD;
     if (note_w > width) width = note_w;
     image_init(image, width, top + n * ROW_H + 2 * LINE_H + PAD);
     char text[200];
-    snprintf(text, sizeof text, "attribution at position %d: logit(next) - logit(other) = %.3f",
-             a->position, a->logit_diff);
+    if (a->softcap > 0)
+        snprintf(text, sizeof text, "attribution at position %d: logit difference %.3f before the "
+                 "cap", a->position, a->logit_diff);
+    else
+        snprintf(text, sizeof text, "attribution at position %d: logit(next) - logit(other) = %.3f",
+                 a->position, a->logit_diff);
     draw_text(image, text, PAD, PAD, 2);
     int x = draw_text_char(image, "reading", current, PAD, PAD + TITLE_H + 4);
     x = draw_text_char(image, "next (true):", next, x, PAD + TITLE_H + 4);
@@ -81,6 +121,10 @@ void attribution_render(Image *image, const Attribution *a, uint32_t current, ui
         int y = top + i * ROW_H;
         if (bars[i].separated) fill_rect(image, PAD, y - 1, width - 2 * PAD, 1, grey);
         draw_text(image, bars[i].label, PAD, y + (ROW_H - 9) / 2 + 1, 1);
+        if (bars[i].absent) {
+            draw_text_rgb(image, bars[i].absent, zero_x + 4, y + (ROW_H - 9) / 2 + 1, 1, NOTE);
+            continue;
+        }
         double v = bars[i].value;
         int len = (int)lrint(HALF_W * fabs(v) / scale);
         uint8_t rgb[3];
@@ -94,10 +138,8 @@ void attribution_render(Image *image, const Attribution *a, uint32_t current, ui
     }
     fill_rect(image, zero_x, top - 2, 1, n * ROW_H + 4, INK);
     int y = top + n * ROW_H + 6;
-    draw_text(image, "Each part of the final stream through ln_f, its scale held at its value: "
-              "red raises the true next character", PAD, y, 1);
-    draw_text(image, "against the other, blue lowers it. The parts add up to the model's "
-              "logit difference.", PAD, y + LINE_H, 1);
+    draw_text(image, caption[0], PAD, y, 1);
+    draw_text(image, caption[1], PAD, y + LINE_H, 1);
     free(bars);
 }
 

@@ -1,10 +1,11 @@
 // attribution_chart.h: which heads wrote one prediction, as a bar chart
 // (interpret/interpret.h computes the parts). One bar per part of the final
-// stream: the token and position embeddings, each head and each layer's
-// MLP in layer order, the rest (the b_O biases and ln_f's bias); then their
-// sum and the model's logit difference, which it should equal. Bars grow
-// from a zero line, red for what raises logit(next) - logit(other), blue
-// for what lowers it, each with its value.
+// stream: the token and position embeddings (with RoPE the position's row
+// says there is none), each head and each layer's MLP in layer order, the
+// rest (the b_O biases, and ln_f's bias when it is a LayerNorm); then their
+// sum and the model's logit difference (before the cap, with a softcap),
+// which it should equal. Bars grow from a zero line, red for what raises
+// logit(next) - logit(other), blue for what lowers it, each with its value.
 #ifndef ATTN_ATTRIBUTION_CHART_H
 #define ATTN_ATTRIBUTION_CHART_H
 

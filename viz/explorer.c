@@ -173,6 +173,31 @@ static const char *const analyses_script =
     " showAttr(p>=0&&p<T?p:A.chosen);}\n"
     "})();\n";
 
+// What the attribution of a block other than GPT-2's is of, for the page
+// (interpret.h): its norm, its missing position part, its cap. Returns 0
+// (note unset) for GPT-2's block, whose page says nothing more.
+static int attribution_note(const Attribution *a, char *note, size_t len) {
+    if (a->norm_bias && a->position_part && a->softcap == 0) return 0;
+    snprintf(note, len, "%s%s", a->norm_bias ? "" : "ln_f is an RMSNorm: the parts are not "
+             "centred and there is no ln_f bias. ", a->position_part ? "" : "RoPE: no position "
+             "embedding part; positions rotate the queries and keys, inside the heads' parts. ");
+    if (a->softcap > 0) {
+        size_t used = strlen(note);
+        snprintf(note + used, len - used, "Softcap %g: the difference and its parts are those of "
+                 "the logits z before the cap; the model's logits are %g tanh(z/%g).", a->softcap,
+                 a->softcap, a->softcap);
+    }
+    return 1;
+}
+
+// The note above the attribution's box, when the data has one (a block
+// other than GPT-2's): after analyses_script, so that GPT-2's page is as
+// it always was.
+static const char *const attribution_note_script =
+    "(function(){const b=document.getElementById('attribution'),n=D.analyses.attributionNote;"
+    "if(!b||!n)return;const p=document.createElement('p');p.id='attribution-note';p.className='u';"
+    "p.textContent=n;b.parentNode.insertBefore(p,b);})();\n";
+
 static void json_code_points(FILE *out, const uint32_t *chars, int n) {
     fputc('[', out);
     for (int i = 0; i < n; i++) fprintf(out, "%s%u", i ? "," : "", (unsigned)chars[i]);
@@ -221,8 +246,9 @@ static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
             fprintf(out, "%s\n{\"next\":%u,\"other\":%u,\"diff\":%.9g,\"total\":%.9g,\"parts\":[",
                     t ? "," : "", (unsigned)a->code_points[p->target],
                     (unsigned)a->code_points[p->other], p->logit_diff, attribution_total(p));
-            fprintf(out, "[\"token embedding\",%.9g],[\"position embedding\",%.9g]",
-                    p->token_embedding, p->position_embedding);
+            fprintf(out, "[\"token embedding\",%.9g]", p->token_embedding);
+            if (p->position_part) // RoPE: no such part (interpret.h)
+                fprintf(out, ",[\"position embedding\",%.9g]", p->position_embedding);
             for (int l = 0; l < L; l++) {
                 for (int h = 0; h < NH; h++)
                     fprintf(out, ",[\"layer %d head %d\",%.9g]", l, h, p->heads[l * NH + h]);
@@ -231,6 +257,12 @@ static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
             fprintf(out, ",[\"rest\",%.9g]]}", p->rest);
         }
         fputc(']', out);
+        char note[600];
+        if (attribution_note(&a->attributions[a->chosen_position], note, sizeof note)) {
+            fputs(",\n\"attributionNote\":\"", out);
+            fputs(note, out); // plain ASCII from this program, no quote or backslash
+            fputc('"', out);
+        }
     } else {
         fputs("null", out);
     }
@@ -299,6 +331,10 @@ int explorer_write(const char *path, int L, int NH, const ExplorerView *views, i
     fputs("}", out);
     fputs(page_tail, out);
     if (analyses) fputs(analyses_script, out);
+    char note[600];
+    if (analyses && analyses->attributions &&
+        attribution_note(&analyses->attributions[analyses->chosen_position], note, sizeof note))
+        fputs(attribution_note_script, out);
     fputs(page_end, out);
     if (ferror(out)) atomic_file_write_failed(&af);
     return atomic_file_commit(&af, err, err_len);
