@@ -4,7 +4,9 @@
 // probabilities. The pictures' layout is described in heatmap.h. Then the
 // atlas: head scores (scores.h) as a table, OUT/scores.csv and one picture
 // per score; the QK and OV circuits of every head in OUT/circuits/
-// (circuits.h); and with --html the explorer page OUT/index.html
+// (circuits.h) and their positions' path (position_circuit.h: learned
+// positions' table, or RoPE's scores by distance, as the model's config
+// says); and with --html the explorer page OUT/index.html
 // (explorer.h), with the training snapshots when there are any (atlas.h).
 #include <math.h>
 #include <stdarg.h>
@@ -177,7 +179,12 @@ static void write_scores_and_circuits(const AttnOptions *o, const GPT *model, co
     uint32_t *shown = xmalloc(sizeof(uint32_t) * n);
     for (int i = 0; i < n; i++) shown[i] = vocab->code_points[ids[i]];
     if (!circuits_write(path, model, o->layer, o->head, ids, shown, n, err, sizeof err)) die("%s", err);
-    if (!position_circuits_write(path, model, o->layer, o->head, err, sizeof err)) die("%s", err);
+    // the positions' path: learned positions' QK table, or RoPE's scores by distance
+    int drawn = model->config.pos == POS_ROPE
+                    ? distance_circuits_write(path, model, o->layer, o->head, ids, shown, n, err,
+                                              sizeof err)
+                    : position_circuits_write(path, model, o->layer, o->head, err, sizeof err);
+    if (!drawn) die("%s", err);
     printf("wrote %s/scores.csv, %s/score_*.png and %s/circuits/ (%d of %d characters)\n", o->out,
            o->out, o->out, n, vocab->size);
     free(ids);
@@ -296,8 +303,10 @@ static AttnOptions parse_options(int argc, char **argv) {
                       "characters: --ablate (OUT/ablation.csv, .png), --lens (OUT/logit_lens.csv,\n"
                       ".png), --attribute-position P (OUT/attribution.csv, .png), also in the\n"
                       "explorer; and each head's QK circuit of the positions,\n"
-                      "OUT/circuits/positions_layer{l}_head{h}.png (docs/atlas.md). OUT must be new,\n"
-                      "empty or written by bin/attn (its OUT/.written-by-bin-attn), or --force.",
+                      "OUT/circuits/positions_layer{l}_head{h}.png, or for a RoPE model its scores\n"
+                      "by distance, OUT/circuits/distance_layer{l}_head{h}.png and\n"
+                      "OUT/circuits/distance.csv (docs/atlas.md). OUT must be new, empty or\n"
+                      "written by bin/attn (its OUT/.written-by-bin-attn), or --force.",
                       help_table, NUM_OPTIONS);
         exit(0);
     }

@@ -2,7 +2,11 @@
 // RoPE, SwiGLU, QK-norm, an untied lm_head, a softcap), where GPT-2's is
 // test_lens.c's and test_atlas.c's. The logit lens through the model's own
 // end (its last depth the model's prediction); the attribution of the
-// logits before the cap, its parts adding up to their difference.
+// logits before the cap, its parts adding up to their difference; the QK
+// and OV circuits through qk_norm and lm_head, and RoPE's scores by
+// distance, against double precision computed here; bin/attn writing every
+// file from a trained checkpoint, the same for 1 and 2 threads; and each
+// choice alone on GPT-2's block.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +17,8 @@
 #include "../infer/checkpoint.h"
 #include "../interpret/interpret.h"
 #include "../model/gpt.h"
+#include "../viz/circuits.h"
+#include "../viz/position_circuit.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -219,9 +225,316 @@ static void test_modern_attribution(void) {
     gpt_free(&model);
 }
 
+// ---- circuits
+
+// Head h's direct-path vector of x (C) through weight w (C,C) of one layer,
+// RMS-normalised over hs channels and scaled by gain unless gain is NULL.
+static void ref_head_vector(const float *w, const float *gain, const float *x, int C, int hs, int h,
+                            double *out) {
+    double squares = 0;
+    for (int d = 0; d < hs; d++) {
+        out[d] = 0;
+        for (int c = 0; c < C; c++) out[d] += (double)w[(h * hs + d) * C + c] * x[c];
+        squares += out[d] * out[d];
+    }
+    if (!gain) return;
+    double r = 1 / sqrt(squares / hs + 1e-5);
+    for (int d = 0; d < hs; d++) out[d] *= r * gain[d];
+}
+
+// (R(i) q) . (R(j) k) in double: pair (2p, 2p+1) turned by pos base^(-2p/hs).
+static double ref_rotated_dot(const double *q, const double *k, int i, int j, int hs, double base) {
+    double sum = 0;
+    for (int p = 0; p < hs / 2; p++) {
+        double theta = pow(base, -2.0 * p / hs), ci = cos(i * theta), si = sin(i * theta);
+        double cj = cos(j * theta), sj = sin(j * theta);
+        double q0 = q[2 * p] * ci - q[2 * p + 1] * si, q1 = q[2 * p] * si + q[2 * p + 1] * ci;
+        double k0 = k[2 * p] * cj - k[2 * p + 1] * sj, k1 = k[2 * p] * sj + k[2 * p + 1] * cj;
+        sum += q0 * k0 + q1 * k1;
+    }
+    return sum;
+}
+
+// QK through qk_norm, OV to lm_head, and the scores by distance: the mean
+// over every pair of characters of the rotated score of a query at i and a
+// key at j = i - d, and per query character over the keys; the picture's
+// bars and cells.
+static void test_modern_circuits(void) {
+    GPT model = modern_model();
+    int C = model.config.dim, NH = model.config.heads, hs = C / NH, V = model.config.vocab_size;
+    double base = model.config.rope_base, scale = 1 / sqrt(hs);
+    int ids[7] = {0, 1, 2, 3, 4, 5, 6};
+    float qk[49], ov[49], dbar[T], rows[7 * T];
+    double q[7][6], k[7][6], v[7][6];
+    double worst_qk = 0, worst_ov = 0, worst_dist = 0, largest = 0;
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < NH; h++) {
+            LayerParams lp = layer_params(&model, &model.params, l);
+            for (int a = 0; a < V; a++) {
+                ref_head_vector(lp.w_q, lp.q_norm_w, model.params.wte + a * C, C, hs, h, q[a]);
+                ref_head_vector(lp.w_k, lp.k_norm_w, model.params.wte + a * C, C, hs, h, k[a]);
+                ref_head_vector(lp.w_v, NULL, model.params.wte + a * C, C, hs, h, v[a]);
+            }
+            circuit_qk(&model, l, h, ids, V, qk);
+            circuit_ov(&model, l, h, ids, V, ov);
+            for (int a = 0; a < V; a++)
+                for (int b = 0; b < V; b++) {
+                    double dot = 0, logit = 0;
+                    for (int d = 0; d < hs; d++) dot += q[a][d] * k[b][d];
+                    worst_qk = larger(worst_qk, fabs(dot * scale - qk[a * V + b]));
+                    for (int c = 0; c < C; c++) {
+                        double o = 0;
+                        for (int d = 0; d < hs; d++) o += (double)lp.w_o[c * C + h * hs + d] * v[a][d];
+                        logit += o * model.params.lm_head[b * C + c];
+                    }
+                    worst_ov = larger(worst_ov, fabs(logit - ov[a * V + b]));
+                }
+            circuit_qk_distances(&model, l, h, T, ids, V, dbar, rows);
+            for (int d = 0; d < T; d++) {
+                int j = (T - 1 - d) / 2, i = j + d; // any pair d apart inside the context
+                double mean = 0;
+                for (int a = 0; a < V; a++) {
+                    double row = 0;
+                    for (int b = 0; b < V; b++) row += ref_rotated_dot(q[a], k[b], i, j, hs, base) * scale / V;
+                    worst_dist = larger(worst_dist, fabs(row - rows[a * T + d]));
+                    largest = larger(largest, fabs(row));
+                    mean += row / V;
+                }
+                worst_dist = larger(worst_dist, fabs(mean - dbar[d]));
+            }
+        }
+    CHECK_MSG(worst_qk < 1e-5 && worst_ov < 1e-5, "QK off by %g, OV off by %g", worst_qk, worst_ov);
+    CHECK_MSG(worst_dist < 1e-5 && largest > 0.05, "the scores by distance off by %g (largest %g)",
+              worst_dist, largest);
+
+    // the picture: each distance's bar as tall as its share of the largest,
+    // red up or blue down; each cell of the rows its value's colour
+    uint32_t chars[7];
+    for (int a = 0; a < V; a++) chars[a] = 'a' + a;
+    Image image;
+    distance_circuit_render(&image, &model, 1, 0, ids, chars, V);
+    circuit_qk_distances(&model, 1, 0, T, ids, V, dbar, rows);
+    DistanceLayout at = distance_circuit_layout(&model, V);
+    double top = 0, top_rows = 0;
+    for (int d = 0; d < T; d++) top = larger(top, fabs(dbar[d]));
+    for (int i = 0; i < V * T; i++) top_rows = larger(top_rows, fabs(rows[i]));
+    int wrong = 0;
+    for (int d = 0; d < T; d++) {
+        int x = at.x0 + d * at.cell + at.cell / 2, len = (int)lrint(at.bar_half * fabs(dbar[d]) / top);
+        uint8_t want[3];
+        diverging_rgb(dbar[d] >= 0 ? 0.8 : -0.8, want);
+        int coloured = 0;
+        for (int y = at.zero_y - at.bar_half; y <= at.zero_y + at.bar_half; y++) {
+            const uint8_t *px = image.rgb + ((size_t)y * image.width + x) * 3;
+            if (y != at.zero_y && !memcmp(px, want, 3)) coloured++;
+        }
+        wrong += coloured != len;
+        for (int a = 0; a < V; a++) {
+            diverging_rgb(rows[a * T + d] / top_rows, want);
+            const uint8_t *px = image.rgb +
+                                ((size_t)(at.grid_y + a * at.row_h + at.row_h / 2) * image.width + x) * 3;
+            wrong += memcmp(px, want, 3) != 0;
+        }
+    }
+    CHECK_MSG(wrong == 0, "%d bars or cells of the wrong size or colour", wrong);
+    image_free(&image);
+    gpt_free(&model);
+}
+
+// ---- bin/attn on a trained checkpoint
+
+#define TINY_MODERN                                                                            \
+    "--layers 2 --heads 2 --dim 24 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 "   \
+    "--threads 1 --norm rmsnorm --pos rope --mlp swiglu --qk-norm --untie --softcap 15"
+#define PHRASE "to be, or not to be: that is the question"
+
+// The number in the last field of a CSV line (the lines here end in one).
+static double last_field(const char *line) { return atof(strrchr(line, ',') + 1); }
+
+// The lines of a file, in place: returns how many (at most max).
+static int lines_of(char *text, char **lines, int max) {
+    int n = 0;
+    for (char *at = text; at && *at && n < max; n++) {
+        lines[n] = at;
+        at = strchr(at, '\n');
+        if (at) *at++ = '\0';
+    }
+    return n;
+}
+
+// Every file bin/attn writes, for a modern checkpoint, every analysis
+// asked; the same bytes for 1 and 2 threads; the numbers those of
+// interpret/ and viz/ here.
+static void test_attn_modern_checkpoint(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run"));
+    CHECK(RUN(capture, NULL, "bin/train " TINY_MODERN " --iters 30 --data %s --out %s", corpus, run) == 0);
+    const char *ckpt = keep_path(path_in(run, "model.safetensors"));
+    char cmd[4096], path[4200];
+    for (int threads = 1; threads <= 2; threads++) {
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=%d bin/attn --ckpt %s --text '%s' --out %s/t%d "
+                 "--ablate --lens --attribute-position 5 --html --raw --font builtin", threads, ckpt,
+                 PHRASE, dir, threads);
+        CHECK_MSG(run_command(cmd, capture) == 0, "%s", cmd);
+    }
+    snprintf(cmd, sizeof cmd, "cd %s/t1 && find . -type f | sort > ../files1 && cd ../t2 && "
+             "find . -type f | sort > ../files2 && cmp -s ../files1 ../files2 && cd .. && "
+             "for f in $(cat files1); do cmp -s t1/$f t2/$f || exit 1; done", dir);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "files differ between 1 and 2 threads");
+    const char *files[] = {"overview.png", "layer0_head0.png", "layer1_head1.png", "scores.csv",
+                           "score_previous_token.png", "score_distance.png", "attention.safetensors",
+                           "circuits/layer0_head0.png", "circuits/layer1_head1.png",
+                           "circuits/singular_values.csv", "circuits/distance.csv",
+                           "circuits/distance_layer0_head0.png", "circuits/distance_layer1_head1.png",
+                           "ablation.csv", "ablation.png", "logit_lens.csv", "logit_lens.png",
+                           "attribution.csv", "attribution.png", "index.html"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/t1/%s", dir, files[i]);
+        CHECK_MSG(file_size(path) > 20, "no %s", files[i]);
+    }
+    snprintf(path, sizeof path, "%s/t1/circuits/positions_layer0_head0.png", dir);
+    CHECK_MSG(!file_exists(path), "a RoPE model has no position embeddings to draw");
+
+    GPT model;
+    Vocab vocab;
+    char err[512];
+    CHECK_MSG(gpt_load(ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    if (current_test_failures()) return;
+    int wt = 16, V = model.config.vocab_size, ids[64];
+    for (int i = 0; i <= wt; i++) ids[i] = vocab_id(&vocab, (unsigned char)PHRASE[i]);
+    gpt_alloc_inference(&model, 1, wt);
+
+    // the lens' last depth: the model's own probabilities
+    gpt_forward(&model, ids, 1, wt, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
+    snprintf(path, sizeof path, "%s/t1/logit_lens.csv", dir);
+    char *csv = read_text_file(path), *lines[128];
+    int n = csv ? lines_of(csv, lines, 128) : 0;
+    CHECK_MSG(n == 1 + 3 * wt, "logit_lens.csv: %d lines", n);
+    for (int t = 0; n == 1 + 3 * wt && t < wt; t++)
+        CHECK_NEAR(last_field(lines[1 + 2 * wt + t]), model.acts.probs[t * V + ids[t + 1]], 1e-5);
+    free(csv);
+
+    // the attribution: no position embedding row, the capped difference
+    // beside the one the parts add up to
+    Attribution a;
+    attribute(&model, ids, ids + 1, wt, 5, &a);
+    snprintf(path, sizeof path, "%s/t1/attribution.csv", dir);
+    csv = read_text_file(path);
+    n = csv ? lines_of(csv, lines, 128) : 0;
+    CHECK_MSG(n == 1 + 1 + 2 * 3 + 4, "attribution.csv: %d lines", n);
+    double total = NAN, diff = NAN, capped = NAN, sum = 0;
+    for (int i = 1; i < n; i++) {
+        CHECK_MSG(!strstr(lines[i], "position_embedding"), "%s", lines[i]);
+        double value = last_field(lines[i]);
+        if (strstr(lines[i], ",total,")) total = value;
+        else if (strstr(lines[i], ",logit_difference,")) diff = value;
+        else if (strstr(lines[i], ",capped_logit_difference,")) capped = value;
+        else sum += value;
+    }
+    CHECK_NEAR(diff, a.logit_diff, 1e-6);
+    CHECK_NEAR(capped, a.capped_logit_diff, 1e-6);
+    CHECK_NEAR(sum, total, 1e-5);
+    CHECK_NEAR(total, diff, 1e-4);
+    free(csv);
+    attribution_free(&a);
+
+    // the scores by distance
+    snprintf(path, sizeof path, "%s/t1/circuits/distance.csv", dir);
+    csv = read_text_file(path);
+    n = csv ? lines_of(csv, lines, 128) : 0;
+    CHECK_MSG(n == 1 + 4 && csv && !strncmp(lines[0], "layer,head,d0,d1,", 17), "distance.csv");
+    float dbar[16];
+    for (int i = 1; i < n; i++) {
+        circuit_qk_distances(&model, (i - 1) / 2, (i - 1) % 2, 16, NULL, 0, dbar, NULL);
+        char *field = strchr(strchr(lines[i], ',') + 1, ','); // after layer and head
+        for (int d = 0; d < 16 && field && *field == ','; d++)
+            CHECK_NEAR(strtod(field + 1, &field), dbar[d], 6e-6 * fabs(dbar[d]) + 1e-12); // %.6g
+        CHECK_MSG(field && *field == '\0', "distance.csv line %d: %s", i, lines[i]);
+    }
+    free(csv);
+
+    // the explorer: the note on the attribution, no position embedding part
+    snprintf(path, sizeof path, "%s/t1/index.html", dir);
+    char *page = read_text_file(path);
+    CHECK(page && strstr(page, "\"attributionNote\":\"ln_f is an RMSNorm") &&
+          strstr(page, "Softcap 15") && !strstr(page, "[\"position embedding\"") &&
+          page_fetches_nothing(page));
+    free(page);
+    gpt_free(&model);
+    vocab_free(&vocab);
+}
+
+// ---- each choice alone
+
+// The lens' last depth is the model's prediction, the attribution's parts
+// add up to its difference (before any cap), and bin/attn writes the
+// positions' picture the config calls for, for each choice on GPT-2's
+// block: RoPE with LayerNorm (centred parts, no position part), RMSNorm
+// with learned positions, qk_norm and lm_head with learned positions (the
+// position table through the gains), a softcap alone.
+static void test_each_choice_alone(void) {
+    const char *text = "to be, or not to be: that is the question";
+    GPTConfig choices[4] = {{.pos = POS_ROPE, .rope_base = 100}, {.norm = NORM_RMSNORM},
+                            {.qk_norm = 1, .untie = 1}, {.softcap = 2}};
+    for (int i = 0; i < 4; i++) {
+        Vocab vocab;
+        char err[512];
+        CHECK(vocab_build(&vocab, (const unsigned char *)text, strlen(text), err, sizeof err));
+        GPTConfig cfg = choices[i];
+        cfg.vocab_size = vocab.size, cfg.context = T, cfg.layers = 2, cfg.heads = 2, cfg.dim = 12;
+        GPT model;
+        build_model(&model, &cfg, (RandomWeights){5, 0.3f, 6});
+        gpt_alloc_inference(&model, 1, T);
+        int ids[T + 1], V = cfg.vocab_size;
+        for (int t = 0; t <= T; t++) ids[t] = vocab_id(&vocab, (unsigned char)text[t]);
+        LensCell cells[3 * T];
+        logit_lens(&model, ids, ids + 1, T, cells);
+        gpt_forward(&model, ids, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
+        double worst_own = 0, worst_sum = 0;
+        for (int t = 0; t < T; t++)
+            worst_own = larger(worst_own, fabs(cells[2 * T + t].target_prob -
+                                               model.acts.probs[t * V + ids[t + 1]]));
+        for (int P = 0; P < T; P++) {
+            Attribution a;
+            attribute(&model, ids, ids + 1, T, P, &a);
+            CHECK(a.position_part == (cfg.pos == POS_LEARNED) &&
+                  a.norm_bias == (cfg.norm == NORM_LAYERNORM));
+            worst_sum = larger(worst_sum, fabs(attribution_total(&a) - a.logit_diff));
+            attribution_free(&a);
+        }
+        CHECK_MSG(worst_own < 1e-5, "choice %d: the lens' last depth is off by %g", i, worst_own);
+        CHECK_MSG(worst_sum < 1e-4, "choice %d: the parts add up to within %g", i, worst_sum);
+
+        const char *dir = make_temp_dir(), *ckpt = keep_path(path_in(dir, "model.safetensors"));
+        CHECK_MSG(gpt_save(ckpt, &model, &vocab, err, sizeof err), "%s", err);
+        char cmd[2048], path[700];
+        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --text '%s' --out %s/out --ablate --lens "
+                 "--attribute-position 3 --html --font builtin", ckpt, text, dir);
+        CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+        snprintf(path, sizeof path, "%s/out/circuits/%s_layer1_head1.png", dir,
+                 cfg.pos == POS_ROPE ? "distance" : "positions");
+        CHECK_MSG(file_size(path) > 100, "choice %d: no %s", i, path);
+        const char *files[] = {"attribution.png", "logit_lens.png", "ablation.png", "index.html"};
+        for (int f = 0; f < 4; f++) {
+            snprintf(path, sizeof path, "%s/out/%s", dir, files[f]);
+            CHECK_MSG(file_size(path) > 100, "choice %d: no %s", i, path);
+        }
+        gpt_free(&model);
+        vocab_free(&vocab);
+    }
+}
+
 void suite_attn_modern(void) {
     run_test("attn-modern: the logit lens through RMSNorm, lm_head and the cap; its last depth "
              "the model's", test_modern_lens);
     run_test("attn-modern: attribution before the cap, no position part; the parts add up",
              test_modern_attribution);
+    run_test("attn-modern: QK through qk_norm, OV to lm_head, RoPE's scores by distance against "
+             "double precision; the picture", test_modern_circuits);
+    run_test("attn-modern: bin/attn on a trained modern checkpoint writes every file, the same "
+             "for 1 and 2 threads", test_attn_modern_checkpoint);
+    run_test("attn-modern: each choice alone: the lens, the attribution's sum, bin/attn's files",
+             test_each_choice_alone);
 }

@@ -14,18 +14,30 @@
 
 // ---- the tables
 
-// out (n, hs) = n rows of an embedding table (.., C) times W_h^T, W_h = rows
-// h*hs.. of w (C,C): rows ids[a], or rows 0..n-1 when ids is NULL.
-static void project(const GPT *model, const float *w, int head, const float *table, const int *ids,
-                    int n, double *out) {
-    int C = model->config.dim, hs = C / model->config.heads;
+void circuit_head_vectors(const GPT *model, int layer, int head, int weight, const float *table,
+                          const int *ids, int n, double *out) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, hs = C / cfg->heads;
+    LayerParams lp = layer_params(model, &model->params, layer);
+    const float *w = param_slice(model, &model->params, weight, layer);
+    const float *gain = !cfg->qk_norm         ? NULL
+                        : weight == PARAM_w_q ? lp.q_norm_w
+                        : weight == PARAM_w_k ? lp.k_norm_w
+                                              : NULL;
     for (int a = 0; a < n; a++) {
         const float *e = table + (size_t)(ids ? ids[a] : a) * C;
+        double *x = out + (size_t)a * hs;
         for (int d = 0; d < hs; d++) {
             const float *row = w + (size_t)(head * hs + d) * C;
             double sum = 0;
             for (int c = 0; c < C; c++) sum += (double)row[c] * e[c];
-            out[a * hs + d] = sum;
+            x[d] = sum;
+        }
+        if (gain) { // the model's qk_norm: RMSNorm over the head's hs channels (ops.h)
+            double sq = 0;
+            for (int d = 0; d < hs; d++) sq += x[d] * x[d];
+            double r = 1.0 / sqrt(sq / hs + 1e-5);
+            for (int d = 0; d < hs; d++) x[d] *= r * gain[d];
         }
     }
 }
@@ -34,8 +46,8 @@ void circuit_qk_rows(const GPT *model, int layer, int head, const float *table, 
                      int n, float *qk) {
     int C = model->config.dim, hs = C / model->config.heads;
     double *q = xmalloc(sizeof(double) * n * hs), *k = xmalloc(sizeof(double) * n * hs);
-    project(model, model->params.w_q + (size_t)layer * C * C, head, table, ids, n, q);
-    project(model, model->params.w_k + (size_t)layer * C * C, head, table, ids, n, k);
+    circuit_head_vectors(model, layer, head, PARAM_w_q, table, ids, n, q);
+    circuit_head_vectors(model, layer, head, PARAM_w_k, table, ids, n, k);
     double scale = 1.0 / sqrt((double)hs);
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
@@ -54,8 +66,9 @@ void circuit_qk(const GPT *model, int layer, int head, const int *ids, int n, fl
 void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, float *ov) {
     int C = model->config.dim, hs = C / model->config.heads;
     double *v = xmalloc(sizeof(double) * n * hs), *o = xmalloc(sizeof(double) * C);
-    project(model, model->params.w_v + (size_t)layer * C * C, head, model->params.wte, ids, n, v);
-    const float *w_o = model->params.w_o + (size_t)layer * C * C;
+    circuit_head_vectors(model, layer, head, PARAM_w_v, model->params.wte, ids, n, v);
+    const float *w_o = layer_params(model, &model->params, layer).w_o;
+    const float *w_u = param_tensor(&model->params, gpt_unembedding(&model->config));
     for (int b = 0; b < n; b++) {
         for (int c = 0; c < C; c++) { // o = W_O,h v_b: columns h*hs.. of W_O
             double sum = 0;
@@ -63,7 +76,7 @@ void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, fl
             o[c] = sum;
         }
         for (int t = 0; t < n; t++) {
-            const float *e = model->params.wte + (size_t)ids[t] * C;
+            const float *e = w_u + (size_t)ids[t] * C;
             double sum = 0;
             for (int c = 0; c < C; c++) sum += (double)e[c] * o[c];
             ov[b * n + t] = (float)sum;
@@ -137,8 +150,8 @@ static void jacobi_singular_values(double *m, int n, double *values) {
 // hs x hs matrix Ra Rb^T.
 void circuit_ov_singular_values(const GPT *model, int layer, int head, double *values) {
     int C = model->config.dim, hs = C / model->config.heads;
-    const float *w_o = model->params.w_o + (size_t)layer * C * C;
-    const float *w_v = model->params.w_v + (size_t)layer * C * C;
+    LayerParams lp = layer_params(model, &model->params, layer);
+    const float *w_o = lp.w_o, *w_v = lp.w_v;
     double *a = xmalloc(sizeof(double) * C * hs), *bt = xmalloc(sizeof(double) * C * hs);
     double *ra = xmalloc(sizeof(double) * hs * hs), *rb = xmalloc(sizeof(double) * hs * hs);
     double *k = xmalloc(sizeof(double) * hs * hs);
@@ -243,6 +256,30 @@ static void draw_table(Image *image, const CircuitLayout *l, int x0, int y0, con
     draw_diverging_bar(image, bar_x, grid_y, bar_h, top);
 }
 
+// The picture's three caption lines: what the direct path keeps and what it
+// ignores, for GPT-2's block as always, for another as its config says.
+static void circuit_caption(const GPTConfig *cfg, char lines[3][240]) {
+    snprintf(lines[2], 240, "Blue negative, white 0, red positive; each table scaled to its "
+             "largest |value|.");
+    if (cfg->norm == NORM_LAYERNORM && cfg->pos == POS_LEARNED && !cfg->qk_norm && !cfg->untie &&
+        cfg->softcap == 0) {
+        snprintf(lines[0], 240, "Direct-path approximations: token embeddings only, through this "
+                 "head's W_Q, W_K (scaled by 1/sqrt(hs)) and W_V, W_O");
+        snprintf(lines[1], 240, "to the tied unembedding; they ignore LayerNorm, biases, position "
+                 "embeddings and, past layer 0, the other layers.");
+        return;
+    }
+    snprintf(lines[0], 240, "Direct-path approximations: token embeddings only, through this "
+             "head's W_Q, W_K (%sscaled by 1/sqrt(hs)) and W_V, W_O to the %s;",
+             cfg->qk_norm ? "each RMS-normalised per head with its gain, " : "",
+             cfg->untie ? "untied unembedding lm_head" : "tied unembedding");
+    snprintf(lines[1], 240, "they ignore %s, biases, %s%s and, past layer 0, the other layers.",
+             cfg->norm == NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+             cfg->pos == POS_ROPE ? "RoPE (QK as at distance 0; distance_*.png shows the rest)"
+                                  : "position embeddings",
+             cfg->softcap > 0 ? ", the softcap" : "");
+}
+
 void circuit_render(Image *image, const GPT *model, int layer, int head, const int *ids,
                     const uint32_t *chars, int n) {
     int hs = model->config.dim / model->config.heads;
@@ -281,13 +318,10 @@ void circuit_render(Image *image, const GPT *model, int layer, int head, const i
     draw_text(image, text, x0, y0 + h + 4 + FONT_H + 2, 1);
     free(sv);
 
+    char caption[3][240];
+    circuit_caption(&model->config, caption);
     int y = l.height - PAD - 3 * (FONT_H + 3);
-    draw_text(image, "Direct-path approximations: token embeddings only, through this head's "
-              "W_Q, W_K (scaled by 1/sqrt(hs)) and W_V, W_O", PAD, y, 1);
-    draw_text(image, "to the tied unembedding; they ignore LayerNorm, biases, position embeddings "
-              "and, past layer 0, the other layers.", PAD, y + FONT_H + 3, 1);
-    draw_text(image, "Blue negative, white 0, red positive; each table scaled to its largest "
-              "|value|.", PAD, y + 2 * (FONT_H + 3), 1);
+    for (int i = 0; i < 3; i++) draw_text(image, caption[i], PAD, y + i * (FONT_H + 3), 1);
 }
 
 int circuits_write(const char *dir, const GPT *model, int only_layer, int only_head,
