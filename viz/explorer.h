@@ -55,6 +55,10 @@ typedef struct {
 // analyses may be NULL. A fragment #pos=P chooses the attribution's
 // position (its box, id "attribution", carries data-position,
 // data-logit-diff and data-total; each bar data-part and data-value).
+// For a block other than GPT-2's a note above the box (id
+// "attribution-note") says what the parts are of (interpret.h: RMSNorm's
+// uncentred parts, no position part under RoPE, the logits before a
+// softcap); RoPE's attributions have no "position embedding" bar.
 int explorer_write(const char *path, int layers, int heads, const ExplorerView *views,
                    int num_views, const ExplorerAnalyses *analyses, char *err, size_t err_len);
 

@@ -2,8 +2,9 @@
 // (interpret/interpret.h computes it). Row "embed" is the stream after the
 // embeddings, row "block l" after block l, the last row the model's own
 // prediction; column t is position t of the window. Each cell holds the
-// character most likely to come next, read through LN_f and the
-// unembedding at that depth, on the colour (viridis, a fixed 0..1 scale)
+// character most likely to come next, read through the model's end at
+// that depth (its final norm, unembedding and softcap: interpret.h), on
+// the colour (viridis, a fixed 0..1 scale)
 // of the probability that depth gives the true next character. Above the
 // rows the window's characters, under them the true next ones; a window
 // longer than LENS_LINE_CHARS wraps.
