@@ -362,6 +362,27 @@ long checkpoint_step_of(const char *dir, int *finite, int *from_prev) {
 
 long checkpoint_step(const char *dir, int *finite) { return checkpoint_step_of(dir, finite, NULL); }
 
+int load_run_weights(const char *dir, GPT *model, Vocab *vocab) {
+    char err[1024];
+    if (!gpt_load(path_in(dir, "model.safetensors"), model, vocab, err, sizeof err)) return 0;
+    AdamW opt;
+    adamw_init(&opt, model->num_params);
+    uint64_t rng_state, saved_hash;
+    char *options = NULL;
+    BestModel best;
+    int has_last = 0;
+    float *last = xmalloc(model->num_params * sizeof(float));
+    if (train_state_load_with_muon(path_in(dir, "optimizer.safetensors"), &opt, NULL, NULL,
+                                   &rng_state, &saved_hash, &options, &best, last, &has_last, err,
+                                   sizeof err) &&
+        has_last)
+        memcpy(model->params_memory, last, model->num_params * sizeof(float));
+    free(last);
+    free(options);
+    adamw_free(&opt);
+    return 1;
+}
+
 // ---- models
 
 const GPTConfig tiny_config = {.vocab_size = 7, .context = 6, .layers = 2, .heads = 2, .dim = 8};

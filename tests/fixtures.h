@@ -113,6 +113,10 @@ int same_tensors(const char *dir_a, const char *dir_b, const char *file);
 // matches; *finite: the model's parameters are all finite. Both pointers
 // may be NULL.
 long checkpoint_step_of(const char *dir, int *finite, int *from_prev);
+// The weights a run folder continues from: its model file's, or the ones
+// its optimizer state holds when the model file is an earlier, better
+// model (bin/train keeps its best). Returns 0 if they cannot be read.
+int load_run_weights(const char *dir, GPT *model, Vocab *vocab);
 long checkpoint_step(const char *dir, int *finite);
 
 // ---- models

@@ -242,6 +242,24 @@ static void test_keeps_the_best_model(void) {
 #undef JUMPY
 }
 
+// --max-passes caps a --minutes plan at that many passes over the
+// training text, however many steps the time would allow, and says so.
+static void test_max_passes_caps_the_plan(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    // the training split: 90% of the corpus's characters (all ASCII)
+    long chars = 20000 - (long)(20000 * 0.1f + 0.5f), per_step = 4 * 16;
+    CHECK(RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --warmup 2 --minutes 0.1 --max-passes 0.1 "
+              "--data %s --out %s/run", corpus, dir) == 0);
+    char *out = output_of(capture);
+    char expected[128];
+    snprintf(expected, sizeof expected, "--iters %ld ", (long)(0.1 * chars / per_step));
+    CHECK_MSG(strstr(out, "capped at --max-passes 0.1") && strstr(out, expected),
+              "expected '%s' and the cap named:\n%s", expected, out);
+    free(out);
+}
+
 void suite_modern(void) {
     run_test("modern: bad block flags exit 2 with one line, nothing written",
              test_block_usage_errors);
@@ -251,4 +269,5 @@ void suite_modern(void) {
              test_gpt2_config_unchanged);
     run_test("modern: a run keeps its best model, and resumes from its last weights",
              test_keeps_the_best_model);
+    run_test("modern: --max-passes caps a --minutes plan", test_max_passes_caps_the_plan);
 }

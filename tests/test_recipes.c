@@ -401,15 +401,12 @@ static void test_time_budget_lands_on_time(void) {
               100 * counted);
 }
 
-// The parameters of two runs' checkpoints are the same bits.
+// The weights two runs continue from are the same bits.
 static int same_weights(const char *dir_a, const char *dir_b) {
-    char path[600], err[1024];
     GPT a, b;
     Vocab va, vb;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir_a);
-    if (!gpt_load(path, &a, &va, err, sizeof err)) return 0;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir_b);
-    if (!gpt_load(path, &b, &vb, err, sizeof err)) {
+    if (!load_run_weights(dir_a, &a, &va)) return 0;
+    if (!load_run_weights(dir_b, &b, &vb)) {
         gpt_free(&a), vocab_free(&va);
         return 0;
     }

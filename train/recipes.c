@@ -10,16 +10,19 @@
 // the large corpora. Each budget's rows go from the smallest corpora up.
 #define LARGE LARGE_CORPUS_CHARS
 static const Recipe recipes[] = {
-    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr */
-    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f},
-    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f},
-    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f},
-    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f},
+    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr passes */
+    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f, 0},
+    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 0},
+    // at most 15 passes: the schedule's last passes learn a small text by
+    // heart (22 passes of Shakespeare on a fast CPU ended above the
+    // 5-minute run's loss), docs/training.md
+    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 15},
+    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0},
     // measured at 60 minutes with a final rate of 2e-4; a hundredth of the
     // peak, as at 1, 5 and 15 minutes, not yet measured there
-    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f},
+    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 0},
     // not measured at 60 minutes: the 15-minute row, a large text hardly repeating in an hour either
-    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f},
+    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0},
 };
 #define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
 
@@ -55,7 +58,8 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], siz
     } floats[] = {{"--lr", &o->lr, r->lr},
                   {"--min-lr", &o->min_lr, r->min_lr},
                   {"--dropout", &o->dropout, r->dropout},
-                  {"--weight-decay", &o->weight_decay, r->weight_decay}};
+                  {"--weight-decay", &o->weight_decay, r->weight_decay},
+                  {"--max-passes", &o->max_passes, r->max_passes}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
@@ -161,6 +165,7 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_
     // At most --iters' largest value (a tiny model's week is more steps than
     // an int holds), capped before anything is converted: every figure the
     // plan prints and saves parses back as a flag.
+    if (budget->max_steps > 0 && steps > budget->max_steps - step) steps = budget->max_steps - step;
     if (!(steps > 0)) steps = 0;
     if (steps > BUDGET_MAX_ITERS - step) steps = BUDGET_MAX_ITERS - step;
     *iters = (int)(step + (long)steps);
@@ -193,6 +198,7 @@ int time_budget_decay_now(const TimeBudget *budget, long step, double now, int e
     double left = BUDGET_AIM_WSD * budget->budget_seconds - (now - budget->start);
     // R s + (R / E + 1) e = left: the evaluations every E steps, and the last
     double steps = (left - eval_seconds) / (per_step + eval_seconds / (eval_every > 0 ? eval_every : 1));
+    if (budget->max_steps > 0 && steps > budget->max_steps - step) steps = budget->max_steps - step;
     if (!(steps > 0)) steps = 0;
     if (steps > BUDGET_MAX_ITERS - step) steps = BUDGET_MAX_ITERS - step;
     if (steps > fraction * (step + steps)) return 0;

@@ -21,6 +21,7 @@ typedef struct {
     float lr, min_lr, dropout, weight_decay;
     const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
     float muon_lr;
+    float max_passes;      // the most passes over the training text (0: any)
 } Recipe;
 
 // The recipe for a budget and a corpus: of the largest budget <= minutes
@@ -70,6 +71,11 @@ typedef struct {
     // included) without what the plan counts apart.
     double recent_end[BUDGET_RECENT_STEPS], recent_apart[BUDGET_RECENT_STEPS];
     int recent_count, recent_next;
+    // The most steps the plan takes, whatever the time (--max-passes over
+    // the training text; 0: no cap): a faster machine or a smaller text
+    // then trains no more passes than the recipe was measured for, where
+    // the time's extra steps would learn the text by heart.
+    double max_steps;
 } TimeBudget;
 
 // A budget of `minutes` counted from `start` (0 minutes: off). A resumed

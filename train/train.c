@@ -173,12 +173,16 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
     else
         snprintf(iters_text, sizeof iters_text, "--iters %d --eval-every %d (add --iters %d to "
                  "repeat this run exactly)", o->iters, o->eval_every, o->iters);
+    char capped[128] = "";
+    if (budget->max_steps > 0 && plan[0] >= (long)budget->max_steps)
+        snprintf(capped, sizeof capped, ", capped at --max-passes %g over the training text",
+                 (double)o->max_passes);
     printf("time budget %.3g minutes: %.1f ms per step over the first %ld, an evaluation and "
-           "save %.2f s%s; so %s\n",
+           "save %.2f s%s; so %s%s\n",
            budget->budget_seconds / 60.0,
            1e3 * (budget->timed_steps ? budget->timed_seconds / budget->timed_steps
                                       : budget->first_step_seconds),
-           step, now - t0, o->heatmaps_every > 0 ? " with a snapshot" : "", iters_text);
+           step, now - t0, o->heatmaps_every > 0 ? " with a snapshot" : "", iters_text, capped);
     char too_short[512];
     if (!time_budget_plan_fits(budget, step, plan[0], o->warmup, now, too_short, sizeof too_short))
         printf("note: %s\n", too_short);
@@ -216,6 +220,7 @@ int main(int argc, char **argv) {
     TimeBudget budget;
     // o->minutes of a resumed run: the minutes left when it stopped before its plan
     time_budget_init(&budget, o->minutes, run_start_time);
+    budget.max_steps = (double)o->max_passes * (double)run.train.len / ((double)run.B * run.T);
     // until the plan (wsd: until the decay starts; its rate is constant till then)
     if (budget.budget_seconds > 0) o->iters = run.adamw.iters = run.adamw.decay_from = 1000000000;
     // Under mpirun, stdout is mpirun's pseudo-terminal, not the user's: a line

@@ -113,6 +113,9 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--minutes", "MINUTES", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
          "(and, without shape flags, a recipe for the budget and the corpus's size); unset: --iters decides", -1e9, 1e9, 0}, // run.c says why a value is refused
+        {"--max-passes", "P", OPT_FLOAT, &o->max_passes,
+         "with --minutes: plan at most P passes over the training text, however fast the machine "
+         "(0: as many as the time allows; --minutes: the recipe's)", 0, 1e9, 0},
         {"--init-from", "FILE", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
@@ -154,7 +157,7 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 static const char *const saved_when_set[] = {"--optimizer", "--muon-lr",    "--schedule",
                                              "--decay-fraction", "--decay-from", "--norm",
                                              "--pos",          "--rope-base",  "--mlp",
-                                             "--softcap"};
+                                             "--softcap", "--max-passes"};
 // Flags saved by their name alone, when set.
 static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--qk-norm", "--untie",
                                                    "--zero-init-proj"};

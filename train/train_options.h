@@ -31,9 +31,10 @@ typedef struct {
     const char *norm, *pos, *mlp;
     float rope_base, softcap;
     int qk_norm, untie, zero_init_proj;
+    float max_passes;      // --minutes: the most passes over the training text the plan takes (0: any)
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 46
+#define NUM_TRAIN_OPTIONS 47
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
