@@ -103,6 +103,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
+BASE_SRC += base/gguf.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
@@ -352,6 +353,7 @@ sanitize: $(SAN)/bin/tests $(SAN)/bin/train $(SAN)/bin/sample $(SAN)/bin/attn $(
 # fuzz/corpus/<target>/.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors corpus options
+FUZZ_TARGETS += gguf
 FUZZ = build-fuzz
 FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fopenmp \
               -std=c11 -D_GNU_SOURCE -Wall -Wno-unknown-pragmas -Wno-pass-failed
@@ -364,10 +366,13 @@ FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
 FUZZ_SRC_options = $(BASE_SRC)
 FUZZ_SRC_corpus = $(BASE_SRC) $(DATA_SRC)
 FUZZ_SRC_safetensors = $(sort $(LIB_SRC) $(filter %/adamw.c %/train_state.c,$(LIB_SRC) $(TRAIN_LIB_SRC)))
+# the GGUF reader (base/gguf.c), what the export tests read back with
+FUZZ_SRC_gguf = $(BASE_SRC)
 
 $(FUZZ)/fuzz_options: $(FUZZ_SRC_options)
 $(FUZZ)/fuzz_corpus: $(FUZZ_SRC_corpus)
 $(FUZZ)/fuzz_safetensors: $(FUZZ_SRC_safetensors)
+$(FUZZ)/fuzz_gguf: $(FUZZ_SRC_gguf)
 $(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(wildcard */*.h)
 	@mkdir -p $(FUZZ)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_SRC_$*) -o $@ $(LDLIBS)
