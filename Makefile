@@ -127,6 +127,8 @@ ATTN_LIB_SRC = $(VIZ_SRC)
 ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
 PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
+# bin/export: a checkpoint as GGUF for llama.cpp, or in Hugging Face's layout (docs/export.md)
+PROGRAMS += $(BIN)/export
 
 # ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
 # -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in
@@ -178,6 +180,10 @@ $(BIN)/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BIN)/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BIN)/export: $(BUILD)/export/export.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -303,6 +309,11 @@ $(SAN)/bin/sample: $(SAN)/obj/no_leak_check.o $(SAN)/obj/sample/sample.o $(SAN_L
 $(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(SAN)/obj/export/export.o $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+sanitize: $(SAN)/bin/export
 
 $(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -92,6 +92,7 @@ SUITE(suite_mpi);
 SUITE(suite_threads);
 SUITE(suite_optimizer);
 SUITE(suite_muon);
+SUITE(suite_export);
 SUITE(suite_user_files);
 
 static int wanted(const char *suite, char **names, int count) {
@@ -135,7 +136,8 @@ int main(int argc, char **argv) {
                   {"bf16-attention", suite_bf16_attention}, {"inference", suite_inference},
                   {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes},
                   {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
-                  {"muon", suite_muon}, {"user-files", suite_user_files}};
+                  {"muon", suite_muon}, {"user-files", suite_user_files},
+                  {"export", suite_export}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);
