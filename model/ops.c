@@ -1,4 +1,5 @@
-// ops.c: embedding, LayerNorm, GELU, residual, softmax + cross-entropy.
+// ops.c: embedding, LayerNorm, RMSNorm, GELU, residual, softmax +
+// cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
 
@@ -103,6 +104,56 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
             d_weight[c0 + j] += dw[j];
             d_bias[c0 + j] += db[j];
         }
+    });
+}
+
+// ---- RMSNorm
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C) {
+    const float eps = 1e-5f;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        // the sum in vector lanes, then the lanes added, as LayerNorm's
+        float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
+        for (int c = 0; c < C; c++) sum_sq += x[c] * x[c];
+        float s = 1.0f / sqrtf(sum_sq / C + eps);
+        float *o = out + (long)n * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
+        rstd[n] = s;
+    }
+}
+
+void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const float *inp,
+                      const float *weight, const float *rstd, int N, int C) {
+    // d_inp: per row. With xhat = x * rstd and g = d_out * weight,
+    //   d_x = rstd * (g - xhat * mean(g * xhat))
+    // (LayerNorm's without its mean(g) term: no mean was subtracted).
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C, *dy = d_out + (long)n * C;
+        float s = rstd[n];
+        float gx_mean = 0.0f;
+#pragma omp simd reduction(+ : gx_mean)
+        for (int c = 0; c < C; c++) gx_mean += dy[c] * weight[c] * x[c] * s;
+        gx_mean /= C;
+        float *dx = d_inp + (long)n * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * weight[c] - x[c] * s * gx_mean);
+    }
+    // d_weight: a sum over rows, split by blocks of channels as LayerNorm's
+    // (no races, and each channel's sum in row order whatever the number of
+    // threads), each block walking down the rows along contiguous memory.
+    enum { CB = 16 };
+    FOR_EACH(block, (C + CB - 1) / CB, (long)N * C, {
+        int c0 = (int)block * CB, width = C - c0 < CB ? C - c0 : CB;
+        float dw[CB] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *dy = d_out + (long)n * C + c0, *x = inp + (long)n * C + c0;
+            float s = rstd[n];
+            for (int j = 0; j < width; j++) dw[j] += dy[j] * x[j] * s;
+        }
+        for (int j = 0; j < width; j++) d_weight[c0 + j] += dw[j];
     });
 }
 

@@ -19,6 +19,12 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
                         const float *inp, const float *weight, const float *mean,
                         const float *rstd, int N, int C);
 
+// RMSNorm: out (N,C) = inp * rstd * weight per row, rstd = 1/sqrt(mean(inp^2) + 1e-5);
+// rstd (N) saved for the backward. (No mean, no bias.)
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C);
+void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const float *inp,
+                      const float *weight, const float *rstd, int N, int C);
+
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
 void gelu_forward(float *out, const float *inp, long n);
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);

@@ -132,6 +132,63 @@ static void test_layernorm_gradients(void) {
     free(l.r), free(d_inp), free(d_weight), free(d_bias);
 }
 
+// ---- RMSNorm
+
+typedef struct {
+    int N, C;
+    float *inp, *weight, *out, *rstd, *r;
+} RMSNormCase;
+
+static double rmsnorm_loss(void *ctx) {
+    RMSNormCase *l = ctx;
+    rmsnorm_forward(l->out, l->rstd, l->inp, l->weight, l->N, l->C);
+    return weighted_sum(l->out, l->r, (long)l->N * l->C);
+}
+
+// The forward against double: a float sum of C squares is within (C - 1) u
+// of the exact one, relative (u = 2^-24), which rstd halves under the
+// square root and to which the mean, eps, the root and the reciprocal add
+// about 3 u: ~(C/2 + 3) u. out takes two products more. Allowed: twice
+// that, (C + 6) u for rstd and (C + 10) u for out, relative (8e-7 and
+// 1e-6 at C = 7). A wrong eps (1e-4 for 1e-5) moves rstd by 7e-6 relative
+// here, a mean subtracted by far more. Then both gradients against central
+// differences.
+static void check_rmsnorm(int N, int C, uint64_t seed) {
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, seed);
+    // Rows with a nonzero mean: RMSNorm must not subtract it.
+    RMSNormCase l = {.N = N, .C = C};
+    l.inp = random_normal(&rng, (long)N * C, 2, 0.5f);
+    l.weight = random_normal(&rng, C, 0.3f, 1);
+    l.out = zeros((long)N * C);
+    l.rstd = zeros(N);
+    l.r = random_normal(&rng, (long)N * C, 1, 0);
+    rmsnorm_loss(&l);
+    for (int n = 0; n < N; n++) {
+        const float *x = l.inp + (long)n * C;
+        double sum_sq = 0;
+        for (int c = 0; c < C; c++) sum_sq += (double)x[c] * x[c];
+        double rstd = 1.0 / sqrt(sum_sq / C + 1e-5);
+        CHECK_NEAR(l.rstd[n], rstd, (C + 6) * u * rstd);
+        for (int c = 0; c < C; c++) {
+            double expected = x[c] * rstd * l.weight[c];
+            CHECK_NEAR(l.out[(long)n * C + c], expected, (C + 10) * u * fabs(expected));
+        }
+    }
+    float *d_inp = gradient_buffer((long)N * C), *d_weight = gradient_buffer(C);
+    rmsnorm_backward(d_inp, d_weight, l.r, l.inp, l.weight, l.rstd, N, C);
+    check_gradient("d_inp", l.inp, d_inp, (long)N * C, 0, rmsnorm_loss, &l, &rng);
+    check_gradient("d_weight", l.weight, d_weight, C, 0, rmsnorm_loss, &l, &rng);
+    free(l.inp), free(l.weight), free(l.out), free(l.rstd), free(l.r), free(d_inp), free(d_weight);
+}
+
+// C = 7 fills no vector; C = 100, several, and a remainder.
+static void test_rmsnorm(void) {
+    check_rmsnorm(4, 7, 21);
+    check_rmsnorm(5, 100, 22);
+}
+
 // ---- matmul and linear against double
 
 // C (M,N) (+)= A (M,K) . B (K,N) in double; bound (M,N) gets sum_k |a b|.
@@ -656,6 +713,7 @@ void suite_ops(void) {
     products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
+    run_test("rmsnorm forward against double, and gradients", test_rmsnorm);
     run_test("transpose_rows copies every element to its place", test_transpose_rows);
     run_test("matmul matches double", test_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
