@@ -1,4 +1,4 @@
-// ops.c: embedding, LayerNorm, RMSNorm, GELU, residual, softmax +
+// ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, residual, softmax +
 // cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
@@ -155,6 +155,53 @@ void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const f
         }
         for (int j = 0; j < width; j++) d_weight[c0 + j] += dw[j];
     });
+}
+
+// ---- rotary position embedding (interleaved pairs)
+
+// In double: at t ~ 1000 an angle t * theta computed in float is already off
+// by ~1e-4 rad.
+void rope_table(float *table, int T, int hs, double base) {
+    for (int i = 0; i < hs / 2; i++) {
+        double theta = pow(base, -2.0 * i / hs);
+        for (int t = 0; t < T; t++) {
+            table[(long)t * hs + 2 * i] = (float)cos(t * theta);
+            table[(long)t * hs + 2 * i + 1] = (float)sin(t * theta);
+        }
+    }
+}
+
+void rope_forward(float *x, const float *table, const int *positions, int N, int C, int NH) {
+    int hs = C / NH;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *rot = table + (long)positions[n] * hs;
+        for (int h = 0; h < NH; h++) {
+            float *head = x + (long)n * C + (long)h * hs;
+            for (int i = 0; i < hs; i += 2) {
+                float cos_t = rot[i], sin_t = rot[i + 1], x0 = head[i], x1 = head[i + 1];
+                head[i] = x0 * cos_t - x1 * sin_t;
+                head[i + 1] = x0 * sin_t + x1 * cos_t;
+            }
+        }
+    }
+}
+
+// The forward is x' = R x with R a rotation, so d_x = R^T d_x' = R(-angle) d_x'.
+void rope_backward(float *d_x, const float *table, const int *positions, int N, int C, int NH) {
+    int hs = C / NH;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *rot = table + (long)positions[n] * hs;
+        for (int h = 0; h < NH; h++) {
+            float *head = d_x + (long)n * C + (long)h * hs;
+            for (int i = 0; i < hs; i += 2) {
+                float cos_t = rot[i], sin_t = rot[i + 1], g0 = head[i], g1 = head[i + 1];
+                head[i] = g0 * cos_t + g1 * sin_t;
+                head[i + 1] = -g0 * sin_t + g1 * cos_t;
+            }
+        }
+    }
 }
 
 // ---- GELU (tanh form)

@@ -189,6 +189,135 @@ static void test_rmsnorm(void) {
     check_rmsnorm(5, 100, 22);
 }
 
+// ---- rotary position embedding
+
+#define ROPE_BASE 10000.0 // LLaMA's
+
+// pos * base^(-2i/hs), the angle of pair i at position pos, in double.
+static double rope_angle(int pos, int i, int hs) {
+    return pos * pow(ROPE_BASE, -2.0 * i / hs);
+}
+
+// The angle of every pair at every position of a long context (4096, hs
+// 64, two heads): a row of pairs (1, 0) rotated comes out as
+// (cos, sin), whose atan2 must match rope_angle to 4 u = 2.4e-7 rad (the
+// table's cos and sin are each rounded once, by at most u/2; u = 2^-24). A
+// table whose angles were computed in float would be off by up to
+// 4095 * u ~ 2.4e-4 rad at the last position, a pair's frequency with
+// 2i/(hs - 2) or a rotate-half layout by far more.
+static void test_rope_angles(void) {
+    enum { T = 4096, NH = 2, hs = 64, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    float *table = xmalloc(sizeof(float) * T * hs), *x = xmalloc(sizeof(float) * T * C);
+    int *positions = xmalloc(sizeof(int) * T);
+    rope_table(table, T, hs, ROPE_BASE);
+    for (int t = 0; t < T; t++) {
+        positions[t] = t;
+        for (int c = 0; c < C; c++) x[(long)t * C + c] = c % 2 == 0 ? 1.0f : 0.0f;
+    }
+    rope_forward(x, table, positions, T, C, NH);
+    double worst = 0;
+    int off = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                const float *pair = x + (long)t * C + h * hs + 2 * i;
+                double error =
+                    fabs(remainder(atan2(pair[1], pair[0]) - rope_angle(t, i, hs), 2 * M_PI));
+                worst = fmax(worst, error);
+                off += !(error <= 4 * u);
+            }
+    CHECK_MSG(!off, "%d of %d angles off by more than 4 u (worst %.3g rad)", off, T * NH * hs / 2,
+              worst);
+    free(table), free(x), free(positions);
+}
+
+// Position 0 is the identity, forward and backward, bit for bit (cos 0 = 1
+// and sin 0 = 0 are exact); at any position a rotation keeps each pair's
+// norm, within 4 u relative: each coordinate carries the table's rounding
+// (u/2 of the pair's norm) and two of its own.
+static void test_rope_identity_and_norms(void) {
+    enum { T = 64, N = 50, NH = 3, hs = 16, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 23);
+    float *table = xmalloc(sizeof(float) * T * hs);
+    rope_table(table, T, hs, ROPE_BASE);
+    float *x = random_normal(&rng, N * C, 1, 0), *y = xmalloc(sizeof(float) * N * C);
+    int zero[N] = {0}, positions[N];
+    memcpy(y, x, sizeof(float) * N * C);
+    rope_forward(y, table, zero, N, C, NH);
+    CHECK_MSG(!memcmp(x, y, sizeof(float) * N * C), "rope_forward at position 0 changed x");
+    rope_backward(y, table, zero, N, C, NH);
+    CHECK_MSG(!memcmp(x, y, sizeof(float) * N * C), "rope_backward at position 0 changed x");
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    positions[0] = T - 1;
+    rope_forward(y, table, positions, N, C, NH);
+    for (int p = 0; p < N * C / 2; p++) {
+        double before = hypot(x[2 * p], x[2 * p + 1]), after = hypot(y[2 * p], y[2 * p + 1]);
+        CHECK_NEAR(after, before, 4 * u * before);
+    }
+    free(table), free(x), free(y);
+}
+
+typedef struct {
+    int N, C, NH;
+    const int *positions;
+    const float *table;
+    float *x, *rotated, *r;
+} RopeCase;
+
+// rope_forward works in place: a copy of x is rotated.
+static double rope_loss(void *ctx) {
+    RopeCase *p = ctx;
+    memcpy(p->rotated, p->x, sizeof(float) * p->N * p->C);
+    rope_forward(p->rotated, p->table, p->positions, p->N, p->C, p->NH);
+    return weighted_sum(p->rotated, p->r, (long)p->N * p->C);
+}
+
+// The forward against the rotation in double, each coordinate within
+// 4 u (|x0| + |x1|) (the table's rounding, u/2 each of cos and sin, and the
+// products' and the sum's); rope_backward after rope_forward gives x back
+// within 1e-6 (x of order 1: the two rotations' roundings and the table's
+// cos^2 + sin^2 = 1 + O(u) leave a few u); and the backward against central
+// differences. rope_backward does not accumulate, so check_gradient (which
+// reads analytic - GRAD_START) is given GRAD_START + its result.
+static void test_rope_forward_and_gradient(void) {
+    enum { T = 64, N = 40, NH = 3, hs = 16, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 24);
+    float *table = xmalloc(sizeof(float) * T * hs);
+    rope_table(table, T, hs, ROPE_BASE);
+    int positions[N];
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    positions[0] = 0, positions[1] = T - 1, positions[2] = positions[3];
+    RopeCase p = {.N = N, .C = C, .NH = NH, .positions = positions, .table = table};
+    p.x = random_normal(&rng, N * C, 1, 0);
+    p.rotated = zeros(N * C);
+    p.r = random_normal(&rng, N * C, 1, 0);
+    rope_loss(&p);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                long at = (long)n * C + h * hs + 2 * i;
+                double angle = rope_angle(positions[n], i, hs), x0 = p.x[at], x1 = p.x[at + 1];
+                double tol = 4 * u * (fabs(x0) + fabs(x1));
+                CHECK_NEAR(p.rotated[at], x0 * cos(angle) - x1 * sin(angle), tol);
+                CHECK_NEAR(p.rotated[at + 1], x0 * sin(angle) + x1 * cos(angle), tol);
+            }
+    float *back = xmalloc(sizeof(float) * N * C);
+    memcpy(back, p.rotated, sizeof(float) * N * C);
+    rope_backward(back, table, positions, N, C, NH);
+    for (int i = 0; i < N * C; i++) CHECK_NEAR(back[i], p.x[i], 1e-6);
+    float *d_x = xmalloc(sizeof(float) * N * C);
+    memcpy(d_x, p.r, sizeof(float) * N * C);
+    rope_backward(d_x, table, positions, N, C, NH);
+    for (int i = 0; i < N * C; i++) d_x[i] += GRAD_START;
+    check_gradient("d_x", p.x, d_x, N * C, 0, rope_loss, &p, &rng);
+    free(table), free(p.x), free(p.rotated), free(p.r), free(back), free(d_x);
+}
+
 // ---- matmul and linear against double
 
 // C (M,N) (+)= A (M,K) . B (K,N) in double; bound (M,N) gets sum_k |a b|.
@@ -714,6 +843,10 @@ void suite_ops(void) {
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
     run_test("rmsnorm forward against double, and gradients", test_rmsnorm);
+    run_test("rope: every pair's angle at every position of 4096 against double", test_rope_angles);
+    run_test("rope: position 0 the identity, pairs' norms kept", test_rope_identity_and_norms);
+    run_test("rope forward against double, backward its inverse, and gradient",
+             test_rope_forward_and_gradient);
     run_test("transpose_rows copies every element to its place", test_transpose_rows);
     run_test("matmul matches double", test_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
