@@ -1,5 +1,5 @@
-// ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, residual, softmax +
-// cross-entropy.
+// ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, ReLU^2, SwiGLU, residual,
+// softmax + cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
 
@@ -228,6 +228,52 @@ void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
         float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         d_inp[i] += d_out[i] * (s + 2.0f * x * s * (1.0f - s) * du);
     });
+}
+
+// ---- ReLU^2
+
+void relu2_forward(float *out, const float *inp, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+}
+
+void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        d_inp[i] += d_out[i] * 2.0f * r;
+    }
+}
+
+// ---- SwiGLU
+// The sigmoid by fast_expf, as GELU's: the loop vectorises, and the result
+// is within a few float ulps of one through expf.
+
+void swiglu_forward(float *out, const float *inp, int N, int H) {
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (long)n * 2 * H, *up = gate + H;
+        float *o = out + (long)n * H;
+        for (int j = 0; j < H; j++) o[j] = gate[j] / (1.0f + fast_expf(-gate[j])) * up[j];
+    }
+}
+
+void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, int H) {
+    // out = silu(a) u: d_a = d_out u silu'(a), d_u = d_out silu(a), with
+    //   silu'(a) = s + a s (1 - s),  s = sigmoid(a).
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (long)n * 2 * H, *up = gate + H, *dy = d_out + (long)n * H;
+        float *d_gate = d_inp + (long)n * 2 * H, *d_up = d_gate + H;
+        for (int j = 0; j < H; j++) {
+            float a = gate[j], s = 1.0f / (1.0f + fast_expf(-a));
+            d_gate[j] += dy[j] * up[j] * (s + a * s * (1.0f - s));
+            d_up[j] += dy[j] * a * s;
+        }
+    }
 }
 
 // ---- residual

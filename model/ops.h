@@ -1,6 +1,6 @@
 // ops.h: the elementwise and per-row layers of the GPT, each a forward and a
 // backward side by side. Letters: B batch, T time, C channels, V vocab,
-// N = B*T rows, NH heads, hs = C/NH head size.
+// N = B*T rows, NH heads, hs = C/NH head size, H an MLP's hidden width.
 // Every backward ACCUMULATES (+=) into its d_ outputs; the caller zeroes
 // them first. The one exception is rope_backward, which rotates its
 // gradient in place.
@@ -44,6 +44,15 @@ void rope_backward(float *d_x, const float *table, const int *positions, int N, 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
 void gelu_forward(float *out, const float *inp, long n);
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);
+
+// ReLU^2: out = max(0, x)^2, n elements.
+void relu2_forward(float *out, const float *inp, long n);
+void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n);
+
+// SwiGLU: out (N,H) = silu(inp[:, :H]) * inp[:, H:], inp (N,2H) (the gate's H columns first,
+// then the up projection's), silu(a) = a / (1 + exp(-a)). d_inp is (N,2H).
+void swiglu_forward(float *out, const float *inp, int N, int H);
+void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, int H);
 
 // out (n) = a + b.
 void residual_forward(float *out, const float *a, const float *b, long n);

@@ -715,6 +715,84 @@ static void test_gelu(void) {
     free(g.inp), free(g.out), free(g.r), free(d_inp);
 }
 
+// ---- ReLU^2, SwiGLU
+
+typedef struct {
+    long n;
+    float *inp, *out, *r;
+} ElementwiseCase;
+
+static double relu2_loss(void *ctx) {
+    ElementwiseCase *e = ctx;
+    relu2_forward(e->out, e->inp, e->n);
+    return weighted_sum(e->out, e->r, e->n);
+}
+
+// The forward exactly: a float squared in double is exact, so its rounding
+// to float is the correctly rounded product a float multiply gives. The
+// gradient against central differences, on inputs no nearer 0 than 0.05:
+// across the kink at 0 (f'' jumps from 0 to 2) a central difference is off
+// by up to h/2. At 0 itself the derivative is 0.
+static void test_relu2(void) {
+    Rng rng;
+    rng_seed(&rng, 25);
+    enum { n = 61 };
+    ElementwiseCase e = {n, zeros(n), zeros(n), random_normal(&rng, n, 1, 0)};
+    for (int i = 0; i < n; i++)
+        e.inp[i] = -3.0f + 0.1f * i + 0.05f; // -2.95 .. 3.05
+    relu2_loss(&e);
+    for (int i = 0; i < n; i++) {
+        double x = e.inp[i];
+        CHECK_NEAR(e.out[i], x > 0 ? (float)(x * x) : 0.0f, 0);
+    }
+    float *d_inp = gradient_buffer(n);
+    relu2_backward(d_inp, e.inp, e.r, n);
+    check_gradient("d_inp", e.inp, d_inp, n, 0, relu2_loss, &e, &rng);
+    float zero = 0.0f, out = -1.0f, d_out = 3.0f, d_zero = GRAD_START;
+    relu2_forward(&out, &zero, 1);
+    relu2_backward(&d_zero, &zero, &d_out, 1);
+    CHECK(out == 0.0f && d_zero == GRAD_START);
+    free(e.inp), free(e.out), free(e.r), free(d_inp);
+}
+
+typedef struct {
+    int N, H;
+    float *inp, *out, *r;
+} SwiGLUCase;
+
+static double swiglu_loss(void *ctx) {
+    SwiGLUCase *s = ctx;
+    swiglu_forward(s->out, s->inp, s->N, s->H);
+    return weighted_sum(s->out, s->r, (long)s->N * s->H);
+}
+
+// The forward against double within 1e-6 relative (~17 u): fast_expf is
+// within a few ulps of exp, and the sum, the division and the product add
+// one rounding each. Gates from -9 to 9 reach both of silu's tails. Then
+// the gradients of both halves (gate and up) against central differences.
+static void test_swiglu(void) {
+    Rng rng;
+    rng_seed(&rng, 26);
+    enum { N = 3, H = 21 };
+    SwiGLUCase s = {.N = N, .H = H};
+    s.inp = random_normal(&rng, N * 2 * H, 1.5f, 0);
+    s.out = zeros(N * H);
+    s.r = random_normal(&rng, N * H, 1, 0);
+    for (int j = 0; j < H; j++)
+        s.inp[j] = -9.0f + 18.0f * j / (H - 1); // row 0's gates
+    swiglu_loss(&s);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < H; j++) {
+            double a = s.inp[n * 2 * H + j], up = s.inp[n * 2 * H + H + j];
+            double expected = a / (1 + exp(-a)) * up;
+            CHECK_NEAR(s.out[n * H + j], expected, 1e-6 * fabs(expected));
+        }
+    float *d_inp = gradient_buffer(N * 2 * H);
+    swiglu_backward(d_inp, s.inp, s.r, N, H);
+    check_gradient("d_inp", s.inp, d_inp, N * 2 * H, 0, swiglu_loss, &s, &rng);
+    free(s.inp), free(s.out), free(s.r), free(d_inp);
+}
+
 static void test_residual(void) {
     float a[5] = {1, -2, 3.5f, 0, 1e-3f}, b[5] = {0.5f, 2, -1, 7, 1};
     float out[5];
@@ -860,6 +938,8 @@ void suite_ops(void) {
     run_test("linear layers sharing an input: the bits of one call each, fp32 and bf16",
              test_linear_shared_input_matches_separate_calls);
     run_test("gelu forward and gradient", test_gelu);
+    run_test("relu2 forward exact, and gradient", test_relu2);
+    run_test("swiglu forward against double, and gradients", test_swiglu);
     run_test("residual adds", test_residual);
     run_test("zero_floats zeroes n elements and no more, 1 and 2 threads", test_zero_floats);
     run_test("softmax + cross-entropy gradient", test_crossentropy);
