@@ -1,5 +1,5 @@
 // ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, ReLU^2, SwiGLU, residual,
-// softmax + cross-entropy.
+// the logit soft-cap, softmax + cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
 
@@ -298,6 +298,28 @@ void zero_floats(float *x, long n) {
     for (int part = 0; part < parts; part++) {
         long begin = n * part / parts, end = n * (part + 1) / parts;
         memset(x + begin, 0, (size_t)(end - begin) * sizeof(float));
+    }
+}
+
+// ---- logit soft-cap
+// tanhf from libm, not a tanh through fast_expf: tanh u = 1 - 2/(1 + e^2u)
+// loses its relative precision near u = 0, where most logits lie (the
+// subtraction from 1 leaves an error of a few 1e-8 absolute, cap times
+// that in out), and glibc's tanhf is within 2 ulps everywhere. The loop
+// runs over the logits (N,V) once, beside the product of C*V per row that
+// made them, so the vectorisation fast_expf would buy is worth little.
+
+void softcap_forward(float *out, const float *inp, float cap, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) out[i] = cap * tanhf(inp[i] / cap);
+}
+
+void softcap_backward(float *d_inp, const float *out, const float *d_out, float cap, long n) {
+    // d tanh(u)/du = 1 - tanh(u)^2, and tanh(u) = out / cap
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        d_inp[i] += d_out[i] * (1.0f - t * t);
     }
 }
 

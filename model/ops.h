@@ -61,6 +61,11 @@ void residual_forward(float *out, const float *a, const float *b, long n);
 // into them, spread over the threads (each zeroes one contiguous part).
 void zero_floats(float *x, long n);
 
+// Logit soft-cap: out = cap * tanh(inp / cap), n elements, cap > 0; out may be inp (in place).
+// The backward reads the capped output: d_inp += d_out * (1 - (out/cap)^2).
+void softcap_forward(float *out, const float *inp, float cap, long n);
+void softcap_backward(float *d_inp, const float *out, const float *d_out, float cap, long n);
+
 // Softmax over each row of logits (N,V) into probs (N,V), and the
 // cross-entropy losses (N) = -log probs[n, targets[n]]. Returns the mean loss.
 float crossentropy_forward(float *probs, float *losses, const float *logits,
