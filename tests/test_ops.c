@@ -29,6 +29,7 @@
 #include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_fp32.h"
+#include "../kernels/parallel.h"
 #include "../model/ops.h"
 #include "../kernels/transpose.h"
 #include "../base/util.h"
@@ -931,6 +932,109 @@ static void test_crossentropy_large_logits(void) {
     CHECK_NEAR(losses[1], log(1 + 2 / e), 1e-4);
 }
 
+// ---- the modern block's ops together
+
+// Each accumulating backward of the modern block (RMSNorm's two gradients,
+// ReLU^2's, SwiGLU's, the soft-cap's), run onto zeros and onto a random
+// start G0: the second gives G0 plus the first, within the rounding of that
+// one addition (perhaps fused with the product before it), 2 u (|G0| + |g|).
+static void test_modern_backwards_accumulate(void) {
+    enum { N = 6, C = 20 };
+    const double u = 1.0 / 16777216.0;
+    const float cap = 3.0f;
+    Rng rng;
+    rng_seed(&rng, 28);
+    // x (N,2C): SwiGLU's input, its first N*C the other ops'
+    float *x = random_normal(&rng, 2 * N * C, 1.5f, 0.2f),
+          *weight = random_normal(&rng, C, 0.3f, 1);
+    float *d_out = random_normal(&rng, N * C, 1, 0), *rstd = zeros(N), *out = zeros(N * C);
+    float *capped = zeros(N * C);
+    rmsnorm_forward(out, rstd, x, weight, N, C);
+    softcap_forward(capped, x, cap, N * C);
+    enum { RMS_INP, RMS_WEIGHT, RELU2, SWIGLU, SOFTCAP, GRADS };
+    const char *names[GRADS] = {"rmsnorm d_inp", "rmsnorm d_weight", "relu2 d_inp", "swiglu d_inp",
+                                "softcap d_inp"};
+    const long sizes[GRADS] = {N * C, C, N * C, 2 * N * C, N * C};
+    float *start = random_normal(&rng, 2 * N * C, 1, 0), *grad[2][GRADS];
+    for (int pass = 0; pass < 2; pass++) {
+        float **d = grad[pass];
+        for (int g = 0; g < GRADS; g++) {
+            d[g] = zeros(sizes[g]);
+            if (pass == 1) memcpy(d[g], start, sizeof(float) * sizes[g]);
+        }
+        rmsnorm_backward(d[RMS_INP], d[RMS_WEIGHT], d_out, x, weight, rstd, N, C);
+        relu2_backward(d[RELU2], x, d_out, N * C);
+        swiglu_backward(d[SWIGLU], x, d_out, N, C);
+        softcap_backward(d[SOFTCAP], capped, d_out, cap, N * C);
+    }
+    for (int g = 0; g < GRADS; g++) {
+        int off = 0;
+        for (long i = 0; i < sizes[g]; i++) {
+            double once = grad[0][g][i];
+            off +=
+                !(fabs(grad[1][g][i] - (start[i] + once)) <= 2 * u * (fabs(start[i]) + fabs(once)));
+        }
+        CHECK_MSG(!off, "%s: %d of %ld elements not the start plus the gradient", names[g], off,
+                  sizes[g]);
+        free(grad[0][g]), free(grad[1][g]);
+    }
+    free(x), free(weight), free(d_out), free(rstd), free(out), free(capped), free(start);
+}
+
+// 1 thread and 2 give the same bits, every output of every forward and
+// backward of the modern block. Rows of N*C elements past PARALLEL_MIN_WORK,
+// so that the 2-thread run is split (N odd: unevenly), and C = 328 ends
+// RMSNorm's d_weight in a partial block of channels.
+static void test_modern_ops_threads(void) {
+    enum { N = 67, C = 328, NH = 4, T = 80 };
+    const float cap = 3.0f;
+    CHECK((long)N * C >= PARALLEL_MIN_WORK);
+    Rng rng;
+    rng_seed(&rng, 29);
+    float *x = random_normal(&rng, 2 * N * C, 1.5f, 0.2f),
+          *weight = random_normal(&rng, C, 0.3f, 1);
+    float *d_out = random_normal(&rng, N * C, 1, 0), *start = random_normal(&rng, 2 * N * C, 1, 0);
+    float *table = xmalloc(sizeof(float) * T * (C / NH));
+    rope_table(table, T, C / NH, ROPE_BASE);
+    int positions[N];
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    enum { RMS_OUT, RSTD, RMS_D_INP, RMS_D_WEIGHT, ROPE_X, ROPE_D_X, RELU2_OUT, RELU2_D_INP,
+           SWIGLU_OUT, SWIGLU_D_INP, SOFTCAP_OUT, SOFTCAP_D_INP, OUTPUTS };
+    const char *names[OUTPUTS] = {"rmsnorm out",      "rmsnorm rstd", "rmsnorm d_inp",
+                                  "rmsnorm d_weight", "rope x",       "rope d_x",
+                                  "relu2 out",        "relu2 d_inp",  "swiglu out",
+                                  "swiglu d_inp",     "softcap out",  "softcap d_inp"};
+    const long sizes[OUTPUTS] = {N * C, N,     N * C, C,         N * C, N * C,
+                                 N * C, N * C, N * C, 2 * N * C, N * C, N * C};
+    float *got[2][OUTPUTS];
+    int threads = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass + 1);
+        float **o = got[pass];
+        for (int k = 0; k < OUTPUTS; k++) {
+            o[k] = xmalloc(sizeof(float) * sizes[k]);
+            memcpy(o[k], k == ROPE_X ? x : k == ROPE_D_X ? d_out : start, sizeof(float) * sizes[k]);
+        }
+        rmsnorm_forward(o[RMS_OUT], o[RSTD], x, weight, N, C);
+        rmsnorm_backward(o[RMS_D_INP], o[RMS_D_WEIGHT], d_out, x, weight, o[RSTD], N, C);
+        rope_forward(o[ROPE_X], table, positions, N, C, NH);
+        rope_backward(o[ROPE_D_X], table, positions, N, C, NH);
+        relu2_forward(o[RELU2_OUT], x, N * C);
+        relu2_backward(o[RELU2_D_INP], x, d_out, N * C);
+        swiglu_forward(o[SWIGLU_OUT], x, N, C);
+        swiglu_backward(o[SWIGLU_D_INP], x, d_out, N, C);
+        softcap_forward(o[SOFTCAP_OUT], x, cap, N * C);
+        softcap_backward(o[SOFTCAP_D_INP], o[SOFTCAP_OUT], d_out, cap, N * C);
+    }
+    omp_set_num_threads(threads);
+    for (int k = 0; k < OUTPUTS; k++) {
+        CHECK_MSG(!memcmp(got[0][k], got[1][k], sizeof(float) * sizes[k]),
+                  "%s: 1 and 2 threads give different bits", names[k]);
+        free(got[0][k]), free(got[1][k]);
+    }
+    free(x), free(weight), free(d_out), free(start), free(table);
+}
+
 // transpose_rows against the definition, element by element (a copy, so
 // bit for bit): shapes below, at and past the 8 x 8 blocks in both
 // directions, inside larger row strides, and the cells around dst's block
@@ -990,4 +1094,8 @@ void suite_ops(void) {
     run_test("zero_floats zeroes n elements and no more, 1 and 2 threads", test_zero_floats);
     run_test("softmax + cross-entropy gradient", test_crossentropy);
     run_test("softmax with large logits", test_crossentropy_large_logits);
+    run_test("rmsnorm, relu2, swiglu, softcap backwards accumulate",
+             test_modern_backwards_accumulate);
+    run_test("rmsnorm, rope, relu2, swiglu, softcap: 1 and 2 threads give the same bits",
+             test_modern_ops_threads);
 }
