@@ -103,6 +103,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
+BASE_SRC += base/gguf.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
@@ -126,6 +127,8 @@ ATTN_LIB_SRC = $(VIZ_SRC)
 ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 
 PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
+# bin/export: a checkpoint as GGUF for llama.cpp, or in Hugging Face's layout (docs/export.md)
+PROGRAMS += $(BIN)/export
 
 # ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
 # -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in
@@ -177,6 +180,10 @@ $(BIN)/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BIN)/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BIN)/export: $(BUILD)/export/export.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -303,6 +310,11 @@ $(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OB
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(SAN)/obj/export/export.o $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+sanitize: $(SAN)/bin/export
+
 $(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
@@ -352,6 +364,7 @@ sanitize: $(SAN)/bin/tests $(SAN)/bin/train $(SAN)/bin/sample $(SAN)/bin/attn $(
 # fuzz/corpus/<target>/.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= safetensors corpus options
+FUZZ_TARGETS += gguf
 FUZZ = build-fuzz
 FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fopenmp \
               -std=c11 -D_GNU_SOURCE -Wall -Wno-unknown-pragmas -Wno-pass-failed
@@ -364,10 +377,13 @@ FUZZ_CFLAGS = -O2 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
 FUZZ_SRC_options = $(BASE_SRC)
 FUZZ_SRC_corpus = $(BASE_SRC) $(DATA_SRC)
 FUZZ_SRC_safetensors = $(sort $(LIB_SRC) $(filter %/adamw.c %/train_state.c,$(LIB_SRC) $(TRAIN_LIB_SRC)))
+# the GGUF reader (base/gguf.c), what the export tests read back with
+FUZZ_SRC_gguf = $(BASE_SRC)
 
 $(FUZZ)/fuzz_options: $(FUZZ_SRC_options)
 $(FUZZ)/fuzz_corpus: $(FUZZ_SRC_corpus)
 $(FUZZ)/fuzz_safetensors: $(FUZZ_SRC_safetensors)
+$(FUZZ)/fuzz_gguf: $(FUZZ_SRC_gguf)
 $(FUZZ)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(wildcard */*.h)
 	@mkdir -p $(FUZZ)
 	clang $(FUZZ_CFLAGS) $< $(FUZZ_SRC_$*) -o $@ $(LDLIBS)

@@ -13,6 +13,9 @@
 #define HOPELESS 1.5
 // Steps timed on a count before it is compared with a neighbour.
 #define FIRST_SAMPLES 2
+// A step on the current count this much slower than its recent ones, twice
+// in a row: the load changed.
+#define LOAD_CHANGED 2.0
 #define TRIAL_SHARE 50
 
 #define NEVER (1L << 62)
@@ -67,6 +70,18 @@ int thread_tuner_next(ThreadTuner *tuner) {
 
 void thread_tuner_record(ThreadTuner *tuner, double seconds) {
     if (!tuner->trial) {
+        int slower = tuner->recent_count >= FIRST_SAMPLES &&
+                     seconds > LOAD_CHANGED * recent_median(tuner);
+        tuner->slow_steps = slower ? tuner->slow_steps + 1 : 0;
+        if (tuner->slow_steps == 2 && tuner->steps_to_trial < NEVER / 2) {
+            // the count is timed again from the next steps (a passing
+            // hiccup, and the trial finds it as fast as before), then a
+            // neighbour is tried, not an interval later
+            tuner->recent_count = 0;
+            tuner->steps_to_trial = 0;
+            tuner->slow_steps = 0;
+            return;
+        }
         tuner->recent[tuner->recent_count++ % TUNER_RECENT] = seconds;
         tuner->steps_to_trial--;
         return;

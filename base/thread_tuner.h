@@ -14,7 +14,10 @@
 // A trial is two steps, or one when the first is far slower. Trials are
 // spaced further apart each time they confirm the count (from 20 steps up
 // to 640), and far enough apart that what they cost stays near 2% of the
-// time; a change of load is noticed within one interval.
+// time. A load that lifts is noticed within one interval; one that comes
+// (a core taken since) makes the steps far slower, and two such steps in a
+// row bring a trial at once: an interval of steps 10 to 40 times slower
+// would be minutes.
 #ifndef THREAD_TUNER_H
 #define THREAD_TUNER_H
 
@@ -33,6 +36,7 @@ typedef struct {
     long steps_to_trial;           // steps on `current` before the next trial
     long interval;                 // steps between trials
     int last_direction;            // the neighbour tried last: -1 fewer, +1 more
+    int slow_steps;                // steps in a row far slower than the recent ones
 } ThreadTuner;
 
 // Start on max_threads; with tune 0, stay there (the user chose --threads).

@@ -1,4 +1,5 @@
-// ops.c: embedding, LayerNorm, GELU, residual, softmax + cross-entropy.
+// ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, ReLU^2, SwiGLU, residual,
+// the logit soft-cap, softmax + cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
 
@@ -106,6 +107,103 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
     });
 }
 
+// ---- RMSNorm
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C) {
+    const float eps = 1e-5f;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C;
+        // the sum in vector lanes, then the lanes added, as LayerNorm's
+        float sum_sq = 0.0f;
+#pragma omp simd reduction(+ : sum_sq)
+        for (int c = 0; c < C; c++) sum_sq += x[c] * x[c];
+        float s = 1.0f / sqrtf(sum_sq / C + eps);
+        float *o = out + (long)n * C;
+        for (int c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
+        rstd[n] = s;
+    }
+}
+
+void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const float *inp,
+                      const float *weight, const float *rstd, int N, int C) {
+    // d_inp: per row. With xhat = x * rstd and g = d_out * weight,
+    //   d_x = rstd * (g - xhat * mean(g * xhat))
+    // (LayerNorm's without its mean(g) term: no mean was subtracted).
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (long)n * C, *dy = d_out + (long)n * C;
+        float s = rstd[n];
+        float gx_mean = 0.0f;
+#pragma omp simd reduction(+ : gx_mean)
+        for (int c = 0; c < C; c++) gx_mean += dy[c] * weight[c] * x[c] * s;
+        gx_mean /= C;
+        float *dx = d_inp + (long)n * C;
+        for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * weight[c] - x[c] * s * gx_mean);
+    }
+    // d_weight: a sum over rows, split by blocks of channels as LayerNorm's
+    // (no races, and each channel's sum in row order whatever the number of
+    // threads), each block walking down the rows along contiguous memory.
+    enum { CB = 16 };
+    FOR_EACH(block, (C + CB - 1) / CB, (long)N * C, {
+        int c0 = (int)block * CB, width = C - c0 < CB ? C - c0 : CB;
+        float dw[CB] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *dy = d_out + (long)n * C + c0, *x = inp + (long)n * C + c0;
+            float s = rstd[n];
+            for (int j = 0; j < width; j++) dw[j] += dy[j] * x[j] * s;
+        }
+        for (int j = 0; j < width; j++) d_weight[c0 + j] += dw[j];
+    });
+}
+
+// ---- rotary position embedding (interleaved pairs)
+
+// In double: at t ~ 1000 an angle t * theta computed in float is already off
+// by ~1e-4 rad.
+void rope_table(float *table, int T, int hs, double base) {
+    for (int i = 0; i < hs / 2; i++) {
+        double theta = pow(base, -2.0 * i / hs);
+        for (int t = 0; t < T; t++) {
+            table[(long)t * hs + 2 * i] = (float)cos(t * theta);
+            table[(long)t * hs + 2 * i + 1] = (float)sin(t * theta);
+        }
+    }
+}
+
+void rope_forward(float *x, const float *table, const int *positions, int N, int C, int NH) {
+    int hs = C / NH;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *rot = table + (long)positions[n] * hs;
+        for (int h = 0; h < NH; h++) {
+            float *head = x + (long)n * C + (long)h * hs;
+            for (int i = 0; i < hs; i += 2) {
+                float cos_t = rot[i], sin_t = rot[i + 1], x0 = head[i], x1 = head[i + 1];
+                head[i] = x0 * cos_t - x1 * sin_t;
+                head[i + 1] = x0 * sin_t + x1 * cos_t;
+            }
+        }
+    }
+}
+
+// The forward is x' = R x with R a rotation, so d_x = R^T d_x' = R(-angle) d_x'.
+void rope_backward(float *d_x, const float *table, const int *positions, int N, int C, int NH) {
+    int hs = C / NH;
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
+    for (int n = 0; n < N; n++) {
+        const float *rot = table + (long)positions[n] * hs;
+        for (int h = 0; h < NH; h++) {
+            float *head = d_x + (long)n * C + (long)h * hs;
+            for (int i = 0; i < hs; i += 2) {
+                float cos_t = rot[i], sin_t = rot[i + 1], g0 = head[i], g1 = head[i + 1];
+                head[i] = g0 * cos_t + g1 * sin_t;
+                head[i + 1] = -g0 * sin_t + g1 * cos_t;
+            }
+        }
+    }
+}
+
 // ---- GELU (tanh form)
 // 0.5 (1 + tanh u) = sigmoid(2u), so GELU(x) = x * sigmoid(2u): one exp.
 
@@ -132,6 +230,52 @@ void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
     });
 }
 
+// ---- ReLU^2
+
+void relu2_forward(float *out, const float *inp, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+}
+
+void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        d_inp[i] += d_out[i] * 2.0f * r;
+    }
+}
+
+// ---- SwiGLU
+// The sigmoid by fast_expf, as GELU's: the loop vectorises, and the result
+// is within a few float ulps of one through expf.
+
+void swiglu_forward(float *out, const float *inp, int N, int H) {
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (long)n * 2 * H, *up = gate + H;
+        float *o = out + (long)n * H;
+        for (int j = 0; j < H; j++) o[j] = gate[j] / (1.0f + fast_expf(-gate[j])) * up[j];
+    }
+}
+
+void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, int H) {
+    // out = silu(a) u: d_a = d_out u silu'(a), d_u = d_out silu(a), with
+    //   silu'(a) = s + a s (1 - s),  s = sigmoid(a).
+#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (long)n * 2 * H, *up = gate + H, *dy = d_out + (long)n * H;
+        float *d_gate = d_inp + (long)n * 2 * H, *d_up = d_gate + H;
+        for (int j = 0; j < H; j++) {
+            float a = gate[j], s = 1.0f / (1.0f + fast_expf(-a));
+            d_gate[j] += dy[j] * up[j] * (s + a * s * (1.0f - s));
+            d_up[j] += dy[j] * a * s;
+        }
+    }
+}
+
 // ---- residual
 
 void residual_forward(float *out, const float *a, const float *b, long n) {
@@ -154,6 +298,28 @@ void zero_floats(float *x, long n) {
     for (int part = 0; part < parts; part++) {
         long begin = n * part / parts, end = n * (part + 1) / parts;
         memset(x + begin, 0, (size_t)(end - begin) * sizeof(float));
+    }
+}
+
+// ---- logit soft-cap
+// tanhf from libm, not a tanh through fast_expf: tanh u = 1 - 2/(1 + e^2u)
+// loses its relative precision near u = 0, where most logits lie (the
+// subtraction from 1 leaves an error of a few 1e-8 absolute, cap times
+// that in out), and glibc's tanhf is within 2 ulps everywhere. The loop
+// runs over the logits (N,V) once, beside the product of C*V per row that
+// made them, so the vectorisation fast_expf would buy is worth little.
+
+void softcap_forward(float *out, const float *inp, float cap, long n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) out[i] = cap * tanhf(inp[i] / cap);
+}
+
+void softcap_backward(float *d_inp, const float *out, const float *d_out, float cap, long n) {
+    // d tanh(u)/du = 1 - tanh(u)^2, and tanh(u) = out / cap
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (long i = 0; i < n; i++) {
+        float t = out[i] / cap;
+        d_inp[i] += d_out[i] * (1.0f - t * t);
     }
 }
 

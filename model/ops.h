@@ -1,7 +1,9 @@
 // ops.h: the elementwise and per-row layers of the GPT, each a forward and a
 // backward side by side. Letters: B batch, T time, C channels, V vocab,
-// N = B*T rows. Every backward ACCUMULATES (+=) into its d_ outputs; the
-// caller zeroes them first.
+// N = B*T rows, NH heads, hs = C/NH head size, H an MLP's hidden width.
+// Every backward ACCUMULATES (+=) into its d_ outputs; the caller zeroes
+// them first. The one exception is rope_backward, which rotates its
+// gradient in place.
 #ifndef OPS_H
 #define OPS_H
 
@@ -19,9 +21,38 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
                         const float *inp, const float *weight, const float *mean,
                         const float *rstd, int N, int C);
 
+// RMSNorm: out (N,C) = inp * rstd * weight per row, rstd = 1/sqrt(mean(inp^2) + 1e-5);
+// rstd (N) saved for the backward. (No mean, no bias.)
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C);
+void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const float *inp,
+                      const float *weight, const float *rstd, int N, int C);
+
+// Rotary position embedding (interleaved pairs, as llama.cpp's LLAMA architecture and Meta's
+// original LLaMA: NOT the rotate-half/NeoX layout). Each of the NH heads of a row (hs = C/NH,
+// even) rotates its channel pairs (2i, 2i+1), i < hs/2, by the angle pos * base^(-2i/hs),
+// pos = positions[n] for row n:  (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos).
+// table (T, hs): row t holds cos(t*theta_i) at 2i and sin(t*theta_i) at 2i+1, computed in
+// double then rounded; made once per model (T = the context, positions < T).
+void rope_table(float *table, int T, int hs, double base);
+// x (N,C) rotated in place; positions (N). rope_backward rotates a gradient
+// d_x (N,C) by the inverse rotation, in place: a rotation's gradient is its
+// transpose. It does NOT accumulate, unlike every other backward here: d_x
+// is both what it reads and what it writes.
+void rope_forward(float *x, const float *table, const int *positions, int N, int C, int NH);
+void rope_backward(float *d_x, const float *table, const int *positions, int N, int C, int NH);
+
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
 void gelu_forward(float *out, const float *inp, long n);
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);
+
+// ReLU^2: out = max(0, x)^2, n elements.
+void relu2_forward(float *out, const float *inp, long n);
+void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n);
+
+// SwiGLU: out (N,H) = silu(inp[:, :H]) * inp[:, H:], inp (N,2H) (the gate's H columns first,
+// then the up projection's), silu(a) = a / (1 + exp(-a)). d_inp is (N,2H).
+void swiglu_forward(float *out, const float *inp, int N, int H);
+void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, int H);
 
 // out (n) = a + b.
 void residual_forward(float *out, const float *a, const float *b, long n);
@@ -29,6 +60,11 @@ void residual_forward(float *out, const float *a, const float *b, long n);
 // x (n) = 0: the activations' gradients zeroed before a backward accumulates
 // into them, spread over the threads (each zeroes one contiguous part).
 void zero_floats(float *x, long n);
+
+// Logit soft-cap: out = cap * tanh(inp / cap), n elements, cap > 0; out may be inp (in place).
+// The backward reads the capped output: d_inp += d_out * (1 - (out/cap)^2).
+void softcap_forward(float *out, const float *inp, float cap, long n);
+void softcap_backward(float *d_inp, const float *out, const float *d_out, float cap, long n);
 
 // Softmax over each row of logits (N,V) into probs (N,V), and the
 // cross-entropy losses (N) = -log probs[n, targets[n]]. Returns the mean loss.

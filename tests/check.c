@@ -92,6 +92,7 @@ SUITE(suite_mpi);
 SUITE(suite_threads);
 SUITE(suite_optimizer);
 SUITE(suite_muon);
+SUITE(suite_export);
 SUITE(suite_user_files);
 SUITE(suite_modern);
 SUITE(suite_attn_modern);
@@ -138,7 +139,8 @@ int main(int argc, char **argv) {
                   {"atlas", suite_atlas}, {"lens", suite_lens}, {"recipes", suite_recipes},
                   {"mpi", suite_mpi}, {"threads", suite_threads}, {"optimizer", suite_optimizer},
                   {"muon", suite_muon}, {"user-files", suite_user_files},
-                  {"modern", suite_modern}, {"attn-modern", suite_attn_modern}};
+                  {"modern", suite_modern}, {"attn-modern", suite_attn_modern},
+                  {"export", suite_export}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);

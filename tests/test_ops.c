@@ -29,6 +29,7 @@
 #include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_fp32.h"
+#include "../kernels/parallel.h"
 #include "../model/ops.h"
 #include "../kernels/transpose.h"
 #include "../base/util.h"
@@ -130,6 +131,192 @@ static void test_layernorm_gradients(void) {
     check_gradient("d_bias", l.bias, d_bias, C, 0, layernorm_loss, &l, &rng);
     free(l.inp), free(l.weight), free(l.bias), free(l.out), free(l.mean), free(l.rstd);
     free(l.r), free(d_inp), free(d_weight), free(d_bias);
+}
+
+// ---- RMSNorm
+
+typedef struct {
+    int N, C;
+    float *inp, *weight, *out, *rstd, *r;
+} RMSNormCase;
+
+static double rmsnorm_loss(void *ctx) {
+    RMSNormCase *l = ctx;
+    rmsnorm_forward(l->out, l->rstd, l->inp, l->weight, l->N, l->C);
+    return weighted_sum(l->out, l->r, (long)l->N * l->C);
+}
+
+// The forward against double: a float sum of C squares is within (C - 1) u
+// of the exact one, relative (u = 2^-24), which rstd halves under the
+// square root and to which the mean, eps, the root and the reciprocal add
+// about 3 u: ~(C/2 + 3) u. out takes two products more. Allowed: twice
+// that, (C + 6) u for rstd and (C + 10) u for out, relative (8e-7 and
+// 1e-6 at C = 7). A wrong eps (1e-4 for 1e-5) moves rstd by 7e-6 relative
+// here, a mean subtracted by far more. Then both gradients against central
+// differences.
+static void check_rmsnorm(int N, int C, uint64_t seed) {
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, seed);
+    // Rows with a nonzero mean: RMSNorm must not subtract it.
+    RMSNormCase l = {.N = N, .C = C};
+    l.inp = random_normal(&rng, (long)N * C, 2, 0.5f);
+    l.weight = random_normal(&rng, C, 0.3f, 1);
+    l.out = zeros((long)N * C);
+    l.rstd = zeros(N);
+    l.r = random_normal(&rng, (long)N * C, 1, 0);
+    rmsnorm_loss(&l);
+    for (int n = 0; n < N; n++) {
+        const float *x = l.inp + (long)n * C;
+        double sum_sq = 0;
+        for (int c = 0; c < C; c++) sum_sq += (double)x[c] * x[c];
+        double rstd = 1.0 / sqrt(sum_sq / C + 1e-5);
+        CHECK_NEAR(l.rstd[n], rstd, (C + 6) * u * rstd);
+        for (int c = 0; c < C; c++) {
+            double expected = x[c] * rstd * l.weight[c];
+            CHECK_NEAR(l.out[(long)n * C + c], expected, (C + 10) * u * fabs(expected));
+        }
+    }
+    float *d_inp = gradient_buffer((long)N * C), *d_weight = gradient_buffer(C);
+    rmsnorm_backward(d_inp, d_weight, l.r, l.inp, l.weight, l.rstd, N, C);
+    check_gradient("d_inp", l.inp, d_inp, (long)N * C, 0, rmsnorm_loss, &l, &rng);
+    check_gradient("d_weight", l.weight, d_weight, C, 0, rmsnorm_loss, &l, &rng);
+    free(l.inp), free(l.weight), free(l.out), free(l.rstd), free(l.r), free(d_inp), free(d_weight);
+}
+
+// C = 7 fills no vector; C = 100, several, and a remainder.
+static void test_rmsnorm(void) {
+    check_rmsnorm(4, 7, 21);
+    check_rmsnorm(5, 100, 22);
+}
+
+// ---- rotary position embedding
+
+#define ROPE_BASE 10000.0 // LLaMA's
+
+// pos * base^(-2i/hs), the angle of pair i at position pos, in double.
+static double rope_angle(int pos, int i, int hs) {
+    return pos * pow(ROPE_BASE, -2.0 * i / hs);
+}
+
+// The angle of every pair at every position of a long context (4096, hs
+// 64, two heads): a row of pairs (1, 0) rotated comes out as
+// (cos, sin), whose atan2 must match rope_angle to 4 u = 2.4e-7 rad (the
+// table's cos and sin are each rounded once, by at most u/2; u = 2^-24). A
+// table whose angles were computed in float would be off by up to
+// 4095 * u ~ 2.4e-4 rad at the last position, a pair's frequency with
+// 2i/(hs - 2) or a rotate-half layout by far more.
+static void test_rope_angles(void) {
+    enum { T = 4096, NH = 2, hs = 64, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    float *table = xmalloc(sizeof(float) * T * hs), *x = xmalloc(sizeof(float) * T * C);
+    int *positions = xmalloc(sizeof(int) * T);
+    rope_table(table, T, hs, ROPE_BASE);
+    for (int t = 0; t < T; t++) {
+        positions[t] = t;
+        for (int c = 0; c < C; c++) x[(long)t * C + c] = c % 2 == 0 ? 1.0f : 0.0f;
+    }
+    rope_forward(x, table, positions, T, C, NH);
+    double worst = 0;
+    int off = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                const float *pair = x + (long)t * C + h * hs + 2 * i;
+                double error =
+                    fabs(remainder(atan2(pair[1], pair[0]) - rope_angle(t, i, hs), 2 * M_PI));
+                worst = fmax(worst, error);
+                off += !(error <= 4 * u);
+            }
+    CHECK_MSG(!off, "%d of %d angles off by more than 4 u (worst %.3g rad)", off, T * NH * hs / 2,
+              worst);
+    free(table), free(x), free(positions);
+}
+
+// Position 0 is the identity, forward and backward, bit for bit (cos 0 = 1
+// and sin 0 = 0 are exact); at any position a rotation keeps each pair's
+// norm, within 4 u relative: each coordinate carries the table's rounding
+// (u/2 of the pair's norm) and two of its own.
+static void test_rope_identity_and_norms(void) {
+    enum { T = 64, N = 50, NH = 3, hs = 16, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 23);
+    float *table = xmalloc(sizeof(float) * T * hs);
+    rope_table(table, T, hs, ROPE_BASE);
+    float *x = random_normal(&rng, N * C, 1, 0), *y = xmalloc(sizeof(float) * N * C);
+    int zero[N] = {0}, positions[N];
+    memcpy(y, x, sizeof(float) * N * C);
+    rope_forward(y, table, zero, N, C, NH);
+    CHECK_MSG(!memcmp(x, y, sizeof(float) * N * C), "rope_forward at position 0 changed x");
+    rope_backward(y, table, zero, N, C, NH);
+    CHECK_MSG(!memcmp(x, y, sizeof(float) * N * C), "rope_backward at position 0 changed x");
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    positions[0] = T - 1;
+    rope_forward(y, table, positions, N, C, NH);
+    for (int p = 0; p < N * C / 2; p++) {
+        double before = hypot(x[2 * p], x[2 * p + 1]), after = hypot(y[2 * p], y[2 * p + 1]);
+        CHECK_NEAR(after, before, 4 * u * before);
+    }
+    free(table), free(x), free(y);
+}
+
+typedef struct {
+    int N, C, NH;
+    const int *positions;
+    const float *table;
+    float *x, *rotated, *r;
+} RopeCase;
+
+// rope_forward works in place: a copy of x is rotated.
+static double rope_loss(void *ctx) {
+    RopeCase *p = ctx;
+    memcpy(p->rotated, p->x, sizeof(float) * p->N * p->C);
+    rope_forward(p->rotated, p->table, p->positions, p->N, p->C, p->NH);
+    return weighted_sum(p->rotated, p->r, (long)p->N * p->C);
+}
+
+// The forward against the rotation in double, each coordinate within
+// 4 u (|x0| + |x1|) (the table's rounding, u/2 each of cos and sin, and the
+// products' and the sum's); rope_backward after rope_forward gives x back
+// within 1e-6 (x of order 1: the two rotations' roundings and the table's
+// cos^2 + sin^2 = 1 + O(u) leave a few u); and the backward against central
+// differences. rope_backward does not accumulate, so check_gradient (which
+// reads analytic - GRAD_START) is given GRAD_START + its result.
+static void test_rope_forward_and_gradient(void) {
+    enum { T = 64, N = 40, NH = 3, hs = 16, C = NH * hs };
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 24);
+    float *table = xmalloc(sizeof(float) * T * hs);
+    rope_table(table, T, hs, ROPE_BASE);
+    int positions[N];
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    positions[0] = 0, positions[1] = T - 1, positions[2] = positions[3];
+    RopeCase p = {.N = N, .C = C, .NH = NH, .positions = positions, .table = table};
+    p.x = random_normal(&rng, N * C, 1, 0);
+    p.rotated = zeros(N * C);
+    p.r = random_normal(&rng, N * C, 1, 0);
+    rope_loss(&p);
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                long at = (long)n * C + h * hs + 2 * i;
+                double angle = rope_angle(positions[n], i, hs), x0 = p.x[at], x1 = p.x[at + 1];
+                double tol = 4 * u * (fabs(x0) + fabs(x1));
+                CHECK_NEAR(p.rotated[at], x0 * cos(angle) - x1 * sin(angle), tol);
+                CHECK_NEAR(p.rotated[at + 1], x0 * sin(angle) + x1 * cos(angle), tol);
+            }
+    float *back = xmalloc(sizeof(float) * N * C);
+    memcpy(back, p.rotated, sizeof(float) * N * C);
+    rope_backward(back, table, positions, N, C, NH);
+    for (int i = 0; i < N * C; i++) CHECK_NEAR(back[i], p.x[i], 1e-6);
+    float *d_x = xmalloc(sizeof(float) * N * C);
+    memcpy(d_x, p.r, sizeof(float) * N * C);
+    rope_backward(d_x, table, positions, N, C, NH);
+    for (int i = 0; i < N * C; i++) d_x[i] += GRAD_START;
+    check_gradient("d_x", p.x, d_x, N * C, 0, rope_loss, &p, &rng);
+    free(table), free(p.x), free(p.rotated), free(p.r), free(back), free(d_x);
 }
 
 // ---- matmul and linear against double
@@ -529,6 +716,84 @@ static void test_gelu(void) {
     free(g.inp), free(g.out), free(g.r), free(d_inp);
 }
 
+// ---- ReLU^2, SwiGLU
+
+typedef struct {
+    long n;
+    float *inp, *out, *r;
+} ElementwiseCase;
+
+static double relu2_loss(void *ctx) {
+    ElementwiseCase *e = ctx;
+    relu2_forward(e->out, e->inp, e->n);
+    return weighted_sum(e->out, e->r, e->n);
+}
+
+// The forward exactly: a float squared in double is exact, so its rounding
+// to float is the correctly rounded product a float multiply gives. The
+// gradient against central differences, on inputs no nearer 0 than 0.05:
+// across the kink at 0 (f'' jumps from 0 to 2) a central difference is off
+// by up to h/2. At 0 itself the derivative is 0.
+static void test_relu2(void) {
+    Rng rng;
+    rng_seed(&rng, 25);
+    enum { n = 61 };
+    ElementwiseCase e = {n, zeros(n), zeros(n), random_normal(&rng, n, 1, 0)};
+    for (int i = 0; i < n; i++)
+        e.inp[i] = -3.0f + 0.1f * i + 0.05f; // -2.95 .. 3.05
+    relu2_loss(&e);
+    for (int i = 0; i < n; i++) {
+        double x = e.inp[i];
+        CHECK_NEAR(e.out[i], x > 0 ? (float)(x * x) : 0.0f, 0);
+    }
+    float *d_inp = gradient_buffer(n);
+    relu2_backward(d_inp, e.inp, e.r, n);
+    check_gradient("d_inp", e.inp, d_inp, n, 0, relu2_loss, &e, &rng);
+    float zero = 0.0f, out = -1.0f, d_out = 3.0f, d_zero = GRAD_START;
+    relu2_forward(&out, &zero, 1);
+    relu2_backward(&d_zero, &zero, &d_out, 1);
+    CHECK(out == 0.0f && d_zero == GRAD_START);
+    free(e.inp), free(e.out), free(e.r), free(d_inp);
+}
+
+typedef struct {
+    int N, H;
+    float *inp, *out, *r;
+} SwiGLUCase;
+
+static double swiglu_loss(void *ctx) {
+    SwiGLUCase *s = ctx;
+    swiglu_forward(s->out, s->inp, s->N, s->H);
+    return weighted_sum(s->out, s->r, (long)s->N * s->H);
+}
+
+// The forward against double within 1e-6 relative (~17 u): fast_expf is
+// within a few ulps of exp, and the sum, the division and the product add
+// one rounding each. Gates from -9 to 9 reach both of silu's tails. Then
+// the gradients of both halves (gate and up) against central differences.
+static void test_swiglu(void) {
+    Rng rng;
+    rng_seed(&rng, 26);
+    enum { N = 3, H = 21 };
+    SwiGLUCase s = {.N = N, .H = H};
+    s.inp = random_normal(&rng, N * 2 * H, 1.5f, 0);
+    s.out = zeros(N * H);
+    s.r = random_normal(&rng, N * H, 1, 0);
+    for (int j = 0; j < H; j++)
+        s.inp[j] = -9.0f + 18.0f * j / (H - 1); // row 0's gates
+    swiglu_loss(&s);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < H; j++) {
+            double a = s.inp[n * 2 * H + j], up = s.inp[n * 2 * H + H + j];
+            double expected = a / (1 + exp(-a)) * up;
+            CHECK_NEAR(s.out[n * H + j], expected, 1e-6 * fabs(expected));
+        }
+    float *d_inp = gradient_buffer(N * 2 * H);
+    swiglu_backward(d_inp, s.inp, s.r, N, H);
+    check_gradient("d_inp", s.inp, d_inp, N * 2 * H, 0, swiglu_loss, &s, &rng);
+    free(s.inp), free(s.out), free(s.r), free(d_inp);
+}
+
 static void test_residual(void) {
     float a[5] = {1, -2, 3.5f, 0, 1e-3f}, b[5] = {0.5f, 2, -1, 7, 1};
     float out[5];
@@ -557,6 +822,51 @@ static void test_zero_floats(void) {
         }
     }
     omp_set_num_threads(threads);
+}
+
+// ---- logit soft-cap
+
+typedef struct {
+    long n;
+    float cap;
+    float *inp, *out, *r;
+} SoftcapCase;
+
+static double softcap_loss(void *ctx) {
+    SoftcapCase *s = ctx;
+    softcap_forward(s->out, s->inp, s->cap, s->n);
+    return weighted_sum(s->out, s->r, s->n);
+}
+
+// The forward against double within 8 u relative (u = 2^-24): the division
+// and the product round by u each at most, and glibc's tanhf is within 2
+// ulps, up to 4 u (an ulp is up to 2 u of the value): 6 u in all. A tanh
+// through fast_expf as 1 - 2/(1 + e^2u) loses its relative precision near
+// 0 (at 2e-3 caps it is off by 1.7e-5 relative). Inputs from 1e-3 to 4
+// caps, where tanh is flat; the same bits in place; the gradient against
+// central differences.
+static void test_softcap(void) {
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 27);
+    enum { n = 83 };
+    SoftcapCase s = {n, 5.0f, zeros(n), zeros(n), random_normal(&rng, n, 1, 0)};
+    for (int i = 0; i < n - 2; i++)
+        s.inp[i] = -20.0f + 0.5f * i + 0.01f; // -19.99 .. 20.01
+    s.inp[n - 2] = 5e-3f, s.inp[n - 1] = -7e-3f;
+    softcap_loss(&s);
+    for (int i = 0; i < n; i++) {
+        double expected = s.cap * tanh(s.inp[i] / (double)s.cap);
+        CHECK_NEAR(s.out[i], expected, 8 * u * fabs(expected));
+    }
+    float *in_place = xmalloc(sizeof(float) * n);
+    memcpy(in_place, s.inp, sizeof(float) * n);
+    softcap_forward(in_place, in_place, s.cap, n);
+    CHECK_MSG(!memcmp(in_place, s.out, sizeof(float) * n), "in place: other bits");
+    float *d_inp = gradient_buffer(n);
+    softcap_backward(d_inp, s.out, s.r, s.cap, n);
+    check_gradient("d_inp", s.inp, d_inp, n, 0, softcap_loss, &s, &rng);
+    free(s.inp), free(s.out), free(s.r), free(in_place), free(d_inp);
 }
 
 // ---- softmax + cross-entropy
@@ -622,6 +932,109 @@ static void test_crossentropy_large_logits(void) {
     CHECK_NEAR(losses[1], log(1 + 2 / e), 1e-4);
 }
 
+// ---- the modern block's ops together
+
+// Each accumulating backward of the modern block (RMSNorm's two gradients,
+// ReLU^2's, SwiGLU's, the soft-cap's), run onto zeros and onto a random
+// start G0: the second gives G0 plus the first, within the rounding of that
+// one addition (perhaps fused with the product before it), 2 u (|G0| + |g|).
+static void test_modern_backwards_accumulate(void) {
+    enum { N = 6, C = 20 };
+    const double u = 1.0 / 16777216.0;
+    const float cap = 3.0f;
+    Rng rng;
+    rng_seed(&rng, 28);
+    // x (N,2C): SwiGLU's input, its first N*C the other ops'
+    float *x = random_normal(&rng, 2 * N * C, 1.5f, 0.2f),
+          *weight = random_normal(&rng, C, 0.3f, 1);
+    float *d_out = random_normal(&rng, N * C, 1, 0), *rstd = zeros(N), *out = zeros(N * C);
+    float *capped = zeros(N * C);
+    rmsnorm_forward(out, rstd, x, weight, N, C);
+    softcap_forward(capped, x, cap, N * C);
+    enum { RMS_INP, RMS_WEIGHT, RELU2, SWIGLU, SOFTCAP, GRADS };
+    const char *names[GRADS] = {"rmsnorm d_inp", "rmsnorm d_weight", "relu2 d_inp", "swiglu d_inp",
+                                "softcap d_inp"};
+    const long sizes[GRADS] = {N * C, C, N * C, 2 * N * C, N * C};
+    float *start = random_normal(&rng, 2 * N * C, 1, 0), *grad[2][GRADS];
+    for (int pass = 0; pass < 2; pass++) {
+        float **d = grad[pass];
+        for (int g = 0; g < GRADS; g++) {
+            d[g] = zeros(sizes[g]);
+            if (pass == 1) memcpy(d[g], start, sizeof(float) * sizes[g]);
+        }
+        rmsnorm_backward(d[RMS_INP], d[RMS_WEIGHT], d_out, x, weight, rstd, N, C);
+        relu2_backward(d[RELU2], x, d_out, N * C);
+        swiglu_backward(d[SWIGLU], x, d_out, N, C);
+        softcap_backward(d[SOFTCAP], capped, d_out, cap, N * C);
+    }
+    for (int g = 0; g < GRADS; g++) {
+        int off = 0;
+        for (long i = 0; i < sizes[g]; i++) {
+            double once = grad[0][g][i];
+            off +=
+                !(fabs(grad[1][g][i] - (start[i] + once)) <= 2 * u * (fabs(start[i]) + fabs(once)));
+        }
+        CHECK_MSG(!off, "%s: %d of %ld elements not the start plus the gradient", names[g], off,
+                  sizes[g]);
+        free(grad[0][g]), free(grad[1][g]);
+    }
+    free(x), free(weight), free(d_out), free(rstd), free(out), free(capped), free(start);
+}
+
+// 1 thread and 2 give the same bits, every output of every forward and
+// backward of the modern block. Rows of N*C elements past PARALLEL_MIN_WORK,
+// so that the 2-thread run is split (N odd: unevenly), and C = 328 ends
+// RMSNorm's d_weight in a partial block of channels.
+static void test_modern_ops_threads(void) {
+    enum { N = 67, C = 328, NH = 4, T = 80 };
+    const float cap = 3.0f;
+    CHECK((long)N * C >= PARALLEL_MIN_WORK);
+    Rng rng;
+    rng_seed(&rng, 29);
+    float *x = random_normal(&rng, 2 * N * C, 1.5f, 0.2f),
+          *weight = random_normal(&rng, C, 0.3f, 1);
+    float *d_out = random_normal(&rng, N * C, 1, 0), *start = random_normal(&rng, 2 * N * C, 1, 0);
+    float *table = xmalloc(sizeof(float) * T * (C / NH));
+    rope_table(table, T, C / NH, ROPE_BASE);
+    int positions[N];
+    for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
+    enum { RMS_OUT, RSTD, RMS_D_INP, RMS_D_WEIGHT, ROPE_X, ROPE_D_X, RELU2_OUT, RELU2_D_INP,
+           SWIGLU_OUT, SWIGLU_D_INP, SOFTCAP_OUT, SOFTCAP_D_INP, OUTPUTS };
+    const char *names[OUTPUTS] = {"rmsnorm out",      "rmsnorm rstd", "rmsnorm d_inp",
+                                  "rmsnorm d_weight", "rope x",       "rope d_x",
+                                  "relu2 out",        "relu2 d_inp",  "swiglu out",
+                                  "swiglu d_inp",     "softcap out",  "softcap d_inp"};
+    const long sizes[OUTPUTS] = {N * C, N,     N * C, C,         N * C, N * C,
+                                 N * C, N * C, N * C, 2 * N * C, N * C, N * C};
+    float *got[2][OUTPUTS];
+    int threads = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass + 1);
+        float **o = got[pass];
+        for (int k = 0; k < OUTPUTS; k++) {
+            o[k] = xmalloc(sizeof(float) * sizes[k]);
+            memcpy(o[k], k == ROPE_X ? x : k == ROPE_D_X ? d_out : start, sizeof(float) * sizes[k]);
+        }
+        rmsnorm_forward(o[RMS_OUT], o[RSTD], x, weight, N, C);
+        rmsnorm_backward(o[RMS_D_INP], o[RMS_D_WEIGHT], d_out, x, weight, o[RSTD], N, C);
+        rope_forward(o[ROPE_X], table, positions, N, C, NH);
+        rope_backward(o[ROPE_D_X], table, positions, N, C, NH);
+        relu2_forward(o[RELU2_OUT], x, N * C);
+        relu2_backward(o[RELU2_D_INP], x, d_out, N * C);
+        swiglu_forward(o[SWIGLU_OUT], x, N, C);
+        swiglu_backward(o[SWIGLU_D_INP], x, d_out, N, C);
+        softcap_forward(o[SOFTCAP_OUT], x, cap, N * C);
+        softcap_backward(o[SOFTCAP_D_INP], o[SOFTCAP_OUT], d_out, cap, N * C);
+    }
+    omp_set_num_threads(threads);
+    for (int k = 0; k < OUTPUTS; k++) {
+        CHECK_MSG(!memcmp(got[0][k], got[1][k], sizeof(float) * sizes[k]),
+                  "%s: 1 and 2 threads give different bits", names[k]);
+        free(got[0][k]), free(got[1][k]);
+    }
+    free(x), free(weight), free(d_out), free(start), free(table);
+}
+
 // transpose_rows against the definition, element by element (a copy, so
 // bit for bit): shapes below, at and past the 8 x 8 blocks in both
 // directions, inside larger row strides, and the cells around dst's block
@@ -656,6 +1069,11 @@ void suite_ops(void) {
     products_init(&products, PRECISION_FP32, bf16_best_kernel(BF16_AMX));
     run_test("embedding gradients, repeated tokens", test_embedding_gradients);
     run_test("layernorm forward and gradients", test_layernorm_gradients);
+    run_test("rmsnorm forward against double, and gradients", test_rmsnorm);
+    run_test("rope: every pair's angle at every position of 4096 against double", test_rope_angles);
+    run_test("rope: position 0 the identity, pairs' norms kept", test_rope_identity_and_norms);
+    run_test("rope forward against double, backward its inverse, and gradient",
+             test_rope_forward_and_gradient);
     run_test("transpose_rows copies every element to its place", test_transpose_rows);
     run_test("matmul matches double", test_matmul_matches_double);
     run_test("linear_forward matches double", test_linear_forward_matches_double);
@@ -669,8 +1087,15 @@ void suite_ops(void) {
     run_test("linear layers sharing an input: the bits of one call each, fp32 and bf16",
              test_linear_shared_input_matches_separate_calls);
     run_test("gelu forward and gradient", test_gelu);
+    run_test("relu2 forward exact, and gradient", test_relu2);
+    run_test("swiglu forward against double, and gradients", test_swiglu);
+    run_test("softcap forward against double, in place, and gradient", test_softcap);
     run_test("residual adds", test_residual);
     run_test("zero_floats zeroes n elements and no more, 1 and 2 threads", test_zero_floats);
     run_test("softmax + cross-entropy gradient", test_crossentropy);
     run_test("softmax with large logits", test_crossentropy_large_logits);
+    run_test("rmsnorm, relu2, swiglu, softcap backwards accumulate",
+             test_modern_backwards_accumulate);
+    run_test("rmsnorm, rope, relu2, swiglu, softcap: 1 and 2 threads give the same bits",
+             test_modern_ops_threads);
 }

@@ -9,7 +9,10 @@
 
 #include <stb/stb_image.h> // the implementation is compiled in test_heatmap.c
 
+#include <omp.h>
+
 #include "../base/safetensors.h"
+#include "../base/thread_tuner.h"
 #include "../base/util.h"
 #include "../data/dataset.h"
 #include "../infer/checkpoint.h"
@@ -370,6 +373,45 @@ static double run_on_machine(BudgetMachine m, float minutes, int wsd, int warmup
         }
     }
     return now / budget;
+}
+
+// A --minutes plan holds only while the steps keep their speed: a core
+// taken during a run must not leave the tuner on 2 threads, 8 to 36 times
+// slower than 1, until a trial up to 640 steps away (minutes). Step times
+// of the default recipe as test_threads.c has them (quiet: 15 ms on 2
+// threads, 25 on 1; a busy loop on one core: 600 and 72): the load comes
+// after the tuner has settled on 2 threads, and within a few steps it is
+// on 1; two slow steps of a passing hiccup do not move it.
+static int tuned_steps(ThreadTuner *tuner, double one, double two, int steps, double *seconds) {
+    int on_two = 0;
+    for (int s = 0; s < steps; s++) {
+        int threads = thread_tuner_next(tuner);
+        double dt = threads == 1 ? one : two;
+        on_two += threads == 2;
+        *seconds += dt;
+        thread_tuner_record(tuner, dt);
+    }
+    return on_two;
+}
+
+static void test_tuner_when_a_core_is_taken(void) {
+    int saved = omp_get_max_threads();
+    ThreadTuner tuner;
+    thread_tuner_init(&tuner, 2, 1);
+    double quiet = 0, busy = 0;
+    tuned_steps(&tuner, 0.025, 0.015, 1500, &quiet);
+    CHECK(tuner.current == 2 && tuner.interval == 640);
+    int on_two = tuned_steps(&tuner, 0.072, 0.600, 1000, &busy);
+    CHECK_MSG(on_two <= 12 && busy < 1.1 * 1000 * 0.072, "%d steps on 2 threads, %.1f s (on 1: %.1f)",
+              on_two, busy, 1000 * 0.072);
+    // a hiccup: two slow steps, then as before
+    thread_tuner_init(&tuner, 2, 1);
+    tuned_steps(&tuner, 0.025, 0.015, 1500, &quiet);
+    tuned_steps(&tuner, 0.100, 0.100, 2, &quiet);
+    on_two = tuned_steps(&tuner, 0.025, 0.015, 100, &quiet);
+    CHECK_MSG(tuner.current == 2 && on_two >= 96, "after a hiccup: on %d threads, %d of 100 steps on 2",
+              tuner.current, on_two);
+    omp_set_num_threads(saved);
 }
 
 // wsd lands within 3% of the budget (at 97-100% of it) on a steady
@@ -1109,6 +1151,8 @@ void suite_recipes(void) {
              test_time_budget_wsd);
     run_test("recipes: the plan lands on time on made-up machines (wsd: within 3%)",
              test_time_budget_lands_on_time);
+    run_test("recipes: a core taken during a run: the tuner is on 1 thread within a few steps",
+             test_tuner_when_a_core_is_taken);
     run_test("recipes: the recipes train with Muon, kept on resume; --optimizer wins",
              test_recipe_optimizer);
     run_test("recipes: the recipe by budget and corpus size (a large text, a wider model)",
