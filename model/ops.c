@@ -15,8 +15,12 @@ void embedding_forward(float *out, const int *tokens, const float *wte, const fl
                        int B, int T, int C) {
     FOR_EACH(bt, B * T, (long)B * T * C, {
         const float *tok = wte + (long)tokens[bt] * C;
-        const float *pos = wpe + (long)(bt % T) * C;
         float *o = out + (long)bt * C;
+        if (!wpe) {
+            memcpy(o, tok, (size_t)C * sizeof(float));
+            continue;
+        }
+        const float *pos = wpe + (long)(bt % T) * C;
         for (int c = 0; c < C; c++) o[c] = tok[c] + pos[c];
     });
 }
@@ -30,7 +34,7 @@ void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const in
         for (int bt = 0; bt < B * T; bt++) {
             float g = d_out[(long)bt * C + c];
             d_wte[(long)tokens[bt] * C + c] += g;
-            d_wpe[(long)(bt % T) * C + c] += g;
+            if (d_wpe) d_wpe[(long)(bt % T) * C + c] += g;
         }
     });
 }

@@ -8,6 +8,7 @@
 #define OPS_H
 
 // out (B,T,C) = wte[tokens[b,t]] (V,C) + wpe[t] (T,C); tokens is (B,T).
+// wpe (and d_wpe) NULL: no position added (a model with RoPE).
 void embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                        int B, int T, int C);
 void embedding_backward(float *d_wte, float *d_wpe, const float *d_out, const int *tokens,
