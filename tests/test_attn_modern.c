@@ -225,6 +225,32 @@ static void test_modern_attribution(void) {
     gpt_free(&model);
 }
 
+// ---- ablation
+
+// Each unit's forward from its own block (the blocks under it kept from
+// the unchanged forward, RoPE's positions and all) gives the loss of the
+// whole ablated forward, bit for bit; and ablating changes the loss.
+static void test_modern_ablation(void) {
+    GPT model = modern_model();
+    int tokens[T], targets[T], units = ablation_units(&model.config);
+    modern_window(tokens, targets);
+    float *means = ablation_means(&model, tokens, 1, T);
+    double zero[8], mean[8];
+    double clean = ablation_losses(&model, tokens, targets, 1, T, means, zero, mean);
+    CHECK(clean == ablated_loss(&model, tokens, targets, 1, T, 0, ABLATE_NONE, NULL, NULL));
+    double largest = 0;
+    for (int u = 0; u < units; u++) {
+        double z = ablated_loss(&model, tokens, targets, 1, T, u, ABLATE_ZERO, means, NULL);
+        double m = ablated_loss(&model, tokens, targets, 1, T, u, ABLATE_MEAN, means, NULL);
+        CHECK_MSG(z == zero[u] && m == mean[u], "unit %d: %.9g %.9g alone, %.9g %.9g with the others",
+                  u, z, m, zero[u], mean[u]);
+        largest = larger(largest, fabs(z - clean));
+    }
+    CHECK_MSG(largest > 1e-3, "no unit changes the loss by more than %g", largest);
+    free(means);
+    gpt_free(&model);
+}
+
 // ---- circuits
 
 // Head h's direct-path vector of x (C) through weight w (C,C) of one layer,
@@ -314,7 +340,7 @@ static void test_modern_circuits(void) {
     Image image;
     distance_circuit_render(&image, &model, 1, 0, ids, chars, V);
     circuit_qk_distances(&model, 1, 0, T, ids, V, dbar, rows);
-    DistanceLayout at = distance_circuit_layout(&model, V);
+    DistanceLayout at = distance_circuit_layout(&model);
     double top = 0, top_rows = 0;
     for (int d = 0; d < T; d++) top = larger(top, fabs(dbar[d]));
     for (int i = 0; i < V * T; i++) top_rows = larger(top_rows, fabs(rows[i]));
@@ -531,6 +557,8 @@ void suite_attn_modern(void) {
              "the model's", test_modern_lens);
     run_test("attn-modern: attribution before the cap, no position part; the parts add up",
              test_modern_attribution);
+    run_test("attn-modern: ablation from the unit's block is the whole ablated forward, bit for bit",
+             test_modern_ablation);
     run_test("attn-modern: QK through qk_norm, OV to lm_head, RoPE's scores by distance against "
              "double precision; the picture", test_modern_circuits);
     run_test("attn-modern: bin/attn on a trained modern checkpoint writes every file, the same "

@@ -162,8 +162,7 @@ static int left_width(void) {
     return bw + 8 > AXIS_W ? bw + 8 : AXIS_W;
 }
 
-DistanceLayout distance_circuit_layout(const GPT *model, int n) {
-    (void)n;
+DistanceLayout distance_circuit_layout(const GPT *model) {
     int bw, bh;
     label_font_box(&bw, &bh);
     DistanceLayout l;
@@ -181,7 +180,7 @@ DistanceLayout distance_circuit_layout(const GPT *model, int n) {
 void distance_circuit_render(Image *image, const GPT *model, int layer, int head, const int *ids,
                              const uint32_t *chars, int n) {
     int T = model->config.context;
-    DistanceLayout l = distance_circuit_layout(model, n);
+    DistanceLayout l = distance_circuit_layout(model);
     int grid_w = T * l.cell, grid_h = n * l.row_h, bar_h = grid_h > 120 ? grid_h : 120;
     int bar_x = l.x0 + grid_w + 12;
     int width = bar_x + DIVERGING_BAR_W + 4 + font_text_width(8, 1) + PAD;

@@ -83,13 +83,13 @@ int distance_circuits_write(const char *dir, const GPT *model, int only_layer, i
                             const int *ids, const uint32_t *chars, int n, char *err,
                             size_t err_len);
 
-// Where the distance picture puts things, for n characters: columns of
-// `cell` px from x0; Dbar's zero line at zero_y, its bars up to bar_half px
-// either way; D's rows of row_h px from grid_y.
+// Where the distance picture puts things: columns of `cell` px from x0;
+// Dbar's zero line at zero_y, its bars up to bar_half px either way; D's
+// rows of row_h px from grid_y.
 typedef struct {
     int cell, x0, zero_y, bar_half, row_h, grid_y;
 } DistanceLayout;
-DistanceLayout distance_circuit_layout(const GPT *model, int n);
+DistanceLayout distance_circuit_layout(const GPT *model);
 
 // Pixels per cell for a context of T, and the top-left pixel of cell (0,0).
 int position_circuit_cell(int T);
