@@ -41,11 +41,11 @@ typedef struct {
     const char *precision;
     Precision products; // --precision, checked
     Bf16Kernel bf16;    // what bf16 products run on (GPT_BF16_KERNEL may limit it)
-    int ablate, ablate_windows, lens, attribute_position, force;
+    int ablate, ablate_windows, lens, attribute_position, force, skip_unknown;
     const char *ablate_text_file;
 } AttnOptions;
 
-#define NUM_OPTIONS 19
+#define NUM_OPTIONS 20
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
@@ -92,6 +92,9 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "text's first character; -1: none)", -1, 100000000, 0},
         {"--force", NULL, OPT_FLAG, &o->force,
          "write into OUT even when it holds files bin/attn did not write", 0, -1, 0},
+        {"--skip-unknown", NULL, OPT_FLAG, &o->skip_unknown,
+         "drop the characters of the texts that are not in the model's vocabulary (each named "
+         "in a warning) instead of failing", 0, -1, 0},
     };
     memcpy(t, table, sizeof table);
 }
@@ -104,18 +107,65 @@ static AttnOptions default_options(void) {
                          .attribute_position = -1};
 }
 
-// The text's code points, every one in the vocabulary (else a one-line
-// error naming the first unknown character, its position and the count).
-static uint32_t *decode_text(const char *source, const char *text, size_t len, const Vocab *vocab,
-                             int *num_chars) {
+// Every distinct character of text[0..len) (valid UTF-8) that the
+// vocabulary lacks, in order of first appearance, into msg: "'€' (U+20AC)
+// at position 1, 2 times; '™' (U+2122) at position 4" (the first 12, then
+// how many more).
+#define UNKNOWN_LISTED 12
+static void list_unknown(const Vocab *vocab, const char *text, size_t len, char *msg,
+                         size_t msg_len) {
+    uint32_t seen[UNKNOWN_LISTED];
+    int first_at[UNKNOWN_LISTED], times[UNKNOWN_LISTED], distinct = 0, more = 0;
+    size_t pos = 0, used = 0;
+    uint32_t cp;
+    for (int position = 0; utf8_decode((const unsigned char *)text, len, &pos, &cp); position++) {
+        if (vocab_id(vocab, cp) >= 0) continue;
+        int k = 0;
+        while (k < distinct && seen[k] != cp) k++;
+        if (k < distinct) times[k]++;
+        else if (distinct < UNKNOWN_LISTED)
+            seen[distinct] = cp, first_at[distinct] = position, times[distinct++] = 1;
+        else more++; // counts occurrences past the listed ones' characters
+    }
+    msg[0] = 0;
+    for (int k = 0; k < distinct && used < msg_len; k++) {
+        char shown[5] = {0};
+        utf8_encode(seen[k], shown);
+        // a control character would break the one-line message
+        if (seen[k] < 0x20 || seen[k] == 0x7f) snprintf(shown, sizeof shown, "?");
+        char count[32] = "";
+        if (times[k] > 1) snprintf(count, sizeof count, ", %d times", times[k]);
+        used += snprintf(msg + used, msg_len - used, "%s'%s' (U+%04X) at position %d%s",
+                         k ? "; " : "", shown, seen[k], first_at[k], count);
+    }
+    if (more && used < msg_len)
+        snprintf(msg + used, msg_len - used, "; and %d more occurrence%s of other characters", more,
+                 more == 1 ? "" : "s");
+}
+
+// The text's code points: every one in the vocabulary, or with
+// --skip-unknown those that are (the others named in a warning); else a
+// one-line error naming every unknown character. A NUL byte is refused as
+// bin/train refuses it.
+static uint32_t *decode_text(const AttnOptions *o, const char *source, const char *text,
+                             size_t len, const Vocab *vocab, int *num_chars) {
     EncodedText encoded;
-    char err[1024];
+    char err[4096];
+    const char *nul = memchr(text, 0, len);
+    if (nul)
+        die("%s: NUL byte at offset %zu (a binary file, not text?)", source, (size_t)(nul - text));
     if (!vocab_encode_text(vocab, source, text, len, &encoded, err, sizeof err)) die("%s", err);
     if (encoded.unknown) {
-        vocab_unknown_message(&encoded, source, err, sizeof err);
-        die("%s", err);
+        char listed[3072];
+        list_unknown(vocab, text, len, listed, sizeof listed);
+        if (!o->skip_unknown)
+            die("%s: %d character%s not in the model's vocabulary: %s; --skip-unknown drops them",
+                source, encoded.unknown, encoded.unknown == 1 ? " is" : "s are", listed);
+        fprintf(stderr, "warning: %s: %d character%s not in the model's vocabulary, dropped: %s\n",
+                source, encoded.unknown, encoded.unknown == 1 ? "" : "s", listed);
     }
-    if (encoded.num_ids == 0) die("%s: the text is empty", source);
+    if (encoded.num_ids == 0)
+        die("%s: the text is empty%s", source, encoded.unknown ? " once its unknown characters are dropped" : "");
     free(encoded.ids);
     *num_chars = encoded.num_ids;
     return encoded.chars;
@@ -270,7 +320,7 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
 
 static int option_given(const Option table[NUM_OPTIONS], const char *name) {
     for (int i = 0; i < NUM_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return table[i].given;
+        if (!strcmp(table[i].name, name)) return table[i].given != NULL;
     return 0;
 }
 
@@ -342,6 +392,9 @@ static HeatmapOptions heatmap_options(const AttnOptions *o) {
 static void load_model(const AttnOptions *o, GPT *model, Vocab *vocab) {
     char err[2048];
     if (!label_font_select(o->font, err, sizeof err)) die("--font: %s", err);
+    if (!file_exists(o->ckpt))
+        die("%s: no such file: train a model first (./bin/train saves out/model.safetensors), or "
+            "give --ckpt FILE", o->ckpt);
     if (!gpt_load(o->ckpt, model, vocab, err, sizeof err)) die("%s", err);
     int L = model->config.layers, NH = model->config.heads;
     if (o->layer >= L)
@@ -376,7 +429,7 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
         len = strlen(o->text);
     }
     AttnText t;
-    t.chars = decode_text(source, text, len, vocab, &t.T);
+    t.chars = decode_text(o, source, text, len, vocab, &t.T);
     free(file_text);
     t.num_chars = t.T;
     t.window = t.chars;
@@ -456,7 +509,7 @@ static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
     size_t len;
     char *file_text = read_whole_file(o->ablate_text_file, &len);
     int n;
-    uint32_t *chars = decode_text(o->ablate_text_file, file_text, len, vocab, &n);
+    uint32_t *chars = decode_text(o, o->ablate_text_file, file_text, len, vocab, &n);
     free(file_text);
     if (n < 2)
         die("--ablate-text-file %s: 1 character, need at least 2 (each position predicts the next)",

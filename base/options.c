@@ -11,18 +11,44 @@
 
 #include "util.h"
 
+// Decimal notation: an optional sign, digits with at most one point (a
+// digit on one side of it), an optional exponent; for an integer type,
+// digits alone. strtod would also take hex ("0x1"), "inf", "nan" and
+// leading spaces.
+static int is_decimal(const char *text, int integer) {
+    const char *p = text;
+    if (*p == '+' || *p == '-') p++;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    if (integer) return digits > 0 && !*p;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') p++, digits++;
+    }
+    if (!digits) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return !*p;
+}
+
 static int parse_number(const Option *opt, const char *text, char *err, size_t err_len) {
     char *end = NULL;
     errno = 0;
     double x;
     if (opt->type == OPT_U64) {
-        if (text[0] == '-') goto bad;
+        if (text[0] == '-' || !is_decimal(text, 1)) goto bad;
         unsigned long long u = strtoull(text, &end, 10);
         if (errno || end == text || *end) goto bad;
         *(unsigned long long *)opt->value = u;
         return 1;
     }
+    if (!is_decimal(text, 0)) goto bad;
     x = strtod(text, &end);
+    if (errno == ERANGE && x == 0) errno = 0; // underflow: refused below, by name
     if (errno || end == text || *end || !isfinite(x)) goto bad;
     if (opt->type == OPT_INT && (x != floor(x) || strpbrk(text, ".eE"))) {
         set_error(err, err_len, "%s: '%s' is not an integer", opt->name, text);
@@ -42,14 +68,21 @@ static int parse_number(const Option *opt, const char *text, char *err, size_t e
                   type_min, type_max);
         return 0;
     }
+    // Nor may a value that is not 0 become 0 (or lose its precision) as a float.
+    if (opt->type == OPT_FLOAT && x != 0 && fabs(x) < FLT_MIN) {
+        set_error(err, err_len, "%s: %s is too close to 0 for a float (0, or at least %g)",
+                  opt->name, text, (double)FLT_MIN);
+        return 0;
+    }
     if (opt->type == OPT_INT)
         *(int *)opt->value = (int)x;
     else
         *(float *)opt->value = (float)x;
     return 1;
 bad:
-    set_error(err, err_len, "%s: '%s' is not a %s", opt->name, text,
-              opt->type == OPT_U64 ? "non-negative integer" : "number");
+    set_error(err, err_len, "%s: '%s' is not a %s%s", opt->name, text,
+              opt->type == OPT_U64 ? "non-negative integer" : "number",
+              strpbrk(text, "xX") ? " (write it in decimal)" : "");
     return 0;
 }
 
@@ -111,15 +144,58 @@ int options_parse(Option *options, int num_options, int argc, char **argv, char 
     return options_parse_flags(options, num_options, argc - 1, argv + 1, err, err_len);
 }
 
+// Edits (insertions, deletions, substitutions, swaps of neighbours) that
+// turn a[0..la) into b[0..lb), counted up to 9.
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb) {
+    if (la > 64 || lb > 64) return 9;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb] < 9 ? d[la][lb] : 9;
+}
+
+// The known flag closest to name[0..len): within 2 edits and fewer than
+// half its letters; NULL when none is, or two are as close.
+static const char *closest_flag(const Option *options, int num_options, const char *name,
+                                size_t len) {
+    const char *best = NULL;
+    int best_distance = 3, tie = 0;
+    size_t letters = len;
+    while (letters > 0 && name[len - letters] == '-') letters--;
+    for (int j = 0; j < num_options; j++) {
+        int d = edit_distance(name, len, options[j].name, strlen(options[j].name));
+        if (d < best_distance) best = options[j].name, best_distance = d, tie = 0;
+        else if (d == best_distance) tie = 1;
+    }
+    if (!best || tie || 2 * (size_t)best_distance >= letters) return NULL;
+    return best;
+}
+
 int options_parse_flags(Option *options, int num_options, int num_flags, char **flags, char *err,
                         size_t err_len) {
+    const Option *last_flag = NULL; // the argument before, when a flag without a value
     for (int i = 0; i < num_flags; i++) {
         const char *arg = flags[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return OPTIONS_HELP;
         if (arg[0] != '-') {
-            set_error(err, err_len, "unexpected argument '%s' (flags start with --)", arg);
+            if (last_flag)
+                set_error(err, err_len, "unexpected argument '%s': %s before it takes no value "
+                          "(%s: %s)", arg, last_flag->name, last_flag->name, last_flag->help);
+            else
+                set_error(err, err_len, "unexpected argument '%s' (flags start with --)", arg);
             return 0;
         }
+        last_flag = NULL;
         const char *eq = strchr(arg, '=');
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         Option *opt = NULL;
@@ -127,16 +203,22 @@ int options_parse_flags(Option *options, int num_options, int num_flags, char **
             if (strlen(options[j].name) == name_len && !strncmp(options[j].name, arg, name_len))
                 opt = &options[j];
         if (!opt) {
-            set_error(err, err_len, "unknown flag '%.*s' (see --help)", (int)name_len, arg);
+            const char *near = closest_flag(options, num_options, arg, name_len);
+            if (near)
+                set_error(err, err_len, "unknown flag '%.*s': did you mean %s?", (int)name_len, arg,
+                          near);
+            else
+                set_error(err, err_len, "unknown flag '%.*s'", (int)name_len, arg);
             return 0;
         }
-        opt->given = 1;
+        opt->given = opt->name;
         if (opt->type == OPT_FLAG) {
             if (eq) {
                 set_error(err, err_len, "%s takes no value", opt->name);
                 return 0;
             }
             *(int *)opt->value = 1;
+            last_flag = opt;
             continue;
         }
         const char *text;
@@ -149,6 +231,7 @@ int options_parse_flags(Option *options, int num_options, int num_flags, char **
             }
             text = flags[++i];
         }
+        opt->given = text;
         if (opt->type == OPT_STRING) {
             if (!*text) {
                 set_error(err, err_len, "%s: empty value", opt->name);
@@ -176,31 +259,74 @@ void options_format_value(const Option *opt, char *buf, size_t buf_len) {
     }
 }
 
+const char *options_value_text(const Option *opt, char *buf, size_t buf_len) {
+    if (opt->given && opt->type != OPT_FLAG) snprintf(buf, buf_len, "%s", opt->given);
+    else options_format_value(opt, buf, buf_len);
+    return buf;
+}
+
 // "--layers N", "--resume": an option as --help's left column shows it.
 static void usage_left(const Option *opt, char *buf, size_t buf_len) {
     if (opt->type == OPT_FLAG || !opt->meta) snprintf(buf, buf_len, "%s", opt->name);
     else snprintf(buf, buf_len, "%s %s", opt->name, opt->meta);
 }
 
-void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options) {
-    fprintf(out, "%s\n\n", usage_line);
+static int usage_width(const Option *options, int num_options) {
     int width = 20;
     char left[128];
     for (int i = 0; i < num_options; i++) {
         usage_left(&options[i], left, sizeof left);
         if ((int)strlen(left) > width) width = (int)strlen(left);
     }
-    for (int i = 0; i < num_options; i++) {
-        const Option *opt = &options[i];
-        usage_left(opt, left, sizeof left);
-        fprintf(out, "  %-*s  %s", width, left, opt->help);
-        int unset = opt->type == OPT_STRING && !*(const char **)opt->value;
-        if (opt->type != OPT_FLAG && !unset && !strstr(opt->help, "unset: ")) {
-            char value[256];
-            options_format_value(opt, value, sizeof value);
-            fprintf(out, " (default: %s)", value);
-        }
-        fputc('\n', out);
+    return width;
+}
+
+static void usage_line_of(FILE *out, const Option *opt, int width) {
+    char left[128];
+    usage_left(opt, left, sizeof left);
+    fprintf(out, "  %-*s  %s", width, left, opt->help);
+    int unset = opt->type == OPT_STRING && !*(const char **)opt->value;
+    if (opt->type != OPT_FLAG && !unset && !strstr(opt->help, "unset: ")) {
+        char value[256];
+        options_format_value(opt, value, sizeof value);
+        fprintf(out, " (default: %s)", value);
     }
+    fputc('\n', out);
+}
+
+void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options) {
+    fprintf(out, "%s\n\n", usage_line);
+    int width = usage_width(options, num_options);
+    for (int i = 0; i < num_options; i++) usage_line_of(out, &options[i], width);
     fprintf(out, "  %-*s  %s\n", width, "--help", "print this help and exit");
+}
+
+static int group_names(const OptionGroup *group, const char *name) {
+    for (const char *const *n = group->names; *n; n++)
+        if (!strcmp(*n, name)) return 1;
+    return 0;
+}
+
+void options_usage_grouped(FILE *out, const char *usage_line, const Option *options,
+                           int num_options, const OptionGroup *groups, int num_groups) {
+    fprintf(out, "%s\n", usage_line);
+    int width = usage_width(options, num_options);
+    for (int g = 0; g <= num_groups; g++) {
+        int shown = 0;
+        for (const char *const *n = g < num_groups ? groups[g].names : NULL; n && *n; n++)
+            for (int i = 0; i < num_options; i++)
+                if (!strcmp(options[i].name, *n)) {
+                    if (!shown++) fprintf(out, "\n%s:\n", groups[g].title);
+                    usage_line_of(out, &options[i], width);
+                }
+        if (g < num_groups) continue;
+        for (int i = 0; i < num_options; i++) { // the flags no group names
+            int named = 0;
+            for (int k = 0; k < num_groups; k++) named |= group_names(&groups[k], options[i].name);
+            if (named) continue;
+            if (!shown++) fprintf(out, "\nother:\n");
+            usage_line_of(out, &options[i], width);
+        }
+    }
+    fprintf(out, "\n  %-*s  %s\n", width, "--help", "print this help and exit");
 }

@@ -17,7 +17,8 @@ typedef struct {
     void *value;        // int*, float*, unsigned long long*, const char**, int* (flag)
     const char *help;
     double min, max;    // inclusive range for numbers (ignored if min > max)
-    int given;          // set by options_parse when the flag appears
+    const char *given;  // NULL until options_parse sees the flag; then its value as given
+                        // ("10080.001", what messages quote), or its name for a flag
 } Option;
 
 #define OPTIONS_HELP (-1)
@@ -25,6 +26,10 @@ typedef struct {
 // Parse argv[1..] into the table. Returns 1 on success, OPTIONS_HELP for
 // --help / -h, 0 on a usage error (unknown flag, missing or non-numeric
 // value, value out of range, stray argument) with a one-line message in err.
+// Numbers are decimal ("1", "-0.5", "1e-3"; not "0x1", " 1" or "1e999"), and
+// a float value that is not 0 must not round to 0 or below FLT_MIN. An
+// unknown flag names the closest known one ("did you mean --minutes?"); a
+// stray argument after a flag that takes no value says so.
 int options_parse(Option *options, int num_options, int argc, char **argv, char *err,
                   size_t err_len);
 
@@ -41,6 +46,16 @@ int options_parse_flags(Option *options, int num_options, int num_flags, char **
 // itself what leaving it unset does ("...; unset: ...").
 void options_usage(FILE *out, const char *usage_line, const Option *options, int num_options);
 
+// The flags under headings: each group a title and its flags' names (NULL
+// after the last), shown in the group's order; a flag of the table that no
+// group names comes last, under "other".
+typedef struct {
+    const char *title;
+    const char *const *names;
+} OptionGroup;
+void options_usage_grouped(FILE *out, const char *usage_line, const Option *options,
+                           int num_options, const OptionGroup *groups, int num_groups);
+
 // Print "error: <message> (run <program> --help for usage)" on one line,
 // where <program> is argv[0] of the last options_parse, and exit(2).
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -55,5 +70,8 @@ int env_choice(const char *variable, const char *const names[], int count, int f
 
 // Format an option's current value ("4", "0.001", "data/x.txt", "on").
 void options_format_value(const Option *option, char *buf, size_t buf_len);
+// The value as the user gave it ("10080.001", not the float's "10080"), or,
+// when it was not given, as options_format_value formats it. Returns buf.
+const char *options_value_text(const Option *option, char *buf, size_t buf_len);
 
 #endif

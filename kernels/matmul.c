@@ -67,10 +67,14 @@ const char *const precision_names[2] = {"fp32", "bf16"};
 
 const char *precision_note(Precision p, Bf16Kernel bf16) {
     if (p != PRECISION_BF16 || bf16_kernel_native(bf16)) return NULL;
-    if (bf16 == BF16_AVX512F && cpu_has_avx512_bf16())
+    if (bf16 == BF16_AVX512F && cpu_has_avx512_bf16() && !cpu_bf16_dot_outruns_fma())
         return "vdpbf16ps (AVX512_BF16) is slower on this CPU than its fp32 FMAs: bf16 products "
                "run as fp32 FMAs on bf16-rounded inputs (the same results; training is no faster than "
                "with --precision fp32)";
+    if (cpu_has_avx512_bf16()) // a kernel below the CPU's, named by GPT_BF16_KERNEL
+        return "GPT_BF16_KERNEL asks for a kernel with no AVX512_BF16 (this CPU has it): bf16 "
+               "products run as fp32 arithmetic on bf16-rounded inputs (the same results; training "
+               "is slower than with --precision fp32)";
     return "no AVX512_BF16 on this CPU: bf16 products run as fp32 arithmetic on bf16-rounded "
            "inputs (the same results; training is slower than with --precision fp32)";
 }

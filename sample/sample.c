@@ -111,6 +111,9 @@ static SampleOptions parse_options(int argc, char **argv) {
 
 static void load_model(const SampleOptions *o, GPT *model, Vocab *vocab) {
     char err[2048];
+    if (!file_exists(o->ckpt))
+        die("%s: no such file: train a model first (./bin/train saves out/model.safetensors), or "
+            "give --ckpt FILE", o->ckpt);
     if (!gpt_load(o->ckpt, model, vocab, err, sizeof err)) die("%s", err);
     size_t non_finite = 0;
     for (size_t i = 0; i < model->num_params; i++) non_finite += !isfinite(model->params_memory[i]);

@@ -170,7 +170,7 @@ static void test_minutes_said_right(void) {
     CHECK(RUN(capture, NULL, "bin/train --help") == 0);
     char *out = output_of(capture);
     const char *minutes = strstr(out, "\n  --minutes ");
-    const char *line_end = minutes ? strstr(minutes, "--init-from") : NULL;
+    const char *line_end = minutes ? strchr(minutes + 1, '\n') : NULL;
     CHECK_MSG(minutes && line_end && !memmem(minutes, (size_t)(line_end - minutes), "0: off", 6),
               "%s", out);
     CHECK(minutes && strstr(minutes, "unset: --iters decides"));

@@ -536,7 +536,7 @@ static void test_attn_bad_input(void) {
         {"--text-file EMPTY", 1, "empty"},
         {"--text 'ab#c%d#'", 1, "'#'"},
         {"--text 'ab#c%d#'", 1, "position 2"},
-        {"--text 'ab#c%d#'", 1, "3 unknown"},
+        {"--text 'ab#c%d#'", 1, "3 characters are not in the model's vocabulary"},
         {"--text-file BAD", 1, "invalid UTF-8"},
         {"--text-file /nonexistent/text.txt", 1, "nonexistent"},
         {"--text ab --text-file BAD", 2, "not both"},

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../base/files.h"
+#include "../base/safetensors.h"
 #include "../infer/checkpoint.h"
 #include "../model/attention.h"
 #include "../kernels/matmul.h"
@@ -65,6 +66,23 @@ static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTION
     o->qk_norm = saved->qk_norm, o->untie = saved->untie, o->softcap = saved->softcap;
 }
 
+// An optimizer state for a model of another size belongs to another run
+// (a model file copied in from elsewhere, say): said so, and what to do.
+// Other problems with it are load_state's to name.
+static void check_state_fits_model(const RunPaths *paths, const GPT *model) {
+    char err[2048];
+    StFile *file = safetensors_open(paths->state_path, err, sizeof err);
+    if (!file) return;
+    long shape[1] = {(long)model->num_params};
+    int fits = !safetensors_meta(file, "options") ||
+               safetensors_check_f32(file, "adam.m", 1, shape, err, sizeof err);
+    safetensors_close(file);
+    if (!fits && !file_exists(paths->prev_state_path))
+        die("%s (%zu parameters) and %s come from different runs (%s): --resume needs the pair "
+            "saved together; to train on from this model, start a new run with --init-from %s",
+            paths->model_path, model->num_params, paths->state_path, err, paths->model_path);
+}
+
 // A resumed run: the model and optimizer state from the folder, and the
 // saved flags merged with the given ones.
 static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
@@ -79,6 +97,7 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
         die("%s: no checkpoint to resume (start a fresh run without --resume)", paths->model_path);
     if (!gpt_load(paths->model_path, &run->model, ckpt_vocab, err, sizeof err)) die("%s", err);
     adamw_init(&run->opt, run->model.num_params);
+    check_state_fits_model(paths, &run->model);
     char *saved_json;
     OptimizerKind saved = OPTIMIZER_ADAMW;
     load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json,
@@ -158,22 +177,28 @@ static void share_state(Run *run) {
 // Flags that make no sense together or out of range, before anything is
 // read or written.
 static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
+    char given[5][256]; // the values as given, for the messages
+    const char *dropout = options_value_text(option_named(table, "--dropout"), given[0], 256);
+    const char *muon_lr = options_value_text(option_named(table, "--muon-lr"), given[1], 256);
+    const char *minutes = options_value_text(option_named(table, "--minutes"), given[2], 256);
+    const char *rope_base = options_value_text(option_named(table, "--rope-base"), given[3], 256);
+    const char *softcap = options_value_text(option_named(table, "--softcap"), given[4], 256);
     if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
-        usage_error("--dropout %g: must be in [0, 1)", (double)o->dropout);
+        usage_error("--dropout %s: must be in [0, 1)", dropout);
     option_choice("--optimizer", o->optimizer, optimizer_names, 2);
     option_choice("--schedule", o->schedule, schedule_names, 2);
     if (!(o->muon_lr > 0.0f) || o->muon_lr > 10.0f)
-        usage_error("--muon-lr %g: must be above 0 and at most 10", (double)o->muon_lr);
+        usage_error("--muon-lr %s: must be above 0 and at most 10", muon_lr);
     if (option_named(table, "--minutes")->given) {
         if (!(o->minutes > 0.0f))
-            usage_error("--minutes %g: must be above 0", (double)o->minutes);
+            usage_error("--minutes %s: must be above 0", minutes);
         if (o->minutes < BUDGET_MIN_MINUTES)
-            usage_error("--minutes %g: below the shortest budget, %g minutes (start-up, the timing "
+            usage_error("--minutes %s: below the shortest budget, %g minutes (start-up, the timing "
                         "steps and an evaluation need it); for a few steps give --iters",
-                        (double)o->minutes, BUDGET_MIN_MINUTES);
+                        minutes, BUDGET_MIN_MINUTES);
         if (o->minutes > BUDGET_MAX_MINUTES)
-            usage_error("--minutes %g: above the longest budget, %g minutes (a week); for a longer "
-                        "run give --iters", (double)o->minutes, BUDGET_MAX_MINUTES);
+            usage_error("--minutes %s: above the longest budget, %g minutes (a week); for a longer "
+                        "run give --iters", minutes, BUDGET_MAX_MINUTES);
         if (o->resume)
             usage_error("--minutes starts a run; --resume continues it with the --iters it chose "
                         "(or the budget it had left)");
@@ -189,11 +214,11 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     option_choice("--mlp", o->mlp, gpt_mlp_names, 3);
     int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
     if (!(o->rope_base > 1.0f && o->rope_base <= 1e9f))
-        usage_error("--rope-base %g: must be above 1 (and at most 1e9)", (double)o->rope_base);
+        usage_error("--rope-base %s: must be above 1 (and at most 1e9)", rope_base);
     if (!rope && option_named(table, "--rope-base")->given)
         usage_error("--rope-base is for --pos rope (learned positions have no base)");
     if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
-        usage_error("--softcap %g: must be 0 (off) or positive, at most 1e6", (double)o->softcap);
+        usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
 }
 
 // --init-from: the checkpoint's model and vocabulary; its shape becomes the
@@ -452,6 +477,8 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
                o->heads, o->dim, o->context, o->batch, (double)o->lr, (double)o->min_lr, o->warmup,
                (double)o->dropout, (double)o->weight_decay, o->optimizer);
         if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
+        if (o->max_passes > 0) printf(" --max-passes %g", (double)o->max_passes);
+        if (strcmp(o->pos, "learned")) printf(" --pos %s", o->pos);
         printf("\n");
     }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
@@ -476,6 +503,12 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
     if (o->resume && o->minutes > 0)
         printf("resuming %s at step %ld, before its time budget's plan: %.3g minutes left, "
                "--iters planned after the timing steps\n", o->out, run->opt.step, (double)o->minutes);
+    else if (o->resume && run->opt.step >= o->iters)
+        printf("resuming %s at step %ld of %d: the run is complete, nothing is left to train. To "
+               "train further, give a larger --iters (--resume --out %s --iters %ld: the schedule "
+               "then ends there), or start a new run from its model (--init-from %s)\n",
+               o->out, run->opt.step, o->iters, o->out,
+               run->opt.step + (o->iters > 0 ? o->iters : 1000), run->paths.model_path);
     else if (o->resume)
         printf("resuming %s at step %ld of %d\n", o->out, run->opt.step, o->iters);
     fflush(stdout);

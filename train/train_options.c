@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../base/util.h"
+#include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "distributed.h"
 
@@ -26,11 +28,32 @@ TrainOptions train_default_options(void) {
                           .mlp = "gelu", .rope_base = 10000.0f};
 }
 
+// --precision's help: what the default is on this CPU, and why.
+static const char *precision_help(void) {
+    static char help[512];
+    const char *why = cpu_has_amx_bf16() ? "it has AMX, whose bf16 products outrun fp32 ones"
+                      : cpu_bf16_dot_outruns_fma()
+                          ? "its AVX512_BF16 dot product outruns its fp32 FMAs"
+                      : cpu_has_avx512_bf16()
+                          ? "its AVX512_BF16 dot product is slower than its fp32 FMAs, and it has "
+                            "no AMX"
+                          : "it has neither AVX512_BF16 nor AMX";
+    snprintf(help, sizeof help, "%s; the default is bf16 where bf16 products outrun fp32 ones "
+             "(AMX, or AVX512_BF16 on AMD), so %s on this CPU: %s", PRECISION_HELP,
+             precision_name(precision_default()), why);
+    return help;
+}
+
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
     Option table[NUM_TRAIN_OPTIONS] = {
         {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files and its subfolders', in path order) or a "
          "comma-separated list of files and folders", 0, -1, 0},
-        {"--out", "DIR", OPT_STRING, &o->out, "output folder for checkpoints and log.csv", 0, -1, 0},
+        {"--out", "DIR", OPT_STRING, &o->out,
+         "the run's folder (created; refused when it holds files bin/train did not write, "
+         "unless --force): model.safetensors (the best model evaluated), "
+         "optimizer.safetensors (what --resume continues from), log.csv, loss.png, "
+         "attn/ (with --heatmaps-every) and .written-by-bin-train (the record of its files)",
+         0, -1, 0},
         {"--layers", "N", OPT_INT, &o->layers, "transformer blocks", 1, 1024, 0},
         {"--heads", "N", OPT_INT, &o->heads, "attention heads per block", 1, 4096, 0},
         {"--dim", "N", OPT_INT, &o->dim, "embedding width C (divisible by heads)", 1, 65536, 0},
@@ -84,7 +107,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--threads", "N", OPT_INT, &o->threads,
          "OpenMP threads; unset: up to every core, the count chosen step by step (fastest on a "
          "busy machine)", 1, 1024, 0},
-        {"--precision", "fp32|bf16", OPT_STRING, &o->precision, PRECISION_HELP, 0, -1, 0},
+        {"--precision", "fp32|bf16", OPT_STRING, &o->precision, precision_help(), 0, -1, 0},
         {"--eval-every", "N", OPT_INT, &o->eval_every, "evaluate and checkpoint every N iterations",
          1, 1e9, 0},
         {"--eval-batches", "N", OPT_INT, &o->eval_batches, "batches per evaluation and split", 1,
@@ -128,8 +151,44 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
 
 int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name) {
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return table[i].given;
+        if (!strcmp(table[i].name, name)) return table[i].given != NULL;
     return 0;
+}
+
+// --help's headings, each flag under one (train_options_to_json keeps the
+// table's order, so the table is not reordered for them).
+static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fraction", NULL};
+static const char *const model_flags[] = {
+    "--layers", "--heads", "--dim", "--context", "--norm", "--pos", "--rope-base", "--mlp",
+    "--qk-norm", "--untie", "--softcap", "--zero-init-proj", "--init-from", NULL};
+static const char *const training_flags[] = {
+    "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer", "--muon-lr",
+    "--schedule", "--decay-fraction", "--decay-from", "--beta1", "--beta2", "--weight-decay",
+    "--grad-clip", "--dropout", "--seed", "--threads", "--precision", NULL};
+static const char *const budget_flags[] = {"--minutes", "--max-passes", "--stop-at", NULL};
+static const char *const output_flags[] = {
+    "--out", "--resume", "--force", "--eval-every", "--eval-batches", "--log-every",
+    "--sample-chars", "--heatmaps-every", "--probe", NULL};
+static const OptionGroup train_option_groups[] = {
+    {"data", data_flags},         {"model", model_flags},   {"training", training_flags},
+    {"budget", budget_flags},     {"output", output_flags},
+};
+
+// --resume takes no value: "--resume out/1min/model.safetensors" (or the
+// folder) is refused with the line that does what was meant.
+static void refuse_resume_value(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--resume") || argv[i + 1][0] == '-') continue;
+        const char *given = argv[i + 1];
+        char folder[4096];
+        const char *slash = strrchr(given, '/');
+        struct stat st;
+        if (stat(given, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(folder, sizeof folder, "%s", given);
+        else if (slash) snprintf(folder, sizeof folder, "%.*s", (int)(slash - given), given);
+        else snprintf(folder, sizeof folder, ".");
+        usage_error("--resume takes no value: it continues the run saved in --out (for the run "
+                    "in %s: --resume --out %s)", folder, folder);
+    }
 }
 
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv) {
@@ -141,16 +200,24 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
         TrainOptions defaults = train_default_options();
         Option help_table[NUM_TRAIN_OPTIONS];
         train_option_table(&defaults, help_table);
-        options_usage(stdout,
-                      distributed_built_with_mpi
-                          ? "usage: [mpirun -np R] bin-mpi/train [options]\n\nTrains a "
-                            "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
-                            "processes share each batch (see docs/distributed.md)."
-                          : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
-                      help_table, NUM_TRAIN_OPTIONS);
+        options_usage_grouped(
+            stdout,
+            distributed_built_with_mpi
+                ? "usage: [mpirun -np R] bin-mpi/train [options]\n\nTrains a "
+                  "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
+                  "processes share each batch (see docs/distributed.md)."
+                : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
+            help_table, NUM_TRAIN_OPTIONS, train_option_groups,
+            sizeof train_option_groups / sizeof train_option_groups[0]);
         exit(0);
     }
-    if (!parsed) usage_error("%s", err);
+    if (!parsed) {
+        refuse_resume_value(argc, argv);
+        usage_error("%s", err);
+    }
+    if (train_option_given(table, "--decay-from") && train_option_given(table, "--decay-fraction"))
+        usage_error("--decay-from and --decay-fraction contradict each other: the decay starts at "
+                    "step --decay-from, or over the last --decay-fraction of --iters; give one");
 }
 
 // Flags saved only when they differ from their defaults (train_options_to_json).
@@ -221,7 +288,7 @@ void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
                                char **argv, const char *saved_json, const char *saved_from,
                                const GPTConfig *shape, char ***saved_flags, int *num_saved_flags) {
     char err[2048];
-    int user_given[NUM_TRAIN_OPTIONS];
+    const char *user_given[NUM_TRAIN_OPTIONS];
     const char *out = o->out;
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) user_given[i] = table[i].given;
     *saved_flags = json_to_flags(saved_json, saved_from, num_saved_flags);
@@ -236,6 +303,12 @@ void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) table[i].given = user_given[i];
     if (options_parse(table, NUM_TRAIN_OPTIONS, argc, argv, err, sizeof err) != 1)
         usage_error("%s", err);
+    // a run that saved the step its decay starts at (a wsd --minutes run
+    // past its plan) keeps it: a fraction given now would be ignored
+    if (train_option_given(table, "--decay-fraction") && !train_option_given(table, "--decay-from") &&
+        o->decay_from > 0)
+        usage_error("--decay-fraction: the run in %s starts its decay at step %d (saved as "
+                    "--decay-from); give --decay-from to move it", out, o->decay_from);
     const struct {
         const char *flag;
         int saved;
