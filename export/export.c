@@ -1,12 +1,18 @@
 // export.c: bin/export, a checkpoint in another program's format: a GGUF
-// file that llama.cpp runs as its gpt2 architecture (--to gguf), or a
-// folder in Hugging Face's GPT-2 layout, what transformers'
-// GPT2LMHeadModel loads (--to hf). docs/export.md says how to run each.
+// file that llama.cpp runs (--to gguf), or a folder in Hugging Face's
+// layout, what transformers loads (--to hf). docs/export.md says how to run
+// each.
 //
-// Our block is GPT-2's (LayerNorm with biases, learned positions, GELU,
-// biases on every product, the head tied to wte), so each target tensor is
-// one of ours, or W_Q, W_K, W_V stacked into the fused QKV that both
-// targets keep; Hugging Face's Conv1D holds its products transposed.
+// A target holds a model in one of its architectures, each a block: GPT-2's
+// (LayerNorm, learned positions, GELU) is llama.cpp's gpt2 and transformers'
+// GPT2LMHeadModel; RMSNorm, RoPE and SwiGLU are llama.cpp's llama and
+// transformers' LlamaForCausalLM, and with per-head query and key norms
+// llama.cpp's qwen3. The checkpoint's config chooses one (choose_format);
+// an option none of them expresses is refused by its bin/train flag, in one
+// line, before anything is written. Each target tensor is one of ours, or
+// several stacked along their rows (GPT-2's fused QKV), or half of one
+// (SwiGLU's gate and up), its rows reordered where the target rotates other
+// pairs of channels than ours, or transposed (GPT-2's Conv1D).
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,10 +36,6 @@ static const char *const target_names[] = {"gguf", "hf"};
 static const char *const dtype_names[] = {"f32", "f16", "bf16"};
 static const GgmlType dtype_types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
 
-// What a target holds, as an error names it.
-static const char *const target_architecture[] = {"gguf's gpt2 architecture",
-                                                  "Hugging Face's gpt2 (GPT2LMHeadModel)"};
-
 // ---- options
 
 typedef struct {
@@ -47,7 +49,7 @@ static void option_table(ExportOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
         {"--ckpt", "FILE", OPT_STRING, &o->ckpt, "model checkpoint (.safetensors) from bin/train", 0, -1, 0},
         {"--to", "gguf|hf", OPT_STRING, &o->to,
-         "gguf: one file for llama.cpp; hf: a folder in Hugging Face's GPT-2 layout", 0, -1, 0},
+         "gguf: one file for llama.cpp; hf: a folder in Hugging Face's layout", 0, -1, 0},
         {"--out", "PATH", OPT_STRING, &o->out, "the .gguf file, or the folder for hf", 0, -1, 0},
         {"--dtype", "f32|f16|bf16", OPT_STRING, &o->dtype,
          "gguf: the matrices' and embeddings' type (vectors stay f32); hf: f32 only", 0, -1, 0},
@@ -59,13 +61,15 @@ static void option_table(ExportOptions *o, Option t[NUM_OPTIONS]) {
 static const char USAGE[] =
     "usage: bin/export --ckpt out/model.safetensors --to gguf|hf --out PATH [options]\n\n"
     "Writes a trained model in another program's format:\n"
-    "  --to gguf: one GGUF file (version 3) that llama.cpp runs as its gpt2\n"
-    "    architecture, the vocabulary as its RWKV tokenizer (one token per\n"
-    "    character, no merges, nothing added): llama-cli -m model.gguf -p 'ROMEO:'\n"
+    "  --to gguf: one GGUF file (version 3) that llama.cpp runs, the vocabulary\n"
+    "    as its RWKV tokenizer (one token per character, no merges, nothing\n"
+    "    added): llama-completion -m model.gguf -no-cnv -p 'ROMEO:'\n"
     "  --to hf: a folder with config.json, model.safetensors and tokenizer.json,\n"
-    "    what transformers' GPT2LMHeadModel.from_pretrained loads.\n"
-    "A model of a block neither target has (RMSNorm, RoPE, ...) is refused.\n"
-    "docs/export.md: both layouts, and how to run them.";
+    "    what transformers' AutoModelForCausalLM.from_pretrained loads.\n"
+    "GPT-2's block is llama.cpp's and transformers' gpt2; --norm rmsnorm --pos rope\n"
+    "--mlp swiglu is their llama, with --qk-norm llama.cpp's qwen3 (gguf only).\n"
+    "A block neither target has (--mlp relu2, --softcap, ...) is refused.\n"
+    "docs/export.md: the layouts, and how to run them.";
 
 static ExportOptions default_options(void) {
     return (ExportOptions){.ckpt = "out/model.safetensors", .dtype = "f32"};
@@ -90,60 +94,264 @@ static ExportOptions parse_options(int argc, char **argv) {
     return o;
 }
 
-// ---- the architecture, chosen from the checkpoint's config in one place
+// ---- the formats: each target's architectures, and their tensors
 //
-// GPT-2's block is what both targets hold today: llama.cpp's gpt2 and
-// transformers' GPT2LMHeadModel. The config keys of another block (the
-// modern one's "norm", "pos", "rope_base", "mlp", "qk_norm", "untie",
-// "softcap") are refused by their bin/train flag unless their value is
-// GPT-2's choice; so is any key this exporter does not know. (RMSNorm with
-// RoPE and no norm biases is llama.cpp's llama architecture: the place to
-// choose it is here, once the checkpoint can hold such a model.)
-typedef enum { ARCH_GPT2 } Architecture;
+// A target tensor is made from our tensors, named by our checkpoint names
+// (model/gpt.h's table, without "h.{l}." for the per-block ones, which the
+// target has once per block under its block prefix).
 
-static const char *const SHAPE_KEYS[] = {"layers", "heads", "dim", "context", "vocab_size"};
+typedef enum {
+    ROWS_ALL,         // every row of the parts, stacked
+    ROWS_FIRST_HALF,  // SwiGLU's gate: fc's first H rows (and its bias's)
+    ROWS_SECOND_HALF, // SwiGLU's up: the next H
+} RowRange;
 
-// 1 when config key `key` with value `item` describes GPT-2's block.
-static int is_gpt2_choice(const char *key, const cJSON *item) {
-    static const struct {
-        const char *key, *value;
-    } strings[] = {{"norm", "layernorm"}, {"pos", "learned"}, {"mlp", "gelu"}};
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
-        if (!strcmp(key, strings[i].key))
-            return cJSON_IsString(item) && !strcmp(item->valuestring, strings[i].value);
-    if (!strcmp(key, "qk_norm") || !strcmp(key, "untie")) return cJSON_IsFalse(item);
-    if (!strcmp(key, "softcap")) return cJSON_IsNull(item) || (cJSON_IsNumber(item) && item->valuedouble == 0);
-    if (!strcmp(key, "rope_base")) return 1; // used only with --pos rope, which is refused itself
-    return 0;
-}
+typedef enum {
+    ORDER_AS_IS,
+    // Hugging Face's GPT-2 keeps its products as Conv1D, y = x W + b with W
+    // [in, out]: ours transposed
+    ORDER_TRANSPOSED,
+    // Our RoPE rotates each head's interleaved pairs (2i, 2i+1) by
+    // pos * base^(-2i/hs); llama.cpp's NEOX rope (qwen3) and transformers'
+    // rotate-half rotate (i, i + hs/2) by the same angle. Each head's rows
+    // of W_Q, W_K, their biases and the q/k norms' gains are reordered
+    // 0, 2, 4, ..., 1, 3, 5, ...: the rotation then turns the same numbers,
+    // and the scores q.k, a sum over the same products, are unchanged.
+    ORDER_HALVES,
+} RowOrder;
 
-static int is_block_key(const char *key) {
-    static const char *const keys[] = {"norm", "pos", "rope_base", "mlp", "qk_norm", "untie", "softcap"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(key, keys[i])) return 1;
-    return 0;
-}
+typedef struct {
+    const char *name;
+    const char *parts[3];
+    RowRange rows;
+    RowOrder order;
+} TargetTensor;
 
-// "--pos rope", "--qk-norm", "--softcap 30": the bin/train flag a config key came from.
-static void flag_of(const char *key, const cJSON *item, char *out, size_t len) {
-    char flag[64];
-    snprintf(flag, sizeof flag, "--%s", key);
-    for (char *c = flag; *c; c++)
-        if (*c == '_') *c = '-';
-    if (cJSON_IsTrue(item)) snprintf(out, len, "%s", flag);
-    else if (cJSON_IsString(item)) snprintf(out, len, "%s %.40s", flag, item->valuestring);
-    else if (cJSON_IsNumber(item)) snprintf(out, len, "%s %g", flag, item->valuedouble);
-    else {
-        char *text = cJSON_PrintUnformatted(item);
-        snprintf(out, len, "%s %.40s", flag, text ? text : "?");
-        free(text);
+typedef enum { ARCH_GPT2, ARCH_LLAMA, ARCH_QWEN3 } Architecture;
+
+typedef struct {
+    Target target;
+    Architecture arch;
+    const char *name;  // general.architecture, or config.json's model_type
+    const char *title; // as an error names it
+    // the block it expresses
+    NormKind norm;
+    PositionKind pos;
+    MlpKind mlp;
+    int qk_norm;
+    const TargetTensor *tensors;
+    int count;
+    const char *block_prefix; // before a block's tensor names ("%d": the block)
+    // Ours that it has no place for: biases it does not add, so exported
+    // only when zero (adding zero is no change); else refused, naming the
+    // option that chose it and why.
+    const char *absent[4];
+    const char *chosen_by, *absent_why;
+} Format;
+
+#define TENSORS(table) table, (int)(sizeof table / sizeof table[0])
+
+// llama.cpp's gpt2 (src/models/gpt2.cpp): LayerNorms with biases, learned
+// positions, GELU, a bias on every product; output.weight when the head is
+// untied, else token_embd is the head.
+static const TargetTensor GGUF_GPT2[] = {
+    {"token_embd.weight", {"wte"}, ROWS_ALL, ORDER_AS_IS},
+    {"position_embd.weight", {"wpe"}, ROWS_ALL, ORDER_AS_IS},
+    {"output_norm.weight", {"ln_f.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"output_norm.bias", {"ln_f.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"output.weight", {"lm_head.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_norm.weight", {"ln_1.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_norm.bias", {"ln_1.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_qkv.weight", {"attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight"}, ROWS_ALL,
+     ORDER_AS_IS},
+    {"attn_qkv.bias", {"attn.w_q.bias", "attn.w_k.bias", "attn.w_v.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_output.weight", {"attn.w_o.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_output.bias", {"attn.w_o.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_norm.weight", {"ln_2.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_norm.bias", {"ln_2.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_up.weight", {"mlp.fc.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_up.bias", {"mlp.fc.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_down.weight", {"mlp.proj.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_down.bias", {"mlp.proj.bias"}, ROWS_ALL, ORDER_AS_IS},
+};
+
+// llama.cpp's llama (src/models/llama.cpp): RMSNorms (gains only), its
+// "normal" rope, which rotates the interleaved pairs ours does, SwiGLU
+// silu(gate) * up. Its loader takes the optional biases attn_q, attn_k,
+// attn_v (create_tensor_qkv), attn_output, ffn_gate, ffn_up and ffn_down,
+// and its graph adds each one that is there (build_qkv, build_attn,
+// build_ffn): every bias of ours.
+static const TargetTensor GGUF_LLAMA[] = {
+    {"token_embd.weight", {"wte"}, ROWS_ALL, ORDER_AS_IS},
+    {"output_norm.weight", {"ln_f.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"output.weight", {"lm_head.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_norm.weight", {"ln_1.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_q.weight", {"attn.w_q.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_q.bias", {"attn.w_q.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_k.weight", {"attn.w_k.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_k.bias", {"attn.w_k.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_v.weight", {"attn.w_v.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_v.bias", {"attn.w_v.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_output.weight", {"attn.w_o.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_output.bias", {"attn.w_o.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_norm.weight", {"ln_2.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_gate.weight", {"mlp.fc.weight"}, ROWS_FIRST_HALF, ORDER_AS_IS},
+    {"ffn_gate.bias", {"mlp.fc.bias"}, ROWS_FIRST_HALF, ORDER_AS_IS},
+    {"ffn_up.weight", {"mlp.fc.weight"}, ROWS_SECOND_HALF, ORDER_AS_IS},
+    {"ffn_up.bias", {"mlp.fc.bias"}, ROWS_SECOND_HALF, ORDER_AS_IS},
+    {"ffn_down.weight", {"mlp.proj.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_down.bias", {"mlp.proj.bias"}, ROWS_ALL, ORDER_AS_IS},
+};
+
+// llama.cpp's qwen3 (src/models/qwen3.cpp): llama's block with each head's
+// queries and keys RMS-normalised with a gain (attn_q_norm, attn_k_norm:
+// hs, shared by the heads) before its rope, which is NEOX's (ORDER_HALVES).
+// Its loader takes the optional attn_q, attn_k and attn_v biases, but no
+// attn_output or FFN biases (its graph passes none).
+static const TargetTensor GGUF_QWEN3[] = {
+    {"token_embd.weight", {"wte"}, ROWS_ALL, ORDER_AS_IS},
+    {"output_norm.weight", {"ln_f.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"output.weight", {"lm_head.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_norm.weight", {"ln_1.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_q.weight", {"attn.w_q.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_q.bias", {"attn.w_q.bias"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_k.weight", {"attn.w_k.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_k.bias", {"attn.w_k.bias"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_v.weight", {"attn.w_v.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_v.bias", {"attn.w_v.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn_q_norm.weight", {"attn.q_norm.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_k_norm.weight", {"attn.k_norm.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"attn_output.weight", {"attn.w_o.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_norm.weight", {"ln_2.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ffn_gate.weight", {"mlp.fc.weight"}, ROWS_FIRST_HALF, ORDER_AS_IS},
+    {"ffn_up.weight", {"mlp.fc.weight"}, ROWS_SECOND_HALF, ORDER_AS_IS},
+    {"ffn_down.weight", {"mlp.proj.weight"}, ROWS_ALL, ORDER_AS_IS},
+};
+
+// transformers' GPT2LMHeadModel as save_pretrained writes it: its GPT2Model
+// under "transformer.", lm_head.weight only when untied.
+static const TargetTensor HF_GPT2[] = {
+    {"transformer.wte.weight", {"wte"}, ROWS_ALL, ORDER_AS_IS},
+    {"transformer.wpe.weight", {"wpe"}, ROWS_ALL, ORDER_AS_IS},
+    {"transformer.ln_f.weight", {"ln_f.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"transformer.ln_f.bias", {"ln_f.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"lm_head.weight", {"lm_head.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ln_1.weight", {"ln_1.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ln_1.bias", {"ln_1.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"attn.c_attn.weight", {"attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight"}, ROWS_ALL,
+     ORDER_TRANSPOSED},
+    {"attn.c_attn.bias", {"attn.w_q.bias", "attn.w_k.bias", "attn.w_v.bias"}, ROWS_ALL,
+     ORDER_AS_IS},
+    {"attn.c_proj.weight", {"attn.w_o.weight"}, ROWS_ALL, ORDER_TRANSPOSED},
+    {"attn.c_proj.bias", {"attn.w_o.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"ln_2.weight", {"ln_2.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"ln_2.bias", {"ln_2.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"mlp.c_fc.weight", {"mlp.fc.weight"}, ROWS_ALL, ORDER_TRANSPOSED},
+    {"mlp.c_fc.bias", {"mlp.fc.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"mlp.c_proj.weight", {"mlp.proj.weight"}, ROWS_ALL, ORDER_TRANSPOSED},
+    {"mlp.c_proj.bias", {"mlp.proj.bias"}, ROWS_ALL, ORDER_AS_IS},
+};
+
+// transformers' LlamaForCausalLM (modeling_llama): nn.Linear's [out, in],
+// as ours; its LlamaModel under "model.", lm_head.weight only when untied;
+// biases on q, k, v and o (attention_bias) and on gate, up and down
+// (mlp_bias); rotate-half RoPE (ORDER_HALVES).
+static const TargetTensor HF_LLAMA[] = {
+    {"model.embed_tokens.weight", {"wte"}, ROWS_ALL, ORDER_AS_IS},
+    {"model.norm.weight", {"ln_f.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"lm_head.weight", {"lm_head.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"input_layernorm.weight", {"ln_1.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"self_attn.q_proj.weight", {"attn.w_q.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"self_attn.q_proj.bias", {"attn.w_q.bias"}, ROWS_ALL, ORDER_HALVES},
+    {"self_attn.k_proj.weight", {"attn.w_k.weight"}, ROWS_ALL, ORDER_HALVES},
+    {"self_attn.k_proj.bias", {"attn.w_k.bias"}, ROWS_ALL, ORDER_HALVES},
+    {"self_attn.v_proj.weight", {"attn.w_v.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"self_attn.v_proj.bias", {"attn.w_v.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"self_attn.o_proj.weight", {"attn.w_o.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"self_attn.o_proj.bias", {"attn.w_o.bias"}, ROWS_ALL, ORDER_AS_IS},
+    {"post_attention_layernorm.weight", {"ln_2.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"mlp.gate_proj.weight", {"mlp.fc.weight"}, ROWS_FIRST_HALF, ORDER_AS_IS},
+    {"mlp.gate_proj.bias", {"mlp.fc.bias"}, ROWS_FIRST_HALF, ORDER_AS_IS},
+    {"mlp.up_proj.weight", {"mlp.fc.weight"}, ROWS_SECOND_HALF, ORDER_AS_IS},
+    {"mlp.up_proj.bias", {"mlp.fc.bias"}, ROWS_SECOND_HALF, ORDER_AS_IS},
+    {"mlp.down_proj.weight", {"mlp.proj.weight"}, ROWS_ALL, ORDER_AS_IS},
+    {"mlp.down_proj.bias", {"mlp.proj.bias"}, ROWS_ALL, ORDER_AS_IS},
+};
+
+static const Format FORMATS[] = {
+    {TARGET_GGUF, ARCH_GPT2, "gpt2", "llama.cpp's gpt2 architecture", NORM_LAYERNORM, POS_LEARNED,
+     MLP_GELU, 0, TENSORS(GGUF_GPT2), "blk.%d.", {NULL}, NULL, NULL},
+    {TARGET_GGUF, ARCH_LLAMA, "llama", "llama.cpp's llama architecture", NORM_RMSNORM, POS_ROPE,
+     MLP_SWIGLU, 0, TENSORS(GGUF_LLAMA), "blk.%d.", {NULL}, NULL, NULL},
+    {TARGET_GGUF, ARCH_QWEN3, "qwen3", "llama.cpp's qwen3 architecture", NORM_RMSNORM, POS_ROPE,
+     MLP_SWIGLU, 1, TENSORS(GGUF_QWEN3), "blk.%d.",
+     {"attn.w_o.bias", "mlp.fc.bias", "mlp.proj.bias"}, "--qk-norm",
+     "(the one with per-head query and key norms) adds no bias after W_O or in the MLP"},
+    {TARGET_HF, ARCH_GPT2, "gpt2", "transformers' GPT2LMHeadModel", NORM_LAYERNORM, POS_LEARNED,
+     MLP_GELU, 0, TENSORS(HF_GPT2), "transformer.h.%d.", {NULL}, NULL, NULL},
+    {TARGET_HF, ARCH_LLAMA, "llama", "transformers' LlamaForCausalLM", NORM_RMSNORM, POS_ROPE,
+     MLP_SWIGLU, 0, TENSORS(HF_LLAMA), "model.layers.%d.", {NULL}, NULL, NULL},
+};
+#define NUM_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
+
+// ---- the format, chosen from the checkpoint's config in one place
+
+static const char *const norm_titles[] = {"LayerNorm", "RMSNorm"};
+static const char *const pos_titles[] = {"learned positions", "RoPE"};
+static const char *const mlp_titles[] = {"GELU", "ReLU^2", "SwiGLU"};
+
+// Neither target has a final logit soft-cap with our block: in llama.cpp it
+// belongs to architectures of another (gemma2's: GeGLU, a norm after each
+// sublayer, scaled embeddings).
+static const char *const softcap_why[] = {
+    "llama.cpp's final-logit soft-cap belongs to architectures of another block (gemma2's)",
+    "transformers' GPT2LMHeadModel and LlamaForCausalLM have no logit soft-cap"};
+
+// The format of `target` that expresses the block of cfg; dies with one line
+// naming the first of its options that no format of the target expresses.
+static const Format *choose_format(const char *path, const GPTConfig *cfg, Target target) {
+    const char *to = target_names[target];
+    if (cfg->softcap > 0)
+        die("%s: --softcap %g cannot be exported to %s: %s", path, (double)cfg->softcap, to,
+            softcap_why[target]);
+    // narrowed down by positions, then the norm, then query and key norms
+    const Format *by_pos = NULL, *by_norm = NULL, *chosen = NULL;
+    for (int i = 0; i < NUM_FORMATS; i++) {
+        const Format *f = &FORMATS[i];
+        if (f->target != target || f->pos != cfg->pos) continue;
+        if (!by_pos) by_pos = f;
+        if (f->norm != cfg->norm) continue;
+        if (!by_norm) by_norm = f;
+        if (f->qk_norm == cfg->qk_norm && !chosen) chosen = f;
     }
+    if (!by_pos) die("%s: --pos %s cannot be exported to %s", path, gpt_pos_names[cfg->pos], to);
+    if (!by_norm) {
+        // LayerNorm with RoPE, or RMSNorm with learned positions: the flag
+        // that departs from GPT-2's block is named, with the other
+        int rope = cfg->pos == POS_ROPE;
+        char named[64], other[64];
+        snprintf(named, sizeof named, rope ? "--pos %s" : "--norm %s",
+                 rope ? gpt_pos_names[cfg->pos] : gpt_norm_names[cfg->norm]);
+        snprintf(other, sizeof other, rope ? "--norm %s" : "--pos %s",
+                 rope ? gpt_norm_names[cfg->norm] : gpt_pos_names[cfg->pos]);
+        die("%s: %s cannot be exported to %s with %s: %s, the one with %s, normalises by %s", path,
+            named, to, other, by_pos->title, pos_titles[cfg->pos], norm_titles[by_pos->norm]);
+    }
+    if (!chosen)
+        die("%s: --qk-norm cannot be exported to %s: %s has no query and key norms", path, to,
+            by_norm->title);
+    if (chosen->mlp != cfg->mlp)
+        die("%s: --mlp %s cannot be exported to %s: %s's MLP is %s", path, gpt_mlp_names[cfg->mlp],
+            to, chosen->title, mlp_titles[chosen->mlp]);
+    return chosen;
 }
 
-// The architecture of the checkpoint at path in `target`, from its config
-// metadata read here (so that every key is seen); dies with one line naming
-// the first option the target cannot hold.
-static Architecture choose_architecture(const char *path, Target target) {
+// The block's config keys (infer/checkpoint.c), which gpt_load reads into
+// GPTConfig; a key bin/export does not know may describe a block it
+// cannot tell, so it is refused.
+static void check_config_keys(const char *path, Target target) {
+    static const char *const known[] = {"layers", "heads", "dim", "context", "vocab_size", "norm",
+                                        "pos", "rope_base", "mlp", "qk_norm", "untie", "softcap"};
     char err[1024];
     StFile *file = safetensors_open(path, err, sizeof err);
     if (!file) die("%s", err);
@@ -153,95 +361,25 @@ static Architecture choose_architecture(const char *path, Target target) {
     cJSON *config = cJSON_Parse(text);
     if (!cJSON_IsObject(config)) die("%s: its config is not a JSON object", path);
     for (const cJSON *item = config->child; item; item = item->next) {
-        int shape = 0;
-        for (size_t i = 0; i < sizeof SHAPE_KEYS / sizeof SHAPE_KEYS[0]; i++)
-            shape |= !strcmp(item->string, SHAPE_KEYS[i]);
-        if (shape || (is_block_key(item->string) && is_gpt2_choice(item->string, item))) continue;
-        char flag[128];
-        flag_of(item->string, item, flag, sizeof flag);
-        if (is_block_key(item->string))
-            die("%s: %s cannot be exported to %s", path, flag, target_architecture[target]);
+        int is_known = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            is_known |= !strcmp(item->string, known[i]);
+        if (is_known) continue;
         char key[64];
         snprintf(key, sizeof key, "%s", item->string);
         safetensors_printable(key);
-        die("%s: config key '%s' is not one bin/export knows, so it cannot be exported to %s",
-            path, key, target_architecture[target]);
+        die("%s: config key '%s' is not one bin/export knows, so it cannot be exported to %s", path,
+            key, target_names[target]);
     }
     cJSON_Delete(config);
     safetensors_close(file);
-    return ARCH_GPT2;
 }
 
 // ---- the tensors: each target tensor from ours
-//
-// A target tensor is one of our tensors, or several stacked along their
-// rows (the fused QKV: rows Q, K, V), named by our checkpoint names
-// (model/gpt.h's table, without "h.{l}." for the per-block ones, which the
-// target has once per block under its block prefix). Hugging Face's GPT-2
-// keeps its products as Conv1D, y = x W + b with W [in, out]: ours
-// transposed.
-typedef struct {
-    const char *name;
-    const char *parts[3];
-    int conv1d;
-} TargetTensor;
-
-// llama.cpp's gpt2 (src/models/gpt2.cpp): no "output.weight", so its head
-// is token_embd, as ours is wte.
-static const TargetTensor GGUF_GPT2[] = {
-    {"token_embd.weight", {"wte"}, 0},
-    {"position_embd.weight", {"wpe"}, 0},
-    {"attn_norm.weight", {"ln_1.weight"}, 0},
-    {"attn_norm.bias", {"ln_1.bias"}, 0},
-    {"attn_qkv.weight", {"attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight"}, 0},
-    {"attn_qkv.bias", {"attn.w_q.bias", "attn.w_k.bias", "attn.w_v.bias"}, 0},
-    {"attn_output.weight", {"attn.w_o.weight"}, 0},
-    {"attn_output.bias", {"attn.w_o.bias"}, 0},
-    {"ffn_norm.weight", {"ln_2.weight"}, 0},
-    {"ffn_norm.bias", {"ln_2.bias"}, 0},
-    {"ffn_up.weight", {"mlp.fc.weight"}, 0},
-    {"ffn_up.bias", {"mlp.fc.bias"}, 0},
-    {"ffn_down.weight", {"mlp.proj.weight"}, 0},
-    {"ffn_down.bias", {"mlp.proj.bias"}, 0},
-    {"output_norm.weight", {"ln_f.weight"}, 0},
-    {"output_norm.bias", {"ln_f.bias"}, 0},
-};
-
-// transformers' GPT2LMHeadModel as save_pretrained writes it: its GPT2Model
-// under "transformer.", lm_head.weight left out (tied to wte).
-static const TargetTensor HF_GPT2[] = {
-    {"wte.weight", {"wte"}, 0},
-    {"wpe.weight", {"wpe"}, 0},
-    {"ln_1.weight", {"ln_1.weight"}, 0},
-    {"ln_1.bias", {"ln_1.bias"}, 0},
-    {"attn.c_attn.weight", {"attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight"}, 1},
-    {"attn.c_attn.bias", {"attn.w_q.bias", "attn.w_k.bias", "attn.w_v.bias"}, 0},
-    {"attn.c_proj.weight", {"attn.w_o.weight"}, 1},
-    {"attn.c_proj.bias", {"attn.w_o.bias"}, 0},
-    {"ln_2.weight", {"ln_2.weight"}, 0},
-    {"ln_2.bias", {"ln_2.bias"}, 0},
-    {"mlp.c_fc.weight", {"mlp.fc.weight"}, 1},
-    {"mlp.c_fc.bias", {"mlp.fc.bias"}, 0},
-    {"mlp.c_proj.weight", {"mlp.proj.weight"}, 1},
-    {"mlp.c_proj.bias", {"mlp.proj.bias"}, 0},
-    {"ln_f.weight", {"ln_f.weight"}, 0},
-    {"ln_f.bias", {"ln_f.bias"}, 0},
-};
-
-typedef struct {
-    const TargetTensor *tensors;
-    int count;
-    const char *prefix, *block_prefix; // before a name, and before a block's ("%d": the block)
-} TensorMap;
-
-static const TensorMap TENSOR_MAPS[] = {
-    [TARGET_GGUF] = {GGUF_GPT2, (int)(sizeof GGUF_GPT2 / sizeof GGUF_GPT2[0]), "", "blk.%d."},
-    [TARGET_HF] = {HF_GPT2, (int)(sizeof HF_GPT2 / sizeof HF_GPT2[0]), "transformer.",
-                   "transformer.h.%d."},
-};
 
 // One target tensor, made: row-major fp32 data (a view into the model, or
-// `owned`) and its shape, rows x cols (cols 0 for a vector).
+// `owned`) and its shape, rows x cols (cols 0 for a vector); rows 0 when
+// its parts have none (a tensor the config does not use: not written).
 typedef struct {
     char name[GGUF_MAX_NAME];
     const float *data;
@@ -256,39 +394,69 @@ static int param_index(const char *name) {
     return -1;
 }
 
+// The rows of part p that target tensor t takes: [*first, *first + *count).
+static void part_rows(const GPTConfig *cfg, const TargetTensor *t, int p, long *first,
+                      long *count) {
+    long rows, cols;
+    param_shape(cfg, p, &rows, &cols);
+    *first = t->rows == ROWS_SECOND_HALF ? rows / 2 : 0;
+    *count = t->rows == ROWS_ALL ? rows : rows / 2;
+}
+
+// rows (n, width) reordered within each block of hs rows (a head's):
+// interleaved pairs to halves (ORDER_HALVES).
+static void rows_to_halves(float *rows, long n, long width, int hs) {
+    float *head = xmalloc(sizeof(float) * (size_t)(hs * width));
+    size_t row_bytes = sizeof(float) * (size_t)width;
+    for (long start = 0; start < n; start += hs) {
+        memcpy(head, rows + start * width, row_bytes * (size_t)hs);
+        for (int i = 0; i < hs / 2; i++) {
+            memcpy(rows + (start + i) * width, head + (2 * i) * width, row_bytes);
+            memcpy(rows + (start + hs / 2 + i) * width, head + (2 * i + 1) * width, row_bytes);
+        }
+    }
+    free(head);
+}
+
 // Target tensor t of block l (l unused when its parts are not per block).
-static Exported make_tensor(const GPT *model, const TensorMap *map, const TargetTensor *t, int l) {
+static Exported make_tensor(const GPT *model, const Format *f, const TargetTensor *t, int l) {
+    const GPTConfig *cfg = &model->config;
     Exported e = {0};
     int parts[3], n = 0;
-    long part_rows[3], cols = 0;
+    long first[3], taken[3], rows, cols = 0;
     for (; n < 3 && t->parts[n]; n++) {
         parts[n] = param_index(t->parts[n]);
-        if (parts[n] < 0) die("bin/export: '%s' is not a tensor of model/gpt.h's table", t->parts[n]);
-        param_shape(&model->config, parts[n], &part_rows[n], &cols);
-        e.rows += part_rows[n];
+        if (parts[n] < 0)
+            die("bin/export: '%s' is not a tensor of model/gpt.h's table", t->parts[n]);
+        param_shape(cfg, parts[n], &rows, &cols);
+        part_rows(cfg, t, parts[n], &first[n], &taken[n]);
+        e.rows += taken[n];
     }
+    if (e.rows == 0) return e;
     e.cols = cols;
     e.is_matrix = cols > 0;
     if (param_specs[parts[0]].stacked) {
-        int used = snprintf(e.name, sizeof e.name, map->block_prefix, l);
+        int used = snprintf(e.name, sizeof e.name, f->block_prefix, l);
         snprintf(e.name + used, sizeof e.name - (size_t)used, "%s", t->name);
     } else {
-        snprintf(e.name, sizeof e.name, "%s%s", map->prefix, t->name);
+        snprintf(e.name, sizeof e.name, "%s", t->name);
     }
     long width = cols ? cols : 1;
-    if (n == 1 && !t->conv1d) {
-        e.data = param_slice(model, &model->params, parts[0], l);
+    if (n == 1 && t->order == ORDER_AS_IS) {
+        e.data = param_slice(model, &model->params, parts[0], l) + first[0] * width;
         return e;
     }
-    // the parts stacked along their rows, then (Conv1D) transposed
+    // the parts' rows stacked, then reordered
     float *stacked = xmalloc(sizeof(float) * (size_t)(e.rows * width));
     long row = 0;
     for (int i = 0; i < n; i++) {
-        memcpy(stacked + row * width, param_slice(model, &model->params, parts[i], l),
-               sizeof(float) * (size_t)(part_rows[i] * width));
-        row += part_rows[i];
+        memcpy(stacked + row * width,
+               param_slice(model, &model->params, parts[i], l) + first[i] * width,
+               sizeof(float) * (size_t)(taken[i] * width));
+        row += taken[i];
     }
-    if (t->conv1d) {
+    if (t->order == ORDER_HALVES) rows_to_halves(stacked, e.rows, width, cfg->dim / cfg->heads);
+    if (t->order == ORDER_TRANSPOSED) {
         float *transposed = xmalloc(sizeof(float) * (size_t)(e.rows * width));
         for (long r = 0; r < e.rows; r++)
             for (long c = 0; c < cols; c++) transposed[c * e.rows + r] = stacked[r * cols + c];
@@ -302,29 +470,67 @@ static Exported make_tensor(const GPT *model, const TensorMap *map, const Target
     return e;
 }
 
+static int is_absent(const Format *f, int p) {
+    for (int i = 0; i < 4 && f->absent[i]; i++)
+        if (!strcmp(f->absent[i], param_specs[p].name)) return 1;
+    return 0;
+}
+
+// Every row of each of our tensors must be in exactly one target tensor,
+// but for a tensor the format lacks, which must then be zero; dies naming
+// the first that is not so.
+static void check_coverage(const char *path, const GPT *model, const Format *f,
+                           const long taken[NUM_PARAM_TENSORS]) {
+    for (int p = 0; p < NUM_PARAM_TENSORS; p++) {
+        long rows, cols;
+        param_shape(&model->config, p, &rows, &cols);
+        if (taken[p] == rows) continue;
+        const char *block = param_specs[p].stacked ? "h.0." : "";
+        if (taken[p] > rows)
+            die("%s: tensor '%s%s' has more than one place in %s", path, block, param_specs[p].name,
+                f->title);
+        if (!is_absent(f, p))
+            die("%s: tensor '%s%s' has no counterpart in %s", path, block, param_specs[p].name,
+                f->title);
+        const float *values = param_tensor(&model->params, p);
+        size_t size = model->param_sizes[p];
+        for (size_t i = 0; i < size; i++)
+            if (values[i] != 0.0f) {
+                char name[96];
+                if (param_specs[p].stacked)
+                    snprintf(name, sizeof name, "h.%zu.%s", i / (size / (size_t)model->config.layers),
+                             param_specs[p].name);
+                else snprintf(name, sizeof name, "%s", param_specs[p].name);
+                die("%s: %s cannot be exported to %s: %s %s, and %s is not zero", path, f->chosen_by,
+                    target_names[f->target], f->title, f->absent_why, name);
+            }
+    }
+}
+
 // Every target tensor of the model, non-block ones first, then block 0's,
-// 1's, ...; every one of our tensors used exactly once (a tensor of ours
-// the map does not place is refused, naming it). Returns the count.
-static int make_tensors(const char *path, const GPT *model, Target target, Exported **out) {
-    const TensorMap *map = &TENSOR_MAPS[target];
-    int L = model->config.layers, capacity = map->count * L + map->count, n = 0;
+// 1's, ...; a tensor the config does not use (0 rows) is not there. Returns
+// the count.
+static int make_tensors(const char *path, const GPT *model, const Format *f, Exported **out) {
+    int L = model->config.layers, capacity = f->count * (L + 1), n = 0;
     Exported *tensors = xcalloc((size_t)capacity, sizeof(Exported));
-    int uses[NUM_PARAM_TENSORS] = {0};
+    long taken[NUM_PARAM_TENSORS] = {0};
     for (int pass = 0; pass < 2; pass++)
         for (int l = 0; l < (pass ? L : 1); l++)
-            for (int i = 0; i < map->count; i++) {
-                const TargetTensor *t = &map->tensors[i];
+            for (int i = 0; i < f->count; i++) {
+                const TargetTensor *t = &f->tensors[i];
                 int p = param_index(t->parts[0]);
                 if (p >= 0 && param_specs[p].stacked != pass) continue;
-                tensors[n++] = make_tensor(model, map, t, l);
-                if (pass == 0 || l == 0)
-                    for (int k = 0; k < 3 && t->parts[k]; k++) uses[param_index(t->parts[k])]++;
+                Exported e = make_tensor(model, f, t, l);
+                if (e.rows == 0) continue;
+                tensors[n++] = e;
+                if (pass == 1 && l > 0) continue;
+                for (int k = 0; k < 3 && t->parts[k]; k++) {
+                    long first, count;
+                    part_rows(&model->config, t, param_index(t->parts[k]), &first, &count);
+                    taken[param_index(t->parts[k])] += count;
+                }
             }
-    for (int p = 0; p < NUM_PARAM_TENSORS; p++)
-        if (uses[p] != 1)
-            die("%s: tensor '%s%s' has %s in %s", path, param_specs[p].stacked ? "h.0." : "",
-                param_specs[p].name, uses[p] ? "more than one place" : "no counterpart",
-                target_architecture[target]);
+    check_coverage(path, model, f, taken);
     *out = tensors;
     return n;
 }
@@ -333,7 +539,6 @@ static void free_tensors(Exported *tensors, int n) {
     for (int i = 0; i < n; i++) free(tensors[i].owned);
     free(tensors);
 }
-
 // ---- the vocabulary
 //
 // llama.cpp's RWKV tokenizer: every token's bytes go into a trie, and text
@@ -359,9 +564,43 @@ static char *rwkv_token_text(uint32_t code_point) {
 
 // ---- --to gguf
 
+// The architecture's keys ("llama.context_length", ...), as llama.cpp's
+// gguf-py names them, from the block: its shape, the norm's epsilon under
+// its kind's key (model/ops.c's, 1e-5), and with RoPE the base and the
+// rotated dimensions (all of a head's). Every head has its own keys and
+// values (head_count_kv = heads). Returns the count written into meta.
+#define MAX_ARCH_META 10
+static int architecture_meta(const Format *f, const GPTConfig *cfg, char keys[MAX_ARCH_META][64],
+                             GgufMeta meta[MAX_ARCH_META]) {
+    const struct {
+        const char *key;
+        double value;
+        int is_float, used;
+    } rows[MAX_ARCH_META] = {
+        {"context_length", cfg->context, 0, 1},
+        {"embedding_length", cfg->dim, 0, 1},
+        {"block_count", cfg->layers, 0, 1},
+        {"feed_forward_length", gpt_mlp_hidden(cfg), 0, 1},
+        {"attention.head_count", cfg->heads, 0, 1},
+        {"attention.head_count_kv", cfg->heads, 0, 1},
+        {"attention.layer_norm_epsilon", 1e-5, 1, cfg->norm == NORM_LAYERNORM},
+        {"attention.layer_norm_rms_epsilon", 1e-5, 1, cfg->norm == NORM_RMSNORM},
+        {"rope.freq_base", cfg->rope_base, 1, cfg->pos == POS_ROPE},
+        {"rope.dimension_count", cfg->dim / cfg->heads, 0, cfg->pos == POS_ROPE},
+    };
+    int n = 0;
+    for (int i = 0; i < MAX_ARCH_META; i++) {
+        if (!rows[i].used) continue;
+        snprintf(keys[n], 64, "%s.%s", f->name, rows[i].key);
+        meta[n] = rows[i].is_float ? gguf_meta_f32(keys[n], (float)rows[i].value)
+                                   : gguf_meta_u32(keys[n], (uint32_t)rows[i].value);
+        n++;
+    }
+    return n;
+}
+
 static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vocab,
-                       GgmlType dtype) {
-    const GPTConfig *cfg = &model->config;
+                       const Format *f, GgmlType dtype) {
     int V = vocab->size;
     char **tokens = xmalloc(sizeof(char *) * (size_t)V);
     int32_t *token_types = xmalloc(sizeof(int32_t) * (size_t)V);
@@ -371,25 +610,21 @@ static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vo
     }
     // general.file_type: llama.cpp's llama_ftype (ALL_F32, MOSTLY_F16, MOSTLY_BF16)
     uint32_t file_type = dtype == GGML_TYPE_F32 ? 0 : dtype == GGML_TYPE_F16 ? 1 : 32;
-    GgufMeta meta[] = {
-        gguf_meta_string("general.architecture", "gpt2"),
+    GgufMeta meta[9 + MAX_ARCH_META] = {
+        gguf_meta_string("general.architecture", f->name),
         gguf_meta_string("general.name", "tinygpt-c"),
         gguf_meta_u32("general.file_type", file_type),
         gguf_meta_u32("general.alignment", GGUF_DEFAULT_ALIGNMENT),
-        gguf_meta_u32("gpt2.context_length", (uint32_t)cfg->context),
-        gguf_meta_u32("gpt2.embedding_length", (uint32_t)cfg->dim),
-        gguf_meta_u32("gpt2.block_count", (uint32_t)cfg->layers),
-        gguf_meta_u32("gpt2.feed_forward_length", (uint32_t)(4 * cfg->dim)),
-        gguf_meta_u32("gpt2.attention.head_count", (uint32_t)cfg->heads),
-        gguf_meta_f32("gpt2.attention.layer_norm_epsilon", 1e-5f), // model/ops.c's LayerNorm
         gguf_meta_string("tokenizer.ggml.model", "rwkv"),
         gguf_meta_strings("tokenizer.ggml.tokens", (const char *const *)tokens, (uint64_t)V),
         gguf_meta_i32s("tokenizer.ggml.token_type", token_types, (uint64_t)V),
         gguf_meta_bool("tokenizer.ggml.add_bos_token", 0),
         gguf_meta_bool("tokenizer.ggml.add_eos_token", 0),
     };
+    char keys[MAX_ARCH_META][64];
+    int num_meta = 9 + architecture_meta(f, &model->config, keys, meta + 9);
     Exported *exported;
-    int n = make_tensors(o->ckpt, model, TARGET_GGUF, &exported);
+    int n = make_tensors(o->ckpt, model, f, &exported);
     GgufTensor *tensors = xcalloc((size_t)n, sizeof(GgufTensor));
     for (int i = 0; i < n; i++) {
         const Exported *e = &exported[i];
@@ -400,8 +635,7 @@ static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vo
         tensors[i].shape[1] = e->cols;
     }
     char err[1024];
-    int ok = gguf_write(o->out, meta, (int)(sizeof meta / sizeof meta[0]), tensors, n, err,
-                        sizeof err);
+    int ok = gguf_write(o->out, meta, num_meta, tensors, n, err, sizeof err);
     free(tensors);
     free_tensors(exported, n);
     for (int id = 0; id < V; id++) free(tokens[id]);
@@ -412,34 +646,71 @@ static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vo
 
 // ---- --to hf
 
-// config.json: GPT2Config's keys (transformers' configuration_gpt2), our
-// shape, GELU in its tanh form ("gelu_new"), no dropout, no BOS or EOS.
-static char *hf_config_json(const GPTConfig *cfg) {
+// config.json's values, added to c in order (numbers, strings, booleans).
+typedef struct {
+    const char *key;
+    enum { JSON_NUMBER, JSON_STRING, JSON_BOOL, JSON_NULL } type;
+    double number;
+    const char *string;
+} JsonValue;
+
+static void add_values(cJSON *c, const JsonValue *values, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const JsonValue *v = &values[i];
+        cJSON *item = v->type == JSON_NUMBER   ? cJSON_AddNumberToObject(c, v->key, v->number)
+                      : v->type == JSON_STRING ? cJSON_AddStringToObject(c, v->key, v->string)
+                      : v->type == JSON_BOOL   ? cJSON_AddBoolToObject(c, v->key, v->number != 0)
+                                               : cJSON_AddNullToObject(c, v->key);
+        if (!item) die("out of memory building config.json");
+    }
+}
+
+#define NUMBER(key, value) {key, JSON_NUMBER, value, NULL}
+#define STRING(key, value) {key, JSON_STRING, 0, value}
+#define BOOL(key, value) {key, JSON_BOOL, value, NULL}
+#define NONE(key) {key, JSON_NULL, 0, NULL}
+
+// config.json: the format's config class's keys (transformers'
+// configuration_gpt2, configuration_llama) for our shape and block, no
+// dropout, no BOS or EOS.
+static char *hf_config_json(const Format *f, const GPTConfig *cfg) {
     cJSON *c = cJSON_CreateObject();
     cJSON *architectures = cJSON_AddArrayToObject(c, "architectures");
     if (!c || !architectures) die("out of memory building config.json");
-    cJSON_AddItemToArray(architectures, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(c, "model_type", "gpt2");
-    const struct {
-        const char *key;
-        double value;
-    } numbers[] = {{"vocab_size", cfg->vocab_size}, {"n_positions", cfg->context},
-                   {"n_embd", cfg->dim},            {"n_layer", cfg->layers},
-                   {"n_head", cfg->heads},          {"n_inner", 4.0 * cfg->dim},
-                   {"layer_norm_epsilon", 1e-5},    {"resid_pdrop", 0},
-                   {"embd_pdrop", 0},               {"attn_pdrop", 0},
-                   {"initializer_range", 0.02}};
-    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
-        if (!cJSON_AddNumberToObject(c, numbers[i].key, numbers[i].value))
-            die("out of memory building config.json");
-    cJSON_AddStringToObject(c, "activation_function", "gelu_new");
-    cJSON_AddBoolToObject(c, "scale_attn_weights", 1);
-    cJSON_AddBoolToObject(c, "scale_attn_by_inverse_layer_idx", 0);
-    cJSON_AddBoolToObject(c, "reorder_and_upcast_attn", 0);
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
-    cJSON_AddNullToObject(c, "bos_token_id");
-    cJSON_AddNullToObject(c, "eos_token_id");
-    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    int untied = cfg->untie != 0;
+    if (f->arch == ARCH_GPT2) {
+        cJSON_AddItemToArray(architectures, cJSON_CreateString("GPT2LMHeadModel"));
+        const JsonValue values[] = {
+            STRING("model_type", "gpt2"),
+            NUMBER("vocab_size", cfg->vocab_size), NUMBER("n_positions", cfg->context),
+            NUMBER("n_embd", cfg->dim), NUMBER("n_layer", cfg->layers), NUMBER("n_head", cfg->heads),
+            NUMBER("n_inner", gpt_mlp_hidden(cfg)),
+            STRING("activation_function", "gelu_new"), // GELU's tanh form, ours
+            NUMBER("layer_norm_epsilon", 1e-5),
+            NUMBER("resid_pdrop", 0), NUMBER("embd_pdrop", 0), NUMBER("attn_pdrop", 0),
+            NUMBER("initializer_range", 0.02),
+            BOOL("scale_attn_weights", 1), BOOL("scale_attn_by_inverse_layer_idx", 0),
+            BOOL("reorder_and_upcast_attn", 0), BOOL("tie_word_embeddings", !untied),
+            NONE("bos_token_id"), NONE("eos_token_id"), STRING("torch_dtype", "float32"),
+        };
+        add_values(c, values, sizeof values / sizeof values[0]);
+    } else {
+        cJSON_AddItemToArray(architectures, cJSON_CreateString("LlamaForCausalLM"));
+        const JsonValue values[] = {
+            STRING("model_type", "llama"),
+            NUMBER("vocab_size", cfg->vocab_size), NUMBER("max_position_embeddings", cfg->context),
+            NUMBER("hidden_size", cfg->dim), NUMBER("intermediate_size", gpt_mlp_hidden(cfg)),
+            NUMBER("num_hidden_layers", cfg->layers), NUMBER("num_attention_heads", cfg->heads),
+            NUMBER("num_key_value_heads", cfg->heads), NUMBER("head_dim", cfg->dim / cfg->heads),
+            STRING("hidden_act", "silu"), // SwiGLU: silu(gate) * up
+            NUMBER("rms_norm_eps", 1e-5), NUMBER("rope_theta", cfg->rope_base), NONE("rope_scaling"),
+            BOOL("attention_bias", 1), BOOL("mlp_bias", 1), // every product of ours has a bias
+            NUMBER("attention_dropout", 0), NUMBER("initializer_range", 0.02),
+            NUMBER("pretraining_tp", 1), BOOL("use_cache", 1), BOOL("tie_word_embeddings", !untied),
+            NONE("bos_token_id"), NONE("eos_token_id"), STRING("torch_dtype", "float32"),
+        };
+        add_values(c, values, sizeof values / sizeof values[0]);
+    }
     char *text = cJSON_Print(c);
     cJSON_Delete(c);
     if (!text) die("out of memory printing config.json");
@@ -486,9 +757,9 @@ static void write_text(const char *dir, const char *name, const char *text) {
     if (!write_file_atomic(path, text, strlen(text), err, sizeof err)) die("%s", err);
 }
 
-static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab) {
+static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab, const Format *f) {
     Exported *exported;
-    int n = make_tensors(o->ckpt, model, TARGET_HF, &exported);
+    int n = make_tensors(o->ckpt, model, f, &exported);
     StTensor *tensors = xcalloc((size_t)n, sizeof(StTensor));
     for (int i = 0; i < n; i++) {
         const Exported *e = &exported[i];
@@ -504,7 +775,7 @@ static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *voca
     free(tensors);
     free_tensors(exported, n);
     if (!ok) die("%s", err);
-    char *config = hf_config_json(&model->config), *tokenizer = hf_tokenizer_json(vocab);
+    char *config = hf_config_json(f, &model->config), *tokenizer = hf_tokenizer_json(vocab);
     write_text(o->out, "config.json", config);
     write_text(o->out, "tokenizer.json", tokenizer);
     write_text(o->out, "tokenizer_config.json",
@@ -534,23 +805,23 @@ int main(int argc, char **argv) {
     if (target == TARGET_HF && dtype != 0)
         usage_error("--dtype %s: --to hf writes f32 (model.safetensors as our checkpoints)", o.dtype);
     check_output(&o, target);
-    choose_architecture(o.ckpt, target);
+    check_config_keys(o.ckpt, target);
     GPT model;
     Vocab vocab;
     char err[2048];
     if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
+    const Format *format = choose_format(o.ckpt, &model.config, target);
     size_t non_finite = 0;
     for (size_t i = 0; i < model.num_params; i++) non_finite += !isfinite(model.params_memory[i]);
     if (non_finite)
         fprintf(stderr, "warning: %s has %zu non-finite (NaN or Inf) weights; exported as they are\n",
                 o.ckpt, non_finite);
-    if (target == TARGET_GGUF) write_gguf(&o, &model, &vocab, dtype_types[dtype]);
-    else write_hf(&o, &model, &vocab);
+    if (target == TARGET_GGUF) write_gguf(&o, &model, &vocab, format, dtype_types[dtype]);
+    else write_hf(&o, &model, &vocab, format);
     const GPTConfig *c = &model.config;
-    printf("%s: %s, %d layers, %d heads, %d wide, context %d, %d characters, %s\n", o.out,
-           target == TARGET_GGUF ? "GGUF, llama.cpp's gpt2 with the RWKV tokenizer"
-                                 : "Hugging Face's GPT2LMHeadModel with tokenizer.json",
-           c->layers, c->heads, c->dim, c->context, c->vocab_size, o.dtype);
+    printf("%s: %s, %s, %d layers, %d heads, %d wide, context %d, %d characters, %s\n", o.out,
+           target == TARGET_GGUF ? "GGUF" : "Hugging Face's layout", format->title, c->layers,
+           c->heads, c->dim, c->context, c->vocab_size, o.dtype);
     gpt_free(&model);
     vocab_free(&vocab);
     return 0;
