@@ -35,6 +35,9 @@ variant() {
     zeroinit) echo "--zero-init-proj" ;;
     modern) echo "--norm rmsnorm --pos rope --mlp relu2 --qk-norm --softcap 15 --zero-init-proj" ;;
     all) echo "--norm rmsnorm --pos rope --mlp relu2 --qk-norm --untie --softcap 15 --zero-init-proj" ;;
+    untie_rope) echo "--pos rope --untie" ;;
+    untie_rope_rms) echo "--norm rmsnorm --pos rope --untie" ;;
+    untie_rope_drop) echo "--pos rope --untie --dropout 0.05" ;;
     *) echo "sweep_block.sh: unknown variant $1" >&2; exit 2 ;;
     esac
 }

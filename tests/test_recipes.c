@@ -539,10 +539,10 @@ static void test_recipe_optimizer(void) {
     const struct {
         const char *flags, *name, *line;
     } runs[] = {{"--minutes 1", "one", "--optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02\n"},
+                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02 --pos rope\n"},
+                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02 --max-passes 15 --pos rope\n"},
                 {"--minutes 60", "sixty", "--dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw\n"}};
+                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw --pos rope\n"}};
     char dir[600], capture[600], flags[1024];
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -732,8 +732,15 @@ static void test_resume_wsd_decay_from(void) {
     CHECK_MSG(status == 0 && out && strstr(out, "stopped at step 5"), "exited %d:\n%s", status,
               out ? out : "");
     free(out);
-    CHECK(run_train("--resume --decay-fraction 0.5 --stop-at 6", wsd, NULL) == 0);
-    CHECK(checkpoint_step(wsd, NULL) == 6);
+    // a fraction for a run whose decay's step is saved is refused (it would
+    // be ignored); one that chose no step takes it
+    CHECK(run_train("--resume --decay-fraction 0.5 --stop-at 6", wsd, NULL) == 2);
+    char fraction[512];
+    snprintf(fraction, sizeof fraction, "%s/fraction", tmp);
+    CHECK(run_train(TINY " --threads 1 --warmup 2 --iters 20 --eval-every 10 --schedule wsd --stop-at 3",
+                    fraction, NULL) == 0);
+    CHECK(run_train("--resume --decay-fraction 0.5 --stop-at 6", fraction, NULL) == 0);
+    CHECK(checkpoint_step(fraction, NULL) == 6);
     const char *flags[] = {"--resume --decay-from 10", "--resume --decay-fraction 0.5"};
     for (int i = 0; i < 2; i++) {
         status = run_train(flags[i], cosine, capture);

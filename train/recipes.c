@@ -10,19 +10,19 @@
 // the large corpora. Each budget's rows go from the smallest corpora up.
 #define LARGE LARGE_CORPUS_CHARS
 static const Recipe recipes[] = {
-    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr passes */
-    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f, 0},
-    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 0},
+    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr passes pos */
+    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned"},
+    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 0,  "rope"},
     // at most 15 passes: the schedule's last passes learn a small text by
     // heart (22 passes of Shakespeare on a fast CPU ended above the
     // 5-minute run's loss), docs/training.md
-    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 15},
-    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0},
+    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 15, "rope"},
+    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned"},
     // measured at 60 minutes with a final rate of 2e-4; a hundredth of the
     // peak, as at 1, 5 and 15 minutes, not yet measured there
-    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 0},
+    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 0,  "learned"},
     // not measured at 60 minutes: the 15-minute row, a large text hardly repeating in an hour either
-    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0},
+    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned"},
 };
 #define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
 
@@ -66,6 +66,7 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], siz
         if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
     if (!train_option_given(table, "--optimizer")) o->optimizer = r->optimizer;
     if (!train_option_given(table, "--muon-lr")) o->muon_lr = r->muon_lr;
+    if (!train_option_given(table, "--pos")) o->pos = r->pos;
     return r;
 }
 

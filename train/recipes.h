@@ -22,6 +22,8 @@ typedef struct {
     const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
     float muon_lr;
     float max_passes;      // the most passes over the training text (0: any)
+    const char *pos;       // positions: "learned" or "rope" (the block's other choices
+                           // stay GPT-2's: each measured worse here, docs/training.md)
 } Recipe;
 
 // The recipe for a budget and a corpus: of the largest budget <= minutes
