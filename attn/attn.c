@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
@@ -712,6 +713,45 @@ static void free_findings(Findings *f, int T) {
     memset(f, 0, sizeof *f);
 }
 
+// ablation_losses over the windows ABLATION_CHUNK at a time, a line of
+// progress on stderr after each (rewritten in place on a terminal), as
+// training shows its steps: the windows of a long text take minutes. A
+// chunk is a whole number of the model's batches, so every forward is the
+// one a single call would run; the means over chunks are recombined by
+// their positions.
+#define ABLATION_CHUNK 60
+static double ablation_losses_with_progress(GPT *model, const AblationWindows *set,
+                                            const float *means, double *zero_loss,
+                                            double *mean_loss) {
+    int W = set->W, T = set->T, units = ablation_units(&model->config);
+    if (W <= ABLATION_CHUNK)
+        return ablation_losses(model, set->tokens, set->targets, W, T, means, zero_loss, mean_loss);
+    double *zero_part = xmalloc(sizeof(double) * units), *mean_part = xmalloc(sizeof(double) * units);
+    double clean = 0, start = now_seconds();
+    for (int u = 0; u < units; u++) zero_loss[u] = mean_loss[u] = 0;
+    int live = isatty(STDERR_FILENO);
+    for (int w0 = 0; w0 < W; w0 += ABLATION_CHUNK) {
+        int n = W - w0 < ABLATION_CHUNK ? W - w0 : ABLATION_CHUNK;
+        long at = (long)w0 * T;
+        double positions = (double)n * T;
+        clean += positions * ablation_losses(model, set->tokens + at, set->targets + at, n, T,
+                                             means, zero_part, mean_part);
+        for (int u = 0; u < units; u++) {
+            zero_loss[u] += positions * zero_part[u];
+            mean_loss[u] += positions * mean_part[u];
+        }
+        double elapsed = now_seconds() - start, done = (double)(w0 + n) / W;
+        fprintf(stderr, "%sablation: %d of %d windows, %.0f s, about %.0f s left%s",
+                live ? "\r" : "", w0 + n, W, elapsed, elapsed * (1 - done) / done,
+                live && w0 + n < W ? "" : "\n");
+        fflush(stderr);
+    }
+    double positions = (double)W * T;
+    for (int u = 0; u < units; u++) zero_loss[u] /= positions, mean_loss[u] /= positions;
+    free(zero_part), free(mean_part);
+    return clean / positions;
+}
+
 static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWindow *window,
                            const AblationWindows *set, Findings *found) {
     const GPTConfig *cfg = &model->config;
@@ -721,8 +761,7 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
     float *means = ablation_means(model, set->tokens, set->W, set->T);
     double *zero_loss = xmalloc(sizeof(double) * units);
     double *mean_loss = xmalloc(sizeof(double) * units);
-    double loss = ablation_losses(model, set->tokens, set->targets, set->W, set->T, means,
-                                  zero_loss, mean_loss);
+    double loss = ablation_losses_with_progress(model, set, means, zero_loss, mean_loss);
     AtomicFile af;
     csv_open(&af, o->out, "ablation.csv");
     fprintf(af.file, "layer,head,loss,zero_ablated_loss,mean_ablated_loss\n");

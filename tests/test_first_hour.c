@@ -292,6 +292,80 @@ static void test_attn_unknown_characters(void) {
     CHECK(!file_exists(path_in(dir, "b")));
 }
 
+// ---- long runs say where they write and how far they are
+
+// The first snapshot says where the snapshots go and what one costs.
+static void test_snapshots_said(void) {
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    CHECK(RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 4 --heatmaps-every 2 --data %s "
+              "--out %s/run", corpus, dir) == 0);
+    char *out = output_of(capture);
+    char expected[700];
+    snprintf(expected, sizeof expected, "snapshots: into %s/run/attn/, a folder each (step_2/: ", dir);
+    CHECK_MSG(strstr(out, expected) && occurrences(out, "snapshots: into") == 1 &&
+                  strstr(out, "beside them the timeline, filmstrips and scores.csv ("),
+              "%s", out);
+    free(out);
+}
+
+// An ablation over many windows prints its progress every 60 windows;
+// over 60 or fewer, nothing.
+static void test_ablation_progress(void) {
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *ckpt = save_text_model("abcdefgh \n", 8, (RandomWeights){1, 0.1f, 2});
+    const char *text = keep_path(path_in(dir, "text.txt"));
+    char long_text[1200];
+    for (int i = 0; i < 1199; i++) long_text[i] = "abcdefgh \n"[(i * 7) % 10];
+    write_file_bytes(text, long_text, 1199);
+    CHECK(RUN(capture, NULL, "bin/attn --ckpt %s --text abcd --ablate-text-file %s --ablate-windows 130 "
+              "--out %s/a", ckpt, text, dir) == 0);
+    char *out = output_of(capture);
+    CHECK_MSG(strstr(out, "ablation: 60 of 130 windows, ") && strstr(out, "ablation: 120 of 130 windows, ") &&
+                  strstr(out, "ablation: 130 of 130 windows, ") && strstr(out, " s left\n"),
+              "%s", out);
+    free(out);
+    CHECK(RUN(capture, NULL, "bin/attn --ckpt %s --text abcd --ablate-text-file %s --ablate-windows 60 "
+              "--out %s/b", ckpt, text, dir) == 0);
+    out = output_of(capture);
+    CHECK_MSG(!strstr(out, "ablation: "), "%s", out);
+    free(out);
+}
+
+// ---- the documentation's commands
+
+// Every block of commands in README.md and docs/*.md is marked sh (or
+// skipped with a marker), so scripts/check_doc_commands.sh runs it; the
+// lint reads the pages only. A page with a command block left unmarked
+// fails it.
+static void test_doc_commands_marked(void) {
+    if (!file_exists("scripts/check_doc_commands.sh")) { // make sanitize runs from build-san/
+        skip_test("not run from the checkout's top");
+        return;
+    }
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    int status = run_command("scripts/check_doc_commands.sh --lint", capture);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "every block of commands marked"), "exited %d:\n%s", status,
+              out);
+    free(out);
+    const char *page = keep_path(path_in(dir, "page.md"));
+    const char *text = "# a page\n\n```\n./bin/train --out out/x\n```\n\n<!-- doc-test: skip -->\n"
+                       "```sh\nmake\n```\n";
+    write_file_bytes(page, text, strlen(text));
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "scripts/check_doc_commands.sh --lint %s", page);
+    status = run_command(cmd, capture);
+    out = output_of(capture);
+    CHECK_MSG(status == 1 && strstr(out, "page.md:3: a block of commands without a language") &&
+                  strstr(out, "page.md:7: a doc-test marker is"),
+              "exited %d:\n%s", status, out);
+    free(out);
+}
+
 void suite_first_hour(void) {
     run_test("first hour: a missing checkpoint says to train one or give --ckpt",
              test_missing_checkpoint_says_train_first);
@@ -311,4 +385,9 @@ void suite_first_hour(void) {
     run_test("first hour: the bf16 note is true of this CPU", test_bf16_note_true_of_this_cpu);
     run_test("first hour: bin/attn names every unknown character, --skip-unknown, NUL",
              test_attn_unknown_characters);
+    run_test("first hour: the first snapshot says where snapshots go and their size",
+             test_snapshots_said);
+    run_test("first hour: a long ablation prints its progress", test_ablation_progress);
+    run_test("first hour: every command block of the docs is marked for the doc test",
+             test_doc_commands_marked);
 }

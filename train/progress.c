@@ -4,7 +4,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../base/files.h"
 #include "../base/options.h"
 #include "../base/util.h"
 #include "../viz/atlas.h"
@@ -128,6 +130,38 @@ void free_probe(Probe *probe) {
     memset(probe, 0, sizeof *probe);
 }
 
+// Bytes of the regular files under dir, at any depth, or in dir alone.
+static double folder_bytes(const char *dir, int top_only) {
+    FileList files;
+    folder_listing(dir, "", &files);
+    double bytes = 0;
+    for (int i = 0; i < files.count; i++)
+        if (!top_only || !strchr(files.entries[i].path, '/')) bytes += (double)files.entries[i].size;
+    file_list_free(&files);
+    return bytes;
+}
+
+// "840 kB", "1.1 MB": bytes as a size a reader takes in.
+static void format_bytes(double bytes, char *out, size_t len) {
+    if (bytes < 1e6) snprintf(out, len, "%.0f kB", bytes / 1e3);
+    else snprintf(out, len, "%.1f MB", bytes / 1e6);
+}
+
+// Once, after the first snapshot this process wrote: where the snapshots
+// go and what each costs on disk, so that a long run's total is no surprise.
+static void say_where_snapshots_go(const char *out, const char *dir, long step) {
+    static int said;
+    if (said++) return;
+    char attn[4200], one[32], beside[32];
+    snprintf(attn, sizeof attn, "%s/attn", out);
+    format_bytes(folder_bytes(dir, 0), one, sizeof one);
+    format_bytes(folder_bytes(attn, 1), beside, sizeof beside);
+    printf("%ssnapshots: into %s/, a folder each (step_%ld/: %s), beside them the timeline, "
+           "filmstrips and scores.csv (%s)\n", isatty(STDOUT_FILENO) ? "\n" : "", attn, step, one,
+           beside);
+    fflush(stdout);
+}
+
 void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) {
     char dir[4200], err[1024];
     snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
@@ -138,4 +172,6 @@ void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) 
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);
     else if (!atlas_snapshot(out, model, probe->chars, probe->len, step, loss, err, sizeof err))
         fprintf(stderr, "warning: atlas snapshot not written: %s\n", err);
+    else
+        say_where_snapshots_go(out, dir, step);
 }
