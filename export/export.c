@@ -61,7 +61,8 @@ static const char USAGE[] =
     "Writes a trained model in another program's format:\n"
     "  --to gguf: one GGUF file (version 3) that llama.cpp runs as its gpt2\n"
     "    architecture, the vocabulary as its RWKV tokenizer (one token per\n"
-    "    character, no merges, nothing added): llama-cli -m model.gguf -p 'ROMEO:'\n"
+    "    character, no merges, nothing added); greedy text as bin/sample's:\n"
+    "      llama-completion -m model.gguf -no-cnv -c 64 --temp 0 -p 'ROMEO:'\n"
     "  --to hf: a folder with config.json, model.safetensors and tokenizer.json,\n"
     "    what transformers' GPT2LMHeadModel.from_pretrained loads.\n"
     "A model of a block neither target has (RMSNorm, RoPE, ...) is refused.\n"
@@ -534,7 +535,8 @@ int main(int argc, char **argv) {
     if (target == TARGET_HF && dtype != 0)
         usage_error("--dtype %s: --to hf writes f32 (model.safetensors as our checkpoints)", o.dtype);
     check_output(&o, target);
-    choose_architecture(o.ckpt, target);
+    // ARCH_GPT2, the only one today: the tensor maps above are its
+    (void)choose_architecture(o.ckpt, target);
     GPT model;
     Vocab vocab;
     char err[2048];
