@@ -1163,6 +1163,8 @@ static const char *shakespeare_llama(int untie) {
 static const char *llama_cpp_missing(void) {
     if (run_command("command -v node", NULL) != 0)
         return "node is not installed (.ci/run installs nodejs and npm from Debian)";
+    if (run_command("node -e 'process.exit(parseInt(process.versions.node) >= 20 ? 0 : 1)'", NULL) != 0)
+        return "node is older than 20, which node-llama-cpp needs";
     if (!file_exists(checkout_path("build-node/node_modules/node-llama-cpp/package.json")))
         return "node-llama-cpp is not installed in build-node/ (.ci/run: npm install --prefix "
                "build-node node-llama-cpp)";

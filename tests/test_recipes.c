@@ -1145,6 +1145,38 @@ static void test_loss_plot_from_run(void) {
     stbi_image_free(img);
 }
 
+// The plan after the tuner moved (train.c's loop, as run_on_machine has
+// it): measured under load, the first steps on 2 threads took 2.7 s each,
+// then 1 thread 35 ms. Timed from the count the tuner left, the plan took
+// 911 ms a step and ended the 1-minute run at 20.5%; from its trial's
+// steps on 1 thread on, it plans for 35 ms.
+static void test_time_budget_after_the_tuner_moved(void) {
+    int saved = omp_get_max_threads();
+    TimeBudget b;
+    ThreadTuner tuner;
+    time_budget_init(&b, 1.0f, 0.0);
+    thread_tuner_init(&tuner, 2, 1);
+    double now = 0.1;
+    long step = 0;
+    for (int plan = 0; !plan;) {
+        int before = tuner.current, threads = thread_tuner_next(&tuner), trial = tuner.trial != 0;
+        double dt = threads == 2 ? 2.7 : 0.035;
+        now += dt;
+        thread_tuner_record(&tuner, dt);
+        if (tuner.current != before) time_budget_retime(&b, tuner.trial_seconds, tuner.trial_steps);
+        plan = time_budget_step(&b, ++step, dt, !trial, 50, now);
+    }
+    time_budget_evaluation(&b, 1.0);
+    int iters, every;
+    time_budget_plan(&b, step, now + 1.0, 0, 0, &iters, &every);
+    // the time left, less the evaluations' twentieth at most
+    double left = 0.97 * 60 - (now + 1.0), steps = iters - step;
+    CHECK_MSG(tuner.current == 1 && steps <= left / 0.035 && steps >= 0.95 * left / 0.035,
+              "--iters %d at step %ld, %.1f s left (on 1 thread: %.0f steps)", iters, step, left,
+              left / 0.035);
+    omp_set_num_threads(saved);
+}
+
 void suite_recipes(void) {
     run_test("recipes: dropout gradients against central differences, fixed mask",
              test_dropout_gradients);
@@ -1160,6 +1192,8 @@ void suite_recipes(void) {
              test_time_budget_lands_on_time);
     run_test("recipes: a core taken during a run: the tuner is on 1 thread within a few steps",
              test_tuner_when_a_core_is_taken);
+    run_test("recipes: the plan times the steps on the count the tuner moved to",
+             test_time_budget_after_the_tuner_moved);
     run_test("recipes: the recipes train with Muon, kept on resume; --optimizer wins",
              test_recipe_optimizer);
     run_test("recipes: the recipe by budget and corpus size (a large text, a wider model)",

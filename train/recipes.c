@@ -111,6 +111,11 @@ int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, i
     return enough || spent || step >= (warmup > 1 ? warmup : 1);
 }
 
+void time_budget_retime(TimeBudget *budget, double seconds, int steps) {
+    budget->timed_seconds = seconds;
+    budget->timed_steps = steps;
+}
+
 void time_budget_evaluation(TimeBudget *budget, double seconds) {
     budget->eval_seconds += seconds;
     budget->evals++;

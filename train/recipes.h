@@ -95,6 +95,11 @@ void time_budget_init(TimeBudget *budget, float minutes, double start);
 // after the plan.
 int time_budget_step(TimeBudget *budget, long step, double seconds, int timed, int warmup,
                      double now);
+// The thread tuner moved to another count after a trial of `steps` steps
+// that took `seconds` on it: the steps timed so far ran on the count it
+// left (under load, many times slower or faster), so the plan times
+// the steps from the trial's on.
+void time_budget_retime(TimeBudget *budget, double seconds, int steps);
 // An evaluation (with its save and sample) or a heatmap snapshot that took
 // `seconds`: the plan counts the ones still to come at their mean cost.
 void time_budget_evaluation(TimeBudget *budget, double seconds);

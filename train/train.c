@@ -232,6 +232,7 @@ int main(int argc, char **argv) {
     long steps_run = 0;
     while (run.opt.step < o->iters && !run_should_stop(&run, stop_requested) &&
            !(o->stop_at > 0 && run.opt.step >= o->stop_at)) {
+        int threads_before = run.threads.current;
         thread_tuner_next(&run.threads); // the fastest thread count now (thread_tuner.h)
         int tuner_trial = run.threads.trial != 0;
         double t0 = now_seconds();
@@ -250,6 +251,10 @@ int main(int argc, char **argv) {
         int plan_now = 0, budget_on = budget.budget_seconds > 0;
         if (budget_on) {
             int was_planned = budget.planned;
+            // the tuner moved: the steps timed on the count it left say
+            // nothing of those to come, its trial's on the new count do
+            if (run.threads.current != threads_before)
+                time_budget_retime(&budget, run.threads.trial_seconds, run.threads.trial_steps);
             plan_now = time_budget_step(&budget, step, dt, !tuner_trial, o->warmup, now_seconds());
             if (run.procs > 1 && !was_planned) // rank 0 decides
                 distributed_broadcast(&plan_now, sizeof plan_now);
