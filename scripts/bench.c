@@ -520,12 +520,14 @@ static int bench_steps_only(int threads) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 0;
+    int quick = 0, steps = 0, blocks = 0;
     
     Option table[] = {
         {"--quick", NULL, OPT_FLAG, &quick, "fewer steps of each shape", 0, -1, 0},
         {"--steps", NULL, OPT_FLAG, &steps,
          "only the training steps, one summary line a shape (scripts/compare_pytorch.py)", 0, -1, 0},
+        {"--blocks", NULL, OPT_FLAG, &blocks,
+         "only the block's choices against GPT-2's block (their step times)", 0, -1, 0},
         {"--history", "FILE", OPT_STRING, &bench_history.path,
          "append each headline figure to FILE as a CSV row; unset: none", 0, -1, 0},
         {"--commit", "HASH", OPT_STRING, &bench_history.commit, "the code measured, for --history's rows",
@@ -536,13 +538,18 @@ int main(int argc, char **argv) {
     int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
     if (parsed == OPTIONS_HELP) {
         options_usage(stdout,
-                      "usage: bin/bench [--quick | --steps] [--history FILE [--commit HASH]]",
+                      "usage: bin/bench [--quick | --steps | --blocks] [--history FILE [--commit HASH]]",
                       table, num_options);
         return 0;
     }
     if (!parsed) usage_error("%s", err);
     int threads = omp_get_num_procs();
     if (steps) return bench_steps_only(threads);
+    if (blocks) {
+        omp_set_num_threads(threads);
+        bench_blocks(threads, quick);
+        return 0;
+    }
     printf("bench: %d threads%s\n", threads, quick ? " (quick)" : "");
     double peak1 = fma_probe_gflops(1), peak = fma_probe_gflops(threads);
     printf("fp32 FMA peak (our probe): %.0f GFLOP/s on 1 thread, %.0f on %d\n", peak1, peak,
