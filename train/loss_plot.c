@@ -7,11 +7,16 @@
 
 #include "../viz/plot.h"
 
-void loss_plot_title(const RunPaths *paths, char *title, size_t len) {
-    snprintf(title, len, "loss: %.60s", paths->out);
+void loss_plot_title(const RunPaths *paths, const TrainOptions *o, char *title, size_t len) {
+    char length[64];
+    if (o->minutes > 0) snprintf(length, sizeof length, "a %g-minute budget", (double)o->minutes);
+    else snprintf(length, sizeof length, "%d steps", o->iters);
+    snprintf(title, len, "loss: %.60s (%d layer%s, %d head%s, dim %d, context %d; %s on %.60s)",
+             paths->out, o->layers, o->layers == 1 ? "" : "s", o->heads, o->heads == 1 ? "" : "s",
+             o->dim, o->context, length, o->data);
 }
 
-void write_loss_plot(const RunPaths *paths, long tokens_per_step) {
+void write_loss_plot(const RunPaths *paths, const TrainOptions *o, long tokens_per_step) {
     FILE *f = fopen(paths->log_path, "r");
     if (!f) return;
     // rows: step,train_loss,val_loss,lr,ms_per_iter,tokens_per_s (val_loss
@@ -57,7 +62,7 @@ void write_loss_plot(const RunPaths *paths, long tokens_per_step) {
     if (ok) {
         char path[4200], title[4200], err[1024];
         snprintf(path, sizeof path, "%s/loss.png", paths->out);
-        loss_plot_title(paths, title, sizeof title);
+        loss_plot_title(paths, o, title, sizeof title);
         LossHistory h = {steps, train, lr, n, val_steps, val, nv, tokens_per_step, title};
         if (!loss_plot_write(path, &h, err, sizeof err))
             fprintf(stderr, "warning: loss plot not written: %s\n", err);

@@ -4,11 +4,15 @@
 #define LOSS_PLOT_H
 
 #include "run_folder.h"
+#include "train_options.h"
 
 // Read the log and write OUT/loss.png atomically; a warning, not an error,
-// when it cannot be written.
-void write_loss_plot(const RunPaths *paths, long tokens_per_step);
-// The plot's title: "loss: " and the run's folder (its first 60 bytes).
-void loss_plot_title(const RunPaths *paths, char *title, size_t len);
+// when it cannot be written. o: the run's flags, for the title.
+void write_loss_plot(const RunPaths *paths, const TrainOptions *o, long tokens_per_step);
+// The plot's title names the run: its folder, the model's shape, how long
+// it trains and on what: "loss: out/atlas (4 layers, 4 heads, dim 128,
+// context 64; 2000 steps on data/tinyshakespeare.txt)" (the folder's and
+// the data's first 60 bytes).
+void loss_plot_title(const RunPaths *paths, const TrainOptions *o, char *title, size_t len);
 
 #endif

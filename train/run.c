@@ -536,7 +536,7 @@ static void note_label_font(const Run *run) {
     if (probe_boxes)
         snprintf(pictures[n++], sizeof pictures[0], "%d of the probe's %d characters in the heatmaps "
                  "(%s/attn/)", probe_boxes, run->probe.len, run->o.out);
-    loss_plot_title(&run->paths, title, sizeof title);
+    loss_plot_title(&run->paths, &run->o, title, sizeof title);
     int title_boxes = plot_title_boxes(title);
     if (title_boxes)
         snprintf(pictures[n++], sizeof pictures[0], "%d character%s of %s/loss.png's title",

@@ -113,7 +113,7 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                "that model)\n", live ? "\n" : "", step, train_loss, val_loss, run->best.step,
                (double)run->best.val_loss, run->paths.model_path);
     if (run->rank == 0) { // the others' output goes nowhere
-        write_loss_plot(&run->paths, run->B * run->T);
+        write_loss_plot(&run->paths, o, run->B * run->T);
         print_sample(&run->sample_cache, &run->sampler, &run->corpus.vocab, o->sample_chars);
     }
     return val_loss;

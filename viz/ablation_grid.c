@@ -35,6 +35,7 @@ typedef struct {
     int strip_y;            // top of the strip section
     int cw;                 // strip cell width
     int strip_label_w;
+    int strip_bar_x;        // the strip's colour bar, right of its cells
     int lines;              // strip lines of up to ABLATION_STRIP_CHARS characters
     int line_h;
     int width, height;
@@ -54,7 +55,9 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
     l->lines = p->strips > 0 ? (p->T + ABLATION_STRIP_CHARS - 1) / ABLATION_STRIP_CHARS : 0;
     l->line_h = bh + 4 + p->strips * STRIP_H + 8;
     l->strip_y = grids_bottom + 16;
-    int strip_w = PAD + l->strip_label_w + ABLATION_STRIP_CHARS * l->cw + PAD;
+    int columns = p->T < ABLATION_STRIP_CHARS ? p->T : ABLATION_STRIP_CHARS;
+    l->strip_bar_x = PAD + l->strip_label_w + columns * l->cw + 16;
+    int strip_w = l->strip_bar_x + DIVERGING_BAR_W + 4 + font_text_width(7, 1) + PAD;
     l->width = l->bar_x + BAR_SPACING + DIVERGING_BAR_W + 4 + font_text_width(7, 1) + PAD;
     if (strip_w > l->width && l->lines) l->width = strip_w;
     int note_w = PAD + font_text_width(120, 1) + PAD;
@@ -117,10 +120,15 @@ static void draw_strips(Image *image, const AblationLayout *l, const AblationPic
              "characters: under each character predicted,", p->T + 1);
     draw_text(image, text, PAD, l->strip_y, 1);
     snprintf(text, sizeof text, "how much worse (red) or better (blue) its loss got without the "
-             "head; scale +-%.3g", top);
+             "head (the colour bar on the right: +-%.3g)", top);
     draw_text(image, text, PAD, l->strip_y + LINE_H, 1);
     int bw, bh;
     label_font_box(&bw, &bh);
+    // the strips' own scale: from the first line's first strip to the last line's last
+    int bar_y = l->strip_y + 2 * LINE_H + bh + 4;
+    int bar_h = (l->lines - 1) * l->line_h + p->strips * STRIP_H - 2;
+    if (bar_h < 40) bar_h = 40;
+    draw_diverging_bar(image, l->strip_bar_x, bar_y, bar_h, top);
     for (int line = 0; line < l->lines; line++) {
         int y = l->strip_y + 2 * LINE_H + line * l->line_h, x0 = PAD + l->strip_label_w;
         int first = line * ABLATION_STRIP_CHARS;

@@ -145,69 +145,116 @@ int spread_evenly(int count, int max, int *chosen) {
 // ---- the timeline
 
 #define PAD 8
-#define PANEL_W 300
-#define PANEL_H 150
-#define PANEL_GAP_X 70
-#define PANEL_GAP_Y 48
-#define PANEL_COLUMNS 4
-#define LEGEND_ROW 14
+#define PANEL_W 240
+#define PANEL_H 100
+#define PANEL_GAP_X 64  // room for the next panel's y labels
+#define PANEL_GAP_Y 52  // room for the x labels and the next panel's title
+#define PANEL_LEFT 48   // the first column's y labels
+#define TITLE_LINE (FONT_H * 2 + 10)
+#define PANEL_TITLE (FONT_H + 8)
 
-// Distinct colours for the heads' lines (matplotlib's tab20, cycled past 20).
+// A layer's heads in colours of distinct hue (matplotlib's tab10; past 10
+// heads, its lighter tab20 partners).
 static const uint8_t palette[20][3] = {
-    {31, 119, 180},  {255, 127, 14}, {44, 160, 44},   {214, 39, 40},   {148, 103, 189},
+    {31, 119, 180},  {255, 127, 14},  {44, 160, 44},   {214, 39, 40},   {148, 103, 189},
     {140, 86, 75},   {227, 119, 194}, {127, 127, 127}, {188, 189, 34},  {23, 190, 207},
     {174, 199, 232}, {255, 187, 120}, {152, 223, 138}, {255, 152, 150}, {197, 176, 213},
     {196, 156, 148}, {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
+static const uint8_t GRID[3] = {225, 225, 225};
 
-// A panel: series[c][i] for i over snapshots; lo..hi on the y axis.
-static void draw_panel(Image *image, int x0, int y0, const char *title, const Snapshot *snaps,
-                       int count, const double *series, int num_series, const double *baseline,
-                       double lo, double hi) {
-    draw_text(image, title, x0, y0 - FONT_H - 14, 1);
-    draw_frame(image, x0, y0, PANEL_W, PANEL_H);
-    char text[32];
-    snprintf(text, sizeof text, "%.3g", hi);
-    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0, 1);
-    snprintf(text, sizeof text, "%.3g", lo);
-    draw_text(image, text, x0 - font_text_width((int)strlen(text), 1) - 4, y0 + PANEL_H - 7, 1);
-    long s0 = snaps[0].step, s1 = snaps[count - 1].step;
-    snprintf(text, sizeof text, "%ld", s0);
-    draw_text(image, text, x0, y0 + PANEL_H + 4, 1);
-    snprintf(text, sizeof text, "step %ld", s1);
-    draw_text(image, text, x0 + PANEL_W - font_text_width((int)strlen(text), 1), y0 + PANEL_H + 4, 1);
-    if (hi <= lo) hi = lo + 1;
-#define PX(i) (x0 + (s1 > s0 ? (int)lrint((double)(snaps[i].step - s0) / (s1 - s0) * (PANEL_W - 1)) : PANEL_W / 2))
-#define PY(v) (y0 + PANEL_H - 1 - (int)lrint(((v) - lo) / (hi - lo) * (PANEL_H - 1)))
-    if (baseline) { // dashed grey
-        static const uint8_t grey[3] = {150, 150, 150};
-        for (int i = 0; i + 1 < count; i++) {
-            if (isnan(baseline[i]) || isnan(baseline[i + 1])) continue;
-            int xa = PX(i), xb = PX(i + 1), ya = PY(baseline[i]), yb = PY(baseline[i + 1]);
-            for (int x = xa; x <= xb; x++)
-                if ((x / 4) % 2 == 0)
-                    put_pixel(image, x, xb > xa ? ya + (yb - ya) * (x - xa) / (xb - xa) : ya, grey);
-        }
-    }
-    for (int c = 0; c < num_series; c++) {
-        const uint8_t *rgb = palette[c % 20];
-        const double *v = series + (size_t)c * count;
-        for (int i = 0; i < count; i++) {
-            if (isnan(v[i])) continue;
-            if (count == 1) fill_rect(image, PX(i) - 1, PY(v[i]) - 1, 3, 3, rgb);
-            if (i + 1 < count && !isnan(v[i + 1])) // two pixels thick
-                for (int t = 0; t < 2; t++)
-                    draw_line(image, PX(i), PY(v[i]) + t, PX(i + 1), PY(v[i + 1]) + t, rgb);
-        }
-    }
-#undef PX
-#undef PY
+// Ticks at round values: the first multiple of *step at or above lo, *step
+// being 1, 2 or 5 times a power of ten giving at most `most` ticks in lo..hi.
+static double nice_ticks(double lo, double hi, int most, double *step) {
+    double span = hi > lo ? hi - lo : 1, raw = span / most, unit = pow(10, floor(log10(raw)));
+    *step = raw <= unit ? unit : raw <= 2 * unit ? 2 * unit : raw <= 5 * unit ? 5 * unit : 10 * unit;
+    return ceil(lo / *step - 1e-9) * *step;
 }
 
+// "0.25", "1.5e+03" trimmed: a tick's value as short as it reads.
+static void tick_text(double v, double step, char *out, size_t len) {
+    if (fabs(v) < step * 1e-6) v = 0;
+    snprintf(out, len, "%.4g", v);
+}
+
+typedef struct {
+    int x0, y0;          // the frame's top-left
+    double lo, hi;       // the y range
+    long s0, s1;         // the step range
+} Panel;
+
+static int panel_x(const Panel *p, long step) {
+    return p->x0 + (p->s1 > p->s0 ? (int)lrint((double)(step - p->s0) / (p->s1 - p->s0) * (PANEL_W - 1))
+                                  : PANEL_W / 2);
+}
+static int panel_y(const Panel *p, double v) {
+    return p->y0 + PANEL_H - 1 - (int)lrint((v - p->lo) / (p->hi - p->lo) * (PANEL_H - 1));
+}
+
+// The frame, its title, grid lines and labels at round values on both axes.
+static void draw_axes(Image *image, const Panel *p, const char *title) {
+    draw_text(image, title, p->x0, p->y0 - PANEL_TITLE, 1);
+    char text[32];
+    double step, v = nice_ticks(p->lo, p->hi, 4, &step);
+    for (; v <= p->hi + step * 1e-6; v += step) {
+        int y = panel_y(p, v);
+        fill_rect(image, p->x0, y, PANEL_W, 1, GRID);
+        fill_rect(image, p->x0 - 4, y, 4, 1, FRAME);
+        tick_text(v, step, text, sizeof text);
+        draw_text(image, text, p->x0 - 6 - font_text_width((int)strlen(text), 1), y - 3, 1);
+    }
+    double first = nice_ticks((double)p->s0, (double)p->s1, 4, &step);
+    for (v = first; v <= p->s1 + step * 1e-6; v += step) {
+        int x = panel_x(p, (long)llrint(v));
+        fill_rect(image, x, p->y0, 1, PANEL_H, GRID);
+        fill_rect(image, x, p->y0 + PANEL_H, 1, 4, FRAME);
+        snprintf(text, sizeof text, "%ld", (long)llrint(v));
+        draw_text(image, text, x - font_text_width((int)strlen(text), 1) / 2, p->y0 + PANEL_H + 6, 1);
+    }
+    draw_frame(image, p->x0, p->y0, PANEL_W, PANEL_H);
+}
+
+// A series over the snapshots, two pixels thick (a dot when there is one).
+static void draw_series(Image *image, const Panel *p, const Snapshot *snaps, int count,
+                        const double *v, const uint8_t rgb[3]) {
+    for (int i = 0; i < count; i++) {
+        if (isnan(v[i])) continue;
+        int x = panel_x(p, snaps[i].step), y = panel_y(p, v[i]);
+        if (count == 1) fill_rect(image, x - 1, y - 1, 3, 3, rgb);
+        if (i + 1 < count && !isnan(v[i + 1]))
+            for (int t = 0; t < 2; t++)
+                draw_line(image, x, y + t, panel_x(p, snaps[i + 1].step), panel_y(p, v[i + 1]) + t, rgb);
+    }
+}
+
+// Uniform attention's value, dashed grey.
+static void draw_baseline(Image *image, const Panel *p, const Snapshot *snaps, int count,
+                          const double *baseline) {
+    static const uint8_t grey[3] = {150, 150, 150};
+    for (int i = 0; i + 1 < count; i++) {
+        if (isnan(baseline[i]) || isnan(baseline[i + 1])) continue;
+        int xa = panel_x(p, snaps[i].step), xb = panel_x(p, snaps[i + 1].step);
+        int ya = panel_y(p, baseline[i]), yb = panel_y(p, baseline[i + 1]);
+        for (int x = xa; x <= xb; x++)
+            if ((x / 4) % 2 == 0) put_pixel(image, x, xb > xa ? ya + (yb - ya) * (x - xa) / (xb - xa) : ya, grey);
+    }
+}
+
+// Small multiples: a row per score, a column per layer, a line per head of
+// the layer in its own colour (the same head number, the same colour, in
+// every panel); the loss alone on the first row, with the legend.
 static void timeline_size(int L, int NH, int *width, int *height) {
-    int panels = NUM_SCORES + 1, rows = (panels + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
-    *width = PAD + PANEL_COLUMNS * (PANEL_W + PANEL_GAP_X) + PAD;
-    int legend_rows = (L * NH + 9) / 10;
-    *height = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12 + legend_rows * LEGEND_ROW + PAD;
+    (void)NH;
+    int columns = L > 2 ? L : 2;
+    *width = PAD + PANEL_LEFT + columns * (PANEL_W + PANEL_GAP_X) + PAD;
+    *height = PAD + TITLE_LINE + (NUM_SCORES + 1) * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y) + PAD;
+}
+
+static Panel panel_at(int row, int column, double lo, double hi, const Snapshot *snaps, int count) {
+    Panel p = {PAD + PANEL_LEFT + column * (PANEL_W + PANEL_GAP_X),
+               PAD + TITLE_LINE + PANEL_TITLE + row * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y), lo, hi,
+               snaps[0].step, snaps[count - 1].step};
+    if (!(p.hi > p.lo)) p.hi = p.lo + 1;
+    return p;
 }
 
 void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int NH) {
@@ -215,75 +262,86 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
     timeline_size(L, NH, &width, &height);
     image_init(image, width, height);
     char text[160];
-    snprintf(text, sizeof text, "head scores on the probe across training (%d snapshot%s)", count,
-             count == 1 ? "" : "s");
+    snprintf(text, sizeof text, "head scores on the probe across training (%d snapshot%s), by layer",
+             count, count == 1 ? "" : "s");
     draw_text(image, text, PAD, PAD, 2);
-    int heads = L * NH;
-    double *series = xmalloc(sizeof(double) * (heads + 1) * count), *baseline = series + heads * count;
-    for (int p = 0; p <= NUM_SCORES; p++) {
-        int px = PAD + 60 + (p % PANEL_COLUMNS) * (PANEL_W + PANEL_GAP_X);
-        int py = PAD + 30 + FONT_H + 14 + (p / PANEL_COLUMNS) * (PANEL_H + PANEL_GAP_Y);
-        double lo = 0, hi = 1;
-        if (p == NUM_SCORES) { // the loss
-            lo = INFINITY;
-            hi = -INFINITY;
-            for (int i = 0; i < count; i++) {
-                series[i] = snaps[i].loss;
-                if (!isnan(snaps[i].loss)) {
-                    lo = fmin(lo, snaps[i].loss);
-                    hi = fmax(hi, snaps[i].loss);
-                }
-            }
-            if (!(lo <= hi)) lo = 0, hi = 1;
-            draw_panel(image, px, py, "training loss (batch at the snapshot)", snaps, count, series,
-                       1, NULL, lo, hi);
-            continue;
-        }
-        // the y axis runs from 0 to the largest value or baseline, rounded
-        // up to a tenth (to a whole position for the distance), so a head
-        // that specialises stands out even while all values are small
+    double *series = xmalloc(sizeof(double) * (L * NH + 1) * count), *baseline = series + L * NH * count;
+    // the loss, and beside it the legend
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < count; i++) {
+        series[i] = snaps[i].loss;
+        if (!isnan(snaps[i].loss)) lo = fmin(lo, snaps[i].loss), hi = fmax(hi, snaps[i].loss);
+    }
+    if (!(lo <= hi)) lo = 0, hi = 1;
+    double margin = (hi - lo) * 0.05 + 1e-3;
+    Panel loss = panel_at(0, 0, lo - margin, hi + margin, snaps, count);
+    draw_axes(image, &loss, "training loss (the batch at each snapshot) against step");
+    draw_series(image, &loss, snaps, count, series, palette[0]);
+    int lx = loss.x0 + PANEL_W + PANEL_GAP_X, ly = loss.y0;
+    draw_text(image, "each panel: one layer's heads, a line each, against the step;", lx, ly, 1);
+    draw_text(image, "dashed grey: uniform attention's value", lx, ly + FONT_H + 4, 1);
+    for (int h = 0; h < NH; h++) {
+        int x = lx + (h % 4) * 90, y = ly + 2 * (FONT_H + 4) + 6 + (h / 4) * (FONT_H + 5);
+        fill_rect(image, x, y + 3, 20, 3, palette[h % 20]);
+        snprintf(text, sizeof text, "head %d", h);
+        draw_text(image, text, x + 24, y, 1);
+    }
+    for (int score = 0; score < NUM_SCORES; score++) {
+        // one y range for the row, so a layer's panel compares with the
+        // others': 0 to the largest value or baseline, rounded up to a tenth
+        // (to a whole position for the distance)
         hi = 0;
-        for (int h = 0; h < heads; h++)
+        for (int h = 0; h < L * NH; h++)
             for (int i = 0; i < count; i++) {
-                series[h * count + i] = snaps[i].scores[h].value[p];
+                series[h * count + i] = snaps[i].scores[h].value[score];
                 if (!isnan(series[h * count + i])) hi = fmax(hi, series[h * count + i]);
             }
         for (int i = 0; i < count; i++) {
-            baseline[i] = snaps[i].scores[0].uniform[p];
+            baseline[i] = snaps[i].scores[0].uniform[score];
             if (!isnan(baseline[i])) hi = fmax(hi, baseline[i]);
         }
-        hi = p == SCORE_DISTANCE ? ceil(hi) : fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
+        hi = score == SCORE_DISTANCE ? ceil(hi) : fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
         if (hi <= 0) hi = 1;
-        snprintf(text, sizeof text, "%s (dashed: uniform)", score_name(p));
-        draw_panel(image, px, py, text, snaps, count, series, heads, baseline, lo, hi);
+        for (int layer = 0; layer < L; layer++) {
+            Panel p = panel_at(1 + score, layer, 0, hi, snaps, count);
+            snprintf(text, sizeof text, "%s, layer %d", score_name(score), layer);
+            draw_axes(image, &p, text);
+            draw_baseline(image, &p, snaps, count, baseline);
+            for (int h = 0; h < NH; h++)
+                draw_series(image, &p, snaps, count, series + (size_t)(layer * NH + h) * count,
+                            palette[h % 20]);
+        }
     }
     free(series);
-    // the legend: a short line of each head's colour, then "l{l}h{h}"
-    int rows = (NUM_SCORES + 1 + PANEL_COLUMNS - 1) / PANEL_COLUMNS;
-    int ly = PAD + 30 + rows * (PANEL_H + PANEL_GAP_Y) + 12;
-    for (int h = 0; h < heads; h++) {
-        int x = PAD + (h % 10) * 120, y = ly + (h / 10) * LEGEND_ROW;
-        fill_rect(image, x, y + 2, 20, 3, palette[h % 20]);
-        snprintf(text, sizeof text, "layer %d head %d", h / NH, h % NH);
-        draw_text(image, text, x + 24, y, 1);
-    }
 }
 
 // ---- filmstrips
 
-void filmstrip_render(Image *image, const Snapshot *frames, int n, int NH, int layer, int head) {
+void filmstrip_render(Image *image, const Snapshot *frames, int n, int total, int NH, int layer,
+                      int head) {
     int max_T = 1;
     for (int f = 0; f < n; f++) max_T = frames[f].T > max_T ? frames[f].T : max_T;
     int cell = 128 / max_T > 1 ? 128 / max_T : 1, tile = max_T * cell, gap = 10;
-    int width = PAD + n * (tile + gap) + PAD, top = PAD + FONT_H * 2 + 8 + FONT_H + 6;
-    char title[160];
+    int line = FONT_H + 6, top = PAD + FONT_H * 2 + 8 + 2 * line;
+    int width = PAD + n * (tile + gap) + PAD;
+    char title[160], shown[200];
     snprintf(title, sizeof title, "layer %d head %d on the probe across training", layer, head);
-    if (width < PAD + font_text_width((int)strlen(title), 2) + PAD)
-        width = PAD + font_text_width((int)strlen(title), 2) + PAD;
+    if (n < total)
+        snprintf(shown, sizeof shown, "%d of the %d snapshots, spread evenly from step %ld to %ld: "
+                 "%d left out (a filmstrip holds %d; timeline.png and scores.csv have them all)", n,
+                 total, frames[0].step, frames[n - 1].step, total - n, FILMSTRIP_MAX_FRAMES);
+    else
+        snprintf(shown, sizeof shown, "every snapshot (%d)", n);
+    const char *scale = "one fixed colour scale: weight 0 (dark) .. 1 (yellow), viridis; the masked "
+                        "future hatched; row: query, column: key";
+    int text_w = font_text_width((int)strlen(scale), 1);
+    if (font_text_width((int)strlen(shown), 1) > text_w) text_w = font_text_width((int)strlen(shown), 1);
+    if (font_text_width((int)strlen(title), 2) > text_w) text_w = font_text_width((int)strlen(title), 2);
+    if (width < PAD + text_w + PAD) width = PAD + text_w + PAD;
     image_init(image, width, top + tile + 8 + FONT_H + 4 + FONT_H + PAD);
     draw_text(image, title, PAD, PAD, 2);
-    draw_text(image, "one fixed colour scale: weight 0 (dark) .. 1 (yellow), viridis; the masked "
-              "future hatched", PAD, PAD + FONT_H * 2 + 6, 1);
+    draw_text(image, shown, PAD, PAD + FONT_H * 2 + 6, 1);
+    draw_text(image, scale, PAD, PAD + FONT_H * 2 + 6 + line, 1);
     uint8_t rgb[3];
     char text[64];
     for (int f = 0; f < n; f++) {
@@ -454,7 +512,7 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
         if (ok) frame_count++;
     }
     for (int h = 0; ok && h < L * NH; h++) {
-        filmstrip_render(&image, frames, frame_count, NH, h / NH, h % NH);
+        filmstrip_render(&image, frames, frame_count, count, NH, h / NH, h % NH);
         snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
         ok = image_write_png(&image, path, err, err_len);
         image_free(&image);

@@ -8,8 +8,10 @@
 //                             snapshot: the rows there before (those of steps
 //                             before this one: a resumed run replaces the rest)
 //                             and this snapshot's
-//   OUT/attn/timeline.png     one panel per score (a line per head, uniform
-//                             attention dashed) and one for the loss, against step
+//   OUT/attn/timeline.png     the loss, then a row of panels per score and a
+//                             panel per layer in it: a line per head (head h
+//                             in the same colour in every panel), uniform
+//                             attention dashed, ticks at round values
 //   OUT/attn/filmstrip_layer{l}_head{h}.png  the head's pattern on the probe at
 //                             up to FILMSTRIP_MAX_FRAMES snapshots, one fixed 0..1 scale
 #ifndef ATTN_ATLAS_H
@@ -56,6 +58,9 @@ int spread_evenly(int count, int max, int *chosen);
 // The pictures: the timeline from the steps, losses and scores of count
 // snapshots (count >= 1), a filmstrip from frames read whole.
 void timeline_render(Image *image, const Snapshot *snapshots, int count, int L, int NH);
-void filmstrip_render(Image *image, const Snapshot *frames, int count, int NH, int layer, int head);
+// frames: count of the run's `total` snapshots (the picture says when it
+// leaves some out).
+void filmstrip_render(Image *image, const Snapshot *frames, int count, int total, int NH,
+                      int layer, int head);
 
 #endif

@@ -106,3 +106,22 @@ void draw_label_glyph(Image *image, const LabelGlyph *glyph, int x, int y, int s
             if (glyph->rows[gy] & (1u << (15 - gx)))
                 fill_rect(image, x + gx * scale, y + gy * scale, scale, scale, rgb);
 }
+
+// Pixel (gx, gy) of the glyph is inked (0 outside it).
+static int glyph_on(const LabelGlyph *glyph, int gx, int gy) {
+    return gx >= 0 && gy >= 0 && gx < glyph->w && gy < glyph->h &&
+           (glyph->rows[gy] >> (15 - gx)) & 1;
+}
+
+void draw_label_glyph_outlined(Image *image, const LabelGlyph *glyph, int x, int y,
+                               const uint8_t rgb[3], const uint8_t outline[3]) {
+    for (int gy = -1; gy <= glyph->h; gy++)
+        for (int gx = -1; gx <= glyph->w; gx++) {
+            if (glyph_on(glyph, gx, gy)) continue;
+            int near = 0;
+            for (int dy = -1; dy <= 1; dy++)
+                for (int dx = -1; dx <= 1; dx++) near |= glyph_on(glyph, gx + dx, gy + dy);
+            if (near) put_pixel(image, x + gx, y + gy, outline);
+        }
+    draw_label_glyph(image, glyph, x, y, 1, rgb);
+}

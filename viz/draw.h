@@ -42,5 +42,9 @@ void draw_text_rgb(Image *image, const char *text, int x, int y, int scale, cons
 // A label font glyph, top-left at (x, y), each pixel a scale x scale square.
 void draw_label_glyph(Image *image, const LabelGlyph *glyph, int x, int y, int scale,
                       const uint8_t rgb[3]);
+// The same at scale 1 with a 1-pixel outline (every pixel next to the
+// glyph, diagonals too) in another colour: a glyph that reads on any cell.
+void draw_label_glyph_outlined(Image *image, const LabelGlyph *glyph, int x, int y,
+                               const uint8_t rgb[3], const uint8_t outline[3]);
 
 #endif

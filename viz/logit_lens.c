@@ -17,6 +17,7 @@
 #define LINE_GAP 12
 
 static const uint8_t WHITE[3] = {255, 255, 255};
+static const uint8_t OUTLINE[3] = {20, 20, 40}; // around the white glyphs
 
 int logit_lens_cell(void) {
     int bw, bh;
@@ -39,11 +40,15 @@ void logit_lens_cell_origin(const LensPicture *p, int depth, int t, int *x, int 
     *y = top_y() + line * line_height(p) + (1 + depth) * cell;
 }
 
-// A character centred in a cell.
-static void draw_char(Image *image, uint32_t cp, int x, int y, int cell, const uint8_t ink[3]) {
+// A character centred in a cell; with an outline (NULL: none) around it.
+static void draw_char(Image *image, uint32_t cp, int x, int y, int cell, const uint8_t ink[3],
+                      const uint8_t *outline) {
     LabelGlyph g;
     label_font_glyph(cp, &g);
-    draw_label_glyph(image, &g, x + (cell - g.w) / 2, y + (cell - g.h) / 2, 1, ink);
+    if (outline)
+        draw_label_glyph_outlined(image, &g, x + (cell - g.w) / 2, y + (cell - g.h) / 2, ink, outline);
+    else
+        draw_label_glyph(image, &g, x + (cell - g.w) / 2, y + (cell - g.h) / 2, 1, ink);
 }
 
 void logit_lens_render(Image *image, const LensPicture *p) {
@@ -78,17 +83,22 @@ void logit_lens_render(Image *image, const LensPicture *p) {
         draw_text(image, "next", PAD, y0 + (L + 1) * cell + label_y, 1);
         for (int i = 0; i < n; i++) {
             int t = first + i, x = x0 + i * cell;
-            draw_char(image, p->chars[t], x, y0 - cell, cell, INK);
+            draw_char(image, p->chars[t], x, y0 - cell, cell, INK, NULL);
             for (int d = 0; d <= L; d++) {
                 const LensCell *c = &p->cells[d * p->T + t];
                 uint8_t rgb[3];
                 int index = colormap_index((float)c->target_prob);
                 colormap_rgb(COLORMAP_VIRIDIS, index, rgb);
                 fill_rect(image, x, y0 + d * cell, cell - 1, cell - 1, rgb);
-                draw_char(image, p->code_points[c->top], x, y0 + d * cell, cell - 1,
-                          index >= 128 ? INK : WHITE);
+                // dark on the light half of the scale; white, outlined in
+                // dark, on the rest, whose middle (teal) is too light for it
+                if (index >= 128)
+                    draw_char(image, p->code_points[c->top], x, y0 + d * cell, cell - 1, INK, NULL);
+                else
+                    draw_char(image, p->code_points[c->top], x, y0 + d * cell, cell - 1, WHITE,
+                              OUTLINE);
             }
-            draw_char(image, p->chars[t + 1], x, y0 + (L + 1) * cell, cell, INK);
+            draw_char(image, p->chars[t + 1], x, y0 + (L + 1) * cell, cell, INK, NULL);
         }
     }
     // the colour bar: probability 1 at the top

@@ -25,22 +25,32 @@ static void ring(Image *im, int cx, int cy, int r, const uint8_t rgb[3]) {
 
 static int text_width(const char *s, int scale) { return font_text_width((int)strlen(s), scale); }
 
-void plot_title_position(const char *title, int index, int *x, int *y, int *scale) {
-    int unifont = label_font_is_unifont();
-    *scale = unifont ? 1 : 2; // 16 px either way, near enough (the built-in font is 9 high)
-    *x = PLOT_X0;
-    *y = 12;
+// The title's width in pixels up to its character `index` (all of it for
+// -1), at scale.
+static int title_width(const char *title, int index, int scale) {
+    int unifont = label_font_is_unifont(), width = 0;
     size_t len = strlen(title), pos = 0;
-    for (int i = 0; i < index && pos < len; i++) {
+    for (int i = 0; (index < 0 || i < index) && pos < len; i++) {
         uint32_t cp = 0xFFFD;
         if (!utf8_decode((const unsigned char *)title, len, &pos, &cp)) pos++; // a box, a byte on
         LabelGlyph glyph;
         label_font_glyph(cp, &glyph);
-        *x += (unifont ? glyph.w : FONT_ADVANCE) * *scale; // Unifont's glyphs hold their gap
+        width += (unifont ? glyph.w : FONT_ADVANCE) * scale; // Unifont's glyphs hold their gap
     }
+    return width;
 }
 
-// The title names the run's folder, which the user named in any script:
+void plot_title_position(const char *title, int index, int *x, int *y, int *scale) {
+    int unifont = label_font_is_unifont();
+    *scale = unifont ? 1 : 2; // 16 px either way, near enough (the built-in font is 9 high)
+    // a title longer than the line: the built-in font at its own size
+    if (!unifont && PLOT_X0 + title_width(title, -1, 2) > PLOT_W - 8) *scale = 1;
+    *x = PLOT_X0 + title_width(title, index, *scale);
+    *y = *scale == 1 && !unifont ? 18 : 12;
+}
+
+// The title names the run (its folder, which the user named in any
+// script, its shape and its data):
 // it is drawn in the label font, as the heatmaps draw the text's
 // characters (Unifont when installed, else the built-in font, whose boxes
 // stand for what it lacks).

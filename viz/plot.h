@@ -1,6 +1,6 @@
 // plot.h: the loss plot of a training run (OUT/loss.png), drawn with the
-// heatmaps' image type, fonts and PNG writer: the title (it names the run's
-// folder) in the label font, Unifont when installed; numbers and legend in
+// heatmaps' image type, fonts and PNG writer: the title (it names the run:
+// its folder, shape and data) in the label font, Unifont when installed; numbers and legend in
 // the built-in font, as the heatmaps' titles and numbers.
 //
 // Layout (PLOT_W x PLOT_H pixels): a title line, a legend line, the plot
@@ -53,7 +53,9 @@ int plot_y_lr(const PlotAxes *axes, double lr);
 
 // Where the title's character `index` (in code points) is drawn: its
 // top-left pixel and scale. The title is in the label font (unifont.h),
-// the numbers and legend in the built-in font, as on the heatmaps.
+// the numbers and legend in the built-in font, as on the heatmaps; the
+// built-in font draws it at twice its size, or at its own when the title
+// would not fit so.
 void plot_title_position(const char *title, int index, int *x, int *y, int *scale);
 // How many of the title's characters the label font draws as a box (a
 // byte that is not UTF-8 is one).
