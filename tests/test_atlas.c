@@ -248,7 +248,8 @@ static void test_unifont_labels(void) {
     GPT model;
     Vocab vocab;
     build_text_model(&model, &vocab, VOCAB_TEXT, 24, weights);
-    // 'A' and 한 (U+D55C), at the default cell of 12 px: two lanes
+    // 'A' and 한 (U+D55C) at a cell of 17 px: each glyph as the font file
+    // draws it; at the default cell of 12 px: shrunk to 11 px, in one row
     uint32_t chars[24];
     int tokens[24], T = 0;
     const char *ascii = "A quick fox";
@@ -258,55 +259,72 @@ static void test_unifont_labels(void) {
     for (int i = 0; i < T; i++) tokens[i] = vocab_id(&vocab, chars[i]) < 0 ? 0 : vocab_id(&vocab, chars[i]);
     gpt_alloc_inference(&model, 1, T);
     gpt_forward(&model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
-    const char *dir = make_temp_dir();
-    HeatmapOptions opts = heatmap_default_options();
-    opts.layer = 0;
-    opts.head = 0;
-    CHECK_MSG(heatmaps_write(dir, &model, chars, T, &opts, err, sizeof err), "%s", err);
-    char path[512];
-    snprintf(path, sizeof path, "%s/layer0_head0.png", dir);
-    int width, height, channels;
-    uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
-    CHECK(img);
-    HeadLayout l;
-    heatmap_head_layout(T, 12, 2, 2, &l);
-    CHECK(l.label_lanes == 2 && l.label_every == 1 && l.label_scale == 1);
-    CHECK(img && width == l.width && height == l.height);
-    for (int which = 0; img && which < 2; which++) {
-        int i = which ? T - 2 : 0; // 한, then A
-        uint16_t rows[16];
-        int w = hex_glyph(UNIFONT_DEFAULT_PATH, chars[i], rows);
-        CHECK(w == (which ? 16 : 8));
-        LabelPlace at;
-        heatmap_label_place(&l, i, w, 16, &at);
-        int wrong = 0, inked = 0;
-        for (int y = 0; y < 16; y++)
-            for (int x = 0; x < w; x++) {
-                int on = (rows[y] >> (15 - x)) & 1;
-                const uint8_t *top = img + ((size_t)(at.top_y + y) * width + at.top_x + x) * 3;
-                const uint8_t *left = img + ((size_t)(at.left_y + y) * width + at.left_x + x) * 3;
-                int top_ink = top[0] < 80, left_ink = left[0] < 80;
-                int top_white = top[0] == 255 && top[1] == 255, left_white = left[0] == 255 && left[1] == 255;
-                wrong += on ? !(top_ink && left_ink) : !(top_white && left_white);
-                inked += on;
+    for (int cell = 17; cell >= 12; cell -= 5) {
+        const char *dir = make_temp_dir();
+        HeatmapOptions opts = heatmap_default_options();
+        opts.layer = 0;
+        opts.head = 0;
+        opts.cell = cell;
+        CHECK_MSG(heatmaps_write(dir, &model, chars, T, &opts, err, sizeof err), "%s", err);
+        char path[512];
+        snprintf(path, sizeof path, "%s/layer0_head0.png", dir);
+        int width, height, channels;
+        uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
+        CHECK(img);
+        HeadLayout l;
+        heatmap_head_layout(T, cell, 2, 2, &l);
+        CHECK(l.label_every == 1 && l.label_scale == 1 && l.label_fit == (cell == 17 ? 0 : 11));
+        CHECK(img && width == l.width && height == l.height);
+        for (int which = 0; img && which < 2; which++) {
+            int i = which ? T - 2 : 0; // 한, then A
+            uint16_t rows[16];
+            int w = hex_glyph(UNIFONT_DEFAULT_PATH, chars[i], rows);
+            CHECK(w == (which ? 16 : 8));
+            int shown_w = w, shown_h = 16;
+            if (l.label_fit) shown_w = (w * 11 + 15) / 16, shown_h = 11;
+            LabelPlace at;
+            heatmap_label_place(&l, i, shown_w, shown_h, &at);
+            int wrong = 0, inked = 0;
+            if (!l.label_fit) { // the glyph, pixel for pixel
+                for (int y = 0; y < 16; y++)
+                    for (int x = 0; x < w; x++) {
+                        int on = (rows[y] >> (15 - x)) & 1;
+                        const uint8_t *top = img + ((size_t)(at.top_y + y) * width + at.top_x + x) * 3;
+                        const uint8_t *left = img + ((size_t)(at.left_y + y) * width + at.left_x + x) * 3;
+                        int top_ink = top[0] < 80, left_ink = left[0] < 80;
+                        int top_white = top[0] == 255 && top[1] == 255, left_white = left[0] == 255 && left[1] == 255;
+                        wrong += on ? !(top_ink && left_ink) : !(top_white && left_white);
+                        inked += on;
+                    }
+            } else { // shrunk: dark ink inside its box, inside its cell's width
+                for (int y = 0; y < shown_h; y++)
+                    for (int x = 0; x < shown_w; x++) {
+                        const uint8_t *top = img + ((size_t)(at.top_y + y) * width + at.top_x + x) * 3;
+                        inked += top[0] < 100;
+                    }
+                wrong = shown_w > cell - 1 || at.top_x < l.grid_x + i * cell ||
+                        at.top_x + shown_w > l.grid_x + (i + 1) * cell;
             }
-        CHECK_MSG(wrong == 0 && inked > 10, "U+%04X: %d pixels differ from the font file", chars[i], wrong);
+            CHECK_MSG(wrong == 0 && inked > 5, "cell %d, U+%04X: %d pixels differ, %d inked", cell,
+                      chars[i], wrong, inked);
+        }
+        stbi_image_free(img);
     }
-    stbi_image_free(img);
-    // no label box overlaps another, at any cell size
+    // one row of labels, none overlapping another, at any cell size
     for (int cell = 1; cell <= 40; cell++) {
+        HeadLayout l;
         heatmap_head_layout(T, cell, 2, 2, &l);
         LabelPlace a, b;
+        int s = l.label_fit ? l.label_fit : 16 * l.label_scale; // a 16 px wide glyph's size
         for (int i = 0; i < T; i += l.label_every)
             for (int j = i + l.label_every; j < T; j += l.label_every) {
-                heatmap_label_place(&l, i, 16 * l.label_scale, 16 * l.label_scale, &a);
-                heatmap_label_place(&l, j, 16 * l.label_scale, 16 * l.label_scale, &b);
-                int s = 16 * l.label_scale;
-                int top = a.top_y == b.top_y && abs(a.top_x - b.top_x) < s;
-                int left = a.left_x == b.left_x && abs(a.left_y - b.left_y) < s;
+                heatmap_label_place(&l, i, s, s, &a);
+                heatmap_label_place(&l, j, s, s, &b);
+                CHECK_MSG(a.top_y == b.top_y && a.left_x == b.left_x, "cell %d: two rows", cell);
+                int top = abs(a.top_x - b.top_x) < s, left = abs(a.left_y - b.left_y) < s;
                 CHECK_MSG(!top && !left, "cell %d: labels %d and %d overlap", cell, i, j);
             }
-        CHECK(l.grid_x >= l.left_label_x + l.label_lanes * (16 * l.label_scale)); // strip clear of grid
+        CHECK(l.grid_x >= l.left_label_x + s && l.grid_y >= l.top_label_y + s); // strips clear of the grid
     }
     gpt_free(&model);
     vocab_free(&vocab);

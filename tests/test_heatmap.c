@@ -186,15 +186,18 @@ static void test_colormaps_and_font(void) {
 
 // ---- images written by heatmaps_write
 
+// The axes' titles' line above the top labels and column left of the left ones.
+#define AXIS FONT_H + 5
+
 // The documented size of a head image.
 static void expected_head_size(int T, int cell, int layers, int heads, int *width, int *height) {
     int s = cell / 10 > 1 ? cell / 10 : 1, strip = FONT_H * s + 4, G = T * cell;
     char title[64];
     snprintf(title, sizeof title, "layer %d head %d", layers - 1, heads - 1);
     int title_w = font_text_width((int)strlen(title), 2);
-    *width = 8 + strip + G + 12 + 56 + 8;
+    *width = 8 + AXIS + strip + G + 12 + 56 + 8;
     if (8 + title_w + 8 > *width) *width = 8 + title_w + 8;
-    *height = 8 + 24 + strip + (G > 100 ? G : 100) + 24 + 8;
+    *height = 8 + 24 + AXIS + strip + (G > 100 ? G : 100) + 24 + 8;
 }
 
 // Checks one head image against the probabilities; returns the number of
@@ -301,14 +304,29 @@ static void test_head_images(void) {
     int width, height, channels;
     uint8_t *img = stbi_load(path, &width, &height, &channels, 3);
     if (img) {
-        int strip = FONT_H * 2 + 4, grid_x = 8 + strip, grid_y = 8 + 24 + strip;
+        int strip = FONT_H * 2 + 4, grid_x = 8 + AXIS + strip, grid_y = 8 + 24 + AXIS + strip;
         LabelGlyph a, l;
         builtin_glyph('A', &a);
-        CHECK(glyph_at(img, width, grid_x + (20 - 10) / 2, 8 + 24 + 2, 2, &a));
-        CHECK(glyph_at(img, width, 8 + (strip - 10) / 2, grid_y + (20 - 18) / 2, 2, &a));
+        CHECK(glyph_at(img, width, grid_x + (20 - 10) / 2, 8 + 24 + AXIS + 2, 2, &a));
+        CHECK(glyph_at(img, width, 8 + AXIS + (strip - 10) / 2, grid_y + (20 - 18) / 2, 2, &a));
         // the title, at scale 2 in the top-left corner, starts with 'l'
         builtin_glyph('l', &l);
         CHECK(glyph_at(img, width, 8, 8, 2, &l));
+        // the axes' titles: "key: ..." over the grid's left edge, "query: ..."
+        // read upwards left of the left labels (its 'q' turned a quarter left)
+        LabelGlyph k, q;
+        builtin_glyph('k', &k);
+        CHECK(glyph_at(img, width, grid_x, 8 + 24, 1, &k));
+        builtin_glyph('q', &q);
+        int query_w = font_text_width((int)strlen("query: the character looking"), 1);
+        int bottom = grid_y + (T * 20 + query_w) / 2, turned_ok = 1;
+        for (int gy = 0; gy < q.h; gy++)
+            for (int gx = 0; gx < q.w; gx++) {
+                const uint8_t *p = img + ((size_t)(bottom - 1 - gx) * width + 8 + gy) * 3;
+                int on = (q.rows[gy] >> (15 - gx)) & 1;
+                turned_ok &= on ? p[0] < 80 : p[0] == 255;
+            }
+        CHECK_MSG(turned_ok, "no 'q' turned up at the foot of the query axis' title");
         stbi_image_free(img);
     }
 

@@ -2,6 +2,7 @@
 // the PNG file.
 #include "draw.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,4 +125,50 @@ void draw_label_glyph_outlined(Image *image, const LabelGlyph *glyph, int x, int
             if (near) put_pixel(image, x + gx, y + gy, outline);
         }
     draw_label_glyph(image, glyph, x, y, 1, rgb);
+}
+
+void draw_text_up(Image *image, const char *text, int x, int y) {
+    uint8_t rows[FONT_H];
+    for (const char *c = text; *c; c++, y -= FONT_ADVANCE) {
+        if (*c == ' ') continue;
+        font_label_glyph((unsigned char)*c, rows);
+        // glyph pixel (gx, gy) turned a quarter left: gx runs up, gy right
+        for (int gy = 0; gy < FONT_H; gy++)
+            for (int gx = 0; gx < FONT_W; gx++)
+                if (rows[gy] & (1u << (FONT_W - 1 - gx))) put_pixel(image, x + gy, y - 1 - gx, INK);
+    }
+}
+
+void label_glyph_fitted_size(const LabelGlyph *glyph, int size, int *w, int *h) {
+    *w = (glyph->w * size + UNIFONT_H - 1) / UNIFONT_H;
+    *h = (glyph->h * size + UNIFONT_H - 1) / UNIFONT_H;
+}
+
+void draw_label_glyph_fitted(Image *image, const LabelGlyph *glyph, int x, int y, int size,
+                             const uint8_t rgb[3]) {
+    // output pixel (ox, oy) covers the glyph's square [ox, ox+1) x [oy, oy+1)
+    // times k = 16/size: its ink is the inked area it covers, over k (not
+    // k^2: strokes keep their darkness, not their share of the area)
+    double k = (double)UNIFONT_H / size;
+    int w, h;
+    label_glyph_fitted_size(glyph, size, &w, &h);
+    for (int oy = 0; oy < h; oy++)
+        for (int ox = 0; ox < w; ox++) {
+            double x0 = ox * k, x1 = x0 + k, y0 = oy * k, y1 = y0 + k, area = 0;
+            for (int gy = (int)y0; gy < glyph->h && gy < y1; gy++)
+                for (int gx = (int)x0; gx < glyph->w && gx < x1; gx++) {
+                    if (!((glyph->rows[gy] >> (15 - gx)) & 1)) continue;
+                    double ax = fmin(x1, gx + 1) - fmax(x0, gx), ay = fmin(y1, gy + 1) - fmax(y0, gy);
+                    if (ax > 0 && ay > 0) area += ax * ay;
+                }
+            // a 1-pixel stroke covers 1/k of a pixel: as dark as the
+            // unshrunk glyph's once multiplied by k
+            double a = area / k;
+            int px = x + ox, py = y + oy;
+            if (a <= 0 || px < 0 || py < 0 || px >= image->width || py >= image->height) continue;
+            if (a > 1) a = 1;
+            uint8_t *pixel = image->rgb + ((size_t)py * image->width + px) * 3, mixed[3];
+            for (int c = 0; c < 3; c++) mixed[c] = (uint8_t)lrint(pixel[c] + (rgb[c] - pixel[c]) * a);
+            put_pixel(image, px, py, mixed);
+        }
 }

@@ -39,9 +39,19 @@ void draw_thick_line(Image *image, int x0, int y0, int x1, int y1, int pen,
 // anything the font lacks shows as its box.
 void draw_text(Image *image, const char *text, int x, int y, int scale);
 void draw_text_rgb(Image *image, const char *text, int x, int y, int scale, const uint8_t rgb[3]);
+// ASCII text in the built-in font at scale 1 turned a quarter left, read
+// from bottom to top: the bottom of its first character at y, the glyphs'
+// tops at column x (FONT_H columns wide).
+void draw_text_up(Image *image, const char *text, int x, int y);
 // A label font glyph, top-left at (x, y), each pixel a scale x scale square.
 void draw_label_glyph(Image *image, const LabelGlyph *glyph, int x, int y, int scale,
                       const uint8_t rgb[3]);
+// A glyph shrunk so that the font's 16-pixel box becomes size pixels
+// (size < 16): each pixel inked by the glyph's area it covers, over k =
+// 16/size (a 1-pixel stroke stays as dark), blended over what is there; label_glyph_fitted_size gives its w x h.
+void draw_label_glyph_fitted(Image *image, const LabelGlyph *glyph, int x, int y, int size,
+                             const uint8_t rgb[3]);
+void label_glyph_fitted_size(const LabelGlyph *glyph, int size, int *w, int *h);
 // The same at scale 1 with a 1-pixel outline (every pixel next to the
 // glyph, diagonals too) in another colour: a glyph that reads on any cell.
 void draw_label_glyph_outlined(Image *image, const LabelGlyph *glyph, int x, int y,

@@ -137,14 +137,15 @@ static int half_floor(int a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
 // How the text's characters are labelled at a cell size, from the label
 // font's box (bw x bh: 5 x 9 built in, 16 x 16 Unifont): a glyph needs
 // need = max(bw, bh) + 1 px along the grid. A cell that wide labels every
-// character in one lane. Narrower cells: the built-in font labels every
-// k-th character in one lane; Unifont alternates two lanes (two rows above
-// the grid, two columns left of it), so each label has two cells of room,
-// and labels every k-th character when even two cells are too narrow.
+// character at an integer scale. Narrower cells, one row of labels above
+// the grid and one column left of it all the same: the built-in font
+// labels every k-th character; Unifont's glyphs are shrunk to fit (their
+// 16 px box to fit = cell - 1 px, but not below the built-in font's 9 px),
+// and every k-th is labelled when even that does not fit.
 typedef struct {
-    int scale, every, lanes;
-    int lane;  // thickness of one lane (bh * scale)
-    int strip; // thickness of the label strip: lanes, 2 px between, 4 px margin
+    int scale, every, fit;
+    int lane;  // the labels' thickness: bh * scale, or fit
+    int strip; // the label strip's: lane and a 4 px margin
 } LabelMetrics;
 
 static void label_metrics(long cell, LabelMetrics *m) {
@@ -152,17 +153,24 @@ static void label_metrics(long cell, LabelMetrics *m) {
     label_font_box(&bw, &bh);
     int need = max_int(bw, bh) + 1;
     m->scale = (int)(cell / need > 1 ? cell / need : 1);
-    if (cell >= need) {
-        m->lanes = m->every = 1;
-    } else if (!label_font_is_unifont()) {
-        m->lanes = 1;
+    m->fit = 0;
+    m->every = 1;
+    if (cell < need && !label_font_is_unifont()) {
         m->every = (int)((need + cell - 1) / cell);
-    } else {
-        m->lanes = 2;
-        m->every = (int)((need + 2 * cell - 1) / (2 * cell));
+    } else if (cell < need) {
+        m->fit = (int)(cell - 1 > FONT_H ? cell - 1 : FONT_H);
+        m->every = (int)((m->fit + 1 + cell - 1) / cell);
     }
-    m->lane = bh * m->scale;
-    m->strip = m->lanes * m->lane + (m->lanes - 1) * 2 + 4;
+    m->lane = m->fit ? m->fit : bh * m->scale;
+    m->strip = m->lane + 4;
+}
+
+// The axes' titles: "key: the character looked at" above the top labels,
+// "query: the character looking" turned up beside the left ones; "key" and
+// "query" alone when the grid is too short for the rest.
+#define AXIS_TITLE (FONT_H + 5)
+static const char *axis_title(const char *full, const char *word, long room) {
+    return (long)font_text_width((int)strlen(full), 1) <= room ? full : word;
 }
 
 // Layout in 64-bit arithmetic, so absurd shapes are measured, not overflowed.
@@ -172,9 +180,9 @@ static void head_size(long T, long cell, int layers, int heads, long *width, lon
     long strip = m.strip, G = T * cell;
     // "layer L head H"
     long title = font_text_width(6 + num_digits(layers - 1) + 6 + num_digits(heads - 1), TEXT_SCALE);
-    *width = PAD + strip + G + BAR_GAP + RIGHT_W + PAD;
+    *width = PAD + AXIS_TITLE + strip + G + BAR_GAP + RIGHT_W + PAD;
     if (PAD + title + PAD > *width) *width = PAD + title + PAD;
-    *height = PAD + TITLE_H + strip + (G > BAR_MIN_H ? G : BAR_MIN_H) + KEY_H + PAD;
+    *height = PAD + TITLE_H + AXIS_TITLE + strip + (G > BAR_MIN_H ? G : BAR_MIN_H) + KEY_H + PAD;
 }
 
 void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *l) {
@@ -188,13 +196,13 @@ void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *l) 
     l->cell = cell;
     l->label_scale = m.scale;
     l->label_every = m.every;
-    l->label_lanes = m.lanes;
+    l->label_fit = m.fit;
     l->label_lane = m.lane;
     l->label_strip = m.strip;
-    l->top_label_y = PAD + TITLE_H + 2;
-    l->left_label_x = PAD + 2;
-    l->grid_x = PAD + m.strip;
-    l->grid_y = PAD + TITLE_H + m.strip;
+    l->top_label_y = PAD + TITLE_H + AXIS_TITLE + 2;
+    l->left_label_x = PAD + AXIS_TITLE + 2;
+    l->grid_x = PAD + AXIS_TITLE + m.strip;
+    l->grid_y = PAD + TITLE_H + AXIS_TITLE + m.strip;
     l->bar_x = l->grid_x + G + BAR_GAP;
     l->bar_y = l->grid_y;
     l->bar_w = BAR_W;
@@ -205,16 +213,16 @@ void heatmap_head_layout(int T, int cell, int layers, int heads, HeadLayout *l) 
 }
 
 void heatmap_label_place(const HeadLayout *l, int i, int w, int h, LabelPlace *place) {
-    int lane = l->label_lanes == 1 ? 0 : (i / l->label_every) % 2;
-    int lane_offset = lane * (l->label_lane + 2);
-    if (l->label_lanes == 1) // one lane: centred in the whole strip
-        place->left_x = PAD + half_floor(l->label_strip - w);
-    else
-        place->left_x = l->left_label_x + lane_offset + half_floor(l->label_lane - w);
+    // centred on its column and row; across the strip, centred in it on the
+    // left, and on the grid's side of it above (a short glyph sits on the grid)
+    place->left_x = PAD + AXIS_TITLE + half_floor(l->label_strip - w);
     place->top_x = l->grid_x + i * l->cell + half_floor(l->cell - w);
-    place->top_y = l->top_label_y + lane_offset;
+    place->top_y = l->top_label_y + (l->label_lane - h > 0 ? l->label_lane - h : 0);
     place->left_y = l->grid_y + i * l->cell + half_floor(l->cell - h);
 }
+
+// The overview's axes, said once under its title.
+#define OVERVIEW_AXES "each tile: row = query (the character looking), column = key (the character looked at)"
 
 static void overview_size(int layers, int heads, long T, long cell, OverviewLayout *l,
                           long *width, long *height) {
@@ -227,13 +235,15 @@ static void overview_size(int layers, int heads, long T, long cell, OverviewLayo
     long head_w = font_text_width(5 + num_digits(heads - 1), TEXT_SCALE);            // "head H"
     long pitch_x = (tile > head_w ? tile : head_w) + TILE_GAP;
     long pitch_y = (tile > FONT_H * TEXT_SCALE ? tile : FONT_H * TEXT_SCALE) + TILE_GAP;
-    long x0 = PAD + row_header_w, y0 = PAD + TITLE_H + header_h;
+    long x0 = PAD + row_header_w, y0 = PAD + TITLE_H + AXIS_TITLE + header_h;
     long grid_w = heads * pitch_x - TILE_GAP, grid_h = layers * pitch_y - TILE_GAP;
     long bar_h = grid_h > BAR_MIN_H ? grid_h : BAR_MIN_H;
     // "attention: L layers x H heads"
     long title = font_text_width(11 + num_digits(layers) + 10 + num_digits(heads) + 6, TEXT_SCALE);
     *width = x0 + grid_w + BAR_GAP + RIGHT_W + PAD;
     if (PAD + title + PAD > *width) *width = PAD + title + PAD;
+    long caption = font_text_width((int)strlen(OVERVIEW_AXES), 1);
+    if (PAD + caption + PAD > *width) *width = PAD + caption + PAD;
     *height = y0 + bar_h + KEY_H + PAD;
     if (l && *width <= HEATMAP_MAX_SIDE && *height <= HEATMAP_MAX_SIDE) {
         l->width = (int)*width;
@@ -348,10 +358,25 @@ void heatmap_render_head(Image *image, const HeadLayout *l, const float *probs,
     int s = l->label_scale;
     for (int i = 0; i < T; i += l->label_every) {
         label_font_glyph(chars[i], &glyph);
-        heatmap_label_place(l, i, glyph.w * s, glyph.h * s, &place);
-        draw_label_glyph(image, &glyph, place.top_x, place.top_y, s, INK);
-        draw_label_glyph(image, &glyph, place.left_x, place.left_y, s, INK);
+        if (l->label_fit) {
+            int w, h;
+            label_glyph_fitted_size(&glyph, l->label_fit, &w, &h);
+            heatmap_label_place(l, i, w, h, &place);
+            draw_label_glyph_fitted(image, &glyph, place.top_x, place.top_y, l->label_fit, INK);
+            draw_label_glyph_fitted(image, &glyph, place.left_x, place.left_y, l->label_fit, INK);
+        } else {
+            heatmap_label_place(l, i, glyph.w * s, glyph.h * s, &place);
+            draw_label_glyph(image, &glyph, place.top_x, place.top_y, s, INK);
+            draw_label_glyph(image, &glyph, place.left_x, place.left_y, s, INK);
+        }
     }
+    // the axes' titles, along the grid's top edge and up its left edge
+    int G = T * cell;
+    draw_text(image, axis_title("key: the character looked at", "key", G), l->grid_x,
+              PAD + TITLE_H, 1);
+    const char *query = axis_title("query: the character looking", "query", G);
+    int query_len = font_text_width((int)strlen(query), 1);
+    draw_text_up(image, query, PAD, l->grid_y + (G + query_len) / 2);
     draw_scale(image, l->bar_x, l->bar_y, l->bar_h, l->key_y, colormap);
 }
 
@@ -389,6 +414,7 @@ void heatmap_render_overview(Image *image, const OverviewLayout *l, const GPT *m
     snprintf(text, sizeof text, "attention: %d layer%s x %d head%s", L, L == 1 ? "" : "s", NH,
              NH == 1 ? "" : "s");
     draw_text(image, text, PAD, PAD, TEXT_SCALE);
+    draw_text(image, OVERVIEW_AXES, PAD, PAD + TITLE_H, 1);
     int text_h = 7 * TEXT_SCALE;
     for (int h = 0; h < NH; h++) {
         snprintf(text, sizeof text, "head %d", h);

@@ -5,48 +5,53 @@
 // both edges, and all heads together become one overview.
 //
 // Per-head image DIR/layer{l}_head{h}.png (all sizes in pixels; PAD = 8,
-// G = T*cell; the label font's box bw x bh is 16 x 16 with GNU Unifont,
-// FONT_W x FONT_H = 5 x 9 with the built-in font (unifont.h); need =
-// max(bw, bh) + 1; s = label scale = max(1, cell / need); lanes = 1, or 2
-// for Unifont when cell < need; strip = lanes*bh*s + 2*(lanes-1) + 4):
+// G = T*cell, AXIS = 14; the label font's box bw x bh is 16 x 16 with GNU
+// Unifont, FONT_W x FONT_H = 5 x 9 with the built-in font (unifont.h);
+// need = max(bw, bh) + 1; s = label scale = max(1, cell / need); lane =
+// bh*s, or fit (below) when Unifont's glyphs are shrunk; strip = lane + 4):
 //
 //   PAD  title "layer L head H" (font at scale 2, 18 px tall), then 6 px
+//        the key axis' title, "key: the character looked at" (AXIS px)
 //        label strip: the text's characters, one per column (strip px tall)
 //        the grid (G x G), left of it a label strip (strip px wide) with
-//        one character per row; right of it, 12 px away, the colour bar
-//        (16 px wide, max(G, 100) tall, weight 1 at the top, 0 at the
-//        bottom, labelled "1", "0.5", "0") and 8 px under the bar a 16 px
-//        swatch of the mask pattern, labelled "masked"
+//        one character per row and, left of that, the query axis' title
+//        "query: the character looking" read upwards (AXIS px wide); right
+//        of the grid, 12 px away, the colour bar (16 px wide, max(G, 100)
+//        tall, weight 1 at the top, 0 at the bottom, labelled "1", "0.5",
+//        "0") and 8 px under the bar a 16 px swatch of the mask pattern,
+//        labelled "masked"
 //   PAD
 //
-//   width  = max(PAD + strip + G + 12 + 56 + PAD, PAD + widest title + PAD)
-//   height = PAD + 24 + strip + max(G, 100) + 24 + PAD
+//   width  = max(PAD + AXIS + strip + G + 12 + 56 + PAD, PAD + widest title + PAD)
+//   height = PAD + 24 + AXIS + strip + max(G, 100) + 24 + PAD
 //
 // where the widest title is that of the model's last layer and head, so all
-// of a model's head images have the same size. Cell (i,j) fills the square
-// at (grid_x + j*cell, grid_y + i*cell). Its colour is the colour map's
-// entry round(255 * weight): a fixed 0..1 scale, so images compare with one
-// another. Cells above the diagonal (the masked future) show a diagonal
-// hatch of two colours that are in none of the colour maps, so "masked"
-// never reads as "weight 0".
+// of a model's head images have the same size (an axis title too long for
+// the grid is its first word, "key" or "query"). Cell (i,j) fills the
+// square at (grid_x + j*cell, grid_y + i*cell). Its colour is the colour
+// map's entry round(255 * weight): a fixed 0..1 scale, so images compare
+// with one another. Cells above the diagonal (the masked future) show a
+// diagonal hatch of two colours that are in none of the colour maps, so
+// "masked" never reads as "weight 0".
 //
-// Labels: each glyph (its own width, 8 or 16 for Unifont, times s) is
-// centred on its column (top strip) or row (left strip). When a cell is
-// narrower than need: with Unifont, labels alternate between two lanes (two
-// rows above the grid, two columns left of it), so each has two cells of
-// room and no label touches another; every character is labelled while
-// 2*cell >= need, else every k-th, k = ceil(need / (2*cell)). With the
-// built-in font, one lane, every k-th character, k = ceil(need / cell).
-// Space shows as an open box, newline as a return arrow, tab as an arrow to
-// a bar, and a character the font lacks as a full-height box.
+// Labels: one row above the grid and one column left of it, whatever the
+// font, each glyph (its own width, 8 or 16 for Unifont, times s) centred
+// on its column or row. When a cell is narrower than need: with Unifont,
+// each glyph is shrunk so that its 16 px box becomes fit = max(cell - 1, 9)
+// px (draw.h: strokes kept dark), every character labelled while cell >=
+// 10, else every k-th, k = ceil((fit + 1) / cell); with the built-in font,
+// every k-th character, k = ceil(need / cell). Space shows as an open box,
+// newline as a return arrow, tab as an arrow to a bar, and a character the
+// font lacks as a full-height box.
 //
-// Overview DIR/overview.png: title "attention: L layers x NH heads", then a
-// grid of tiles, row l = layer l ("layer l" at its left), column h = head h
-// ("head h" above), each tile the head's T x T picture at tile_cell =
-// max(1, min(cell, 128 / T)) px per cell; when T*tile_cell > 256 the tile is
-// 256 px and each pixel shows the largest visible weight of the block of
-// cells it covers (a block with no visible cell is masked). The same colour
-// bar and mask key stand to the right.
+// Overview DIR/overview.png: title "attention: L layers x NH heads", a line
+// saying which axis is which, then a grid of tiles, row l = layer l
+// ("layer l" at its left), column h = head h ("head h" above), each tile
+// the head's T x T picture at tile_cell = max(1, min(cell, 128 / T)) px
+// per cell; when T*tile_cell > 256 the tile is 256 px and each pixel shows
+// the largest visible weight of the block of cells it covers (a block with
+// no visible cell is masked). The same colour bar and mask key stand to
+// the right.
 #ifndef ATTN_HEATMAP_H
 #define ATTN_HEATMAP_H
 
@@ -113,11 +118,11 @@ typedef struct {
     int grid_x, grid_y;          // top-left pixel of cell (0,0)
     int label_scale;             // s
     int label_every;             // k: characters 0, k, 2k, ... are labelled
-    int label_lanes;             // 1, or 2 when labels alternate between two lanes
-    int label_lane;              // thickness of a lane (the font's height x s)
+    int label_fit;               // 0, or Unifont's glyphs shrunk: their 16 px box to this
+    int label_lane;              // thickness of the labels (the font's height x s, or fit)
     int label_strip;             // thickness of the label strips
-    int top_label_y;             // top row of the first lane above the grid
-    int left_label_x;            // left column of the first lane left of the grid
+    int top_label_y;             // top row of the labels above the grid
+    int left_label_x;            // left column of the labels left of the grid
     int bar_x, bar_y, bar_w, bar_h;
     int key_x, key_y, key_size;  // the mask swatch
 } HeadLayout;
