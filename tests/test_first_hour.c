@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "../kernels/cpu_features.h"
+#include "../train/loss_plot.h"
+#include "../viz/scores.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -334,6 +336,45 @@ static void test_ablation_progress(void) {
     free(out);
 }
 
+// ---- pictures and the page that read on their own
+
+// The explorer explains itself: its colour scale, each score column's
+// meaning, cells that do not wrap, the uniform values in a row of their
+// own, and a note when the slider leaves the user's text for the probe.
+static void test_explorer_explains_itself(void) {
+    const char *dir = make_temp_dir();
+    const char *ckpt = save_text_model("abcdefgh \n", 8, (RandomWeights){1, 0.1f, 2});
+    CHECK(RUN(NULL, NULL, "bin/attn --ckpt %s --text abcdefgh --out %s/x --html", ckpt, dir) == 0);
+    char *page = read_text_file(path_in(path_in(dir, "x"), "index.html"));
+    CHECK(page);
+    if (!page) return;
+    CHECK(strstr(page, "<canvas id=\"scalebar\"") && strstr(page, "attention weight: 0 "));
+    CHECK(strstr(page, "the future (masked)") && strstr(page, "row: query (the character looking)"));
+    CHECK(strstr(page, "white-space:nowrap"));
+    CHECK(strstr(page, "colspan=\"2\">uniform</td>"));
+    CHECK(strstr(page, "the text shown is the training probe, not your text"));
+    for (int k = 0; k < NUM_SCORES; k++) {
+        char term[64];
+        snprintf(term, sizeof term, "<dt>%s</dt><dd>", score_tag(k));
+        CHECK_MSG(strstr(page, term), "the page does not explain %s", score_tag(k));
+    }
+    free(page);
+}
+
+// loss.png's title names the run, not only its folder.
+static void test_loss_title_names_the_run(void) {
+    TrainOptions o = train_default_options();
+    RunPaths paths;
+    run_paths(&paths, "out/mine");
+    char title[512];
+    loss_plot_title(&paths, &o, title, sizeof title);
+    CHECK_MSG(!strcmp(title, "loss: out/mine (4 layers, 4 heads, dim 128, context 64; 2000 steps on "
+                             "data/tinyshakespeare.txt)"), "%s", title);
+    o.minutes = 5, o.layers = 1;
+    loss_plot_title(&paths, &o, title, sizeof title);
+    CHECK_MSG(strstr(title, "(1 layer, 4 heads") && strstr(title, "a 5-minute budget on"), "%s", title);
+}
+
 // ---- the documentation's commands
 
 // Every block of commands in README.md and docs/*.md is marked sh (or
@@ -388,6 +429,9 @@ void suite_first_hour(void) {
     run_test("first hour: the first snapshot says where snapshots go and their size",
              test_snapshots_said);
     run_test("first hour: a long ablation prints its progress", test_ablation_progress);
+    run_test("first hour: the explorer explains its scale, scores and slider",
+             test_explorer_explains_itself);
+    run_test("first hour: loss.png's title names the run", test_loss_title_names_the_run);
     run_test("first hour: every command block of the docs is marked for the doc test",
              test_doc_commands_marked);
 }
