@@ -539,10 +539,10 @@ static void test_recipe_optimizer(void) {
     const struct {
         const char *flags, *name, *line;
     } runs[] = {{"--minutes 1", "one", "--optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02 --pos rope\n"},
-                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02 --max-passes 15 --pos rope\n"},
+                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02 --max-passes 8 --pos rope\n"},
+                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02 --max-passes 8 --pos rope\n"},
                 {"--minutes 60", "sixty", "--dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw --pos rope\n"}};
+                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw --max-passes 8 --pos rope\n"}};
     char dir[600], capture[600], flags[1024];
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
