@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""The same model in PyTorch, beside ours, on this machine.
+"""The same model in PyTorch, beside ours, on this machine: GPT-2's block
+or any of the modern block's choices (model/gpt.h: GPTConfig), each alone
+or together, as a checkpoint's config names them, with our tensor names.
 
-    scripts/compare_pytorch.py bench [--threads 2] [--rounds 3]
+    scripts/compare_pytorch.py bench [--threads 2] [--rounds 3] [BLOCK FLAGS]
         Times a training step (forward, backward, clip, AdamW) of the default
         recipe and the larger shape in PyTorch, in fp32 and under bf16
         autocast (torch.autocast("cpu", dtype=torch.bfloat16)), and ours
@@ -17,12 +19,15 @@
         does not know the CPU it falls back to an old kernel (Debian 12's
         0.3.21 takes Prescott, SSE3, on a family 6 model 207 Xeon):
         --openblas-coretype NAME (e.g. SkylakeX) then gives PyTorch that
-        kernel instead, and the figures say so.
+        kernel instead, and the figures say so. With block flags other than
+        GPT-2's, ours is timed by bin/train's steps (bin/bench --steps knows
+        only GPT-2's block), as the context-1024 row always is, and a shape
+        the block refuses is left out (SwiGLU: the default recipe's dim 128).
 
     scripts/compare_pytorch.py pytorch-steps --context T ... (used by bench --long)
         Times PyTorch's steps of one shape and prints the median ms/iter.
 
-    scripts/compare_pytorch.py train [--seed 1337]
+    scripts/compare_pytorch.py train [--seed 1337] [--layers 4 --heads 4 --dim 128] [BLOCK FLAGS]
         Trains the same model with the default recipe in PyTorch (random
         batches, AdamW, warmup + cosine, clipping) and reports the
         validation loss over bin/train's windows at the end.
@@ -33,6 +38,19 @@
         validation loss over the same fixed windows bin/train evaluates on:
         its --data, --batch, --eval-batches and --val-fraction are the run's
         (read from optimizer.safetensors beside the checkpoint) unless given.
+        The block is the checkpoint's own (its config).
+
+    scripts/compare_pytorch.py check-blocks [--iters 200] [--tolerance 1e-4] [--keep DIR]
+        The check of every block: trains a tiny model (2 layers, 2 heads,
+        dim 48, context 32, batch 8, fp32) of GPT-2's block, of each choice
+        alone and of all of them together (with ReLU^2 and with SwiGLU)
+        with bin/train, then loads each checkpoint as check does and
+        compares its validation loss with the one bin/train logged for it;
+        exits non-zero when one is further than the tolerance. Eleven
+        runs of a few seconds each.
+
+BLOCK FLAGS are bin/train's: --norm layernorm|rmsnorm, --pos learned|rope,
+--rope-base B, --mlp gelu|relu2|swiglu, --qk-norm, --untie, --softcap C.
 
 Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`),
 numpy, and for bench --long /usr/bin/time (Debian's time). Not part of the tests or CI.
@@ -74,22 +92,137 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---- the model, with our checkpoint's tensor names and layouts
+#
+# The block's choices are the keys of a checkpoint's config
+# (infer/checkpoint.c), each absent for GPT-2's: "norm" layernorm | rmsnorm
+# (every norm, ln_f's too), "pos" learned | rope (with "rope_base"), "mlp"
+# gelu | relu2 | swiglu, "qk_norm", "untie", "softcap". A tensor the block
+# does not use is not made (wpe with RoPE, the norms' biases with RMSNorm),
+# so load_state_dict(strict=True) takes a checkpoint as it is. The
+# definitions are model/gpt.c's and model/ops.c's.
+
+GPT2_BLOCK = {"norm": "layernorm", "pos": "learned", "rope_base": 10000.0, "mlp": "gelu",
+              "qk_norm": False, "untie": False, "softcap": 0.0}
+BLOCK_NAMES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "rope"),
+               "mlp": ("gelu", "relu2", "swiglu")}
+
+
+def block_config(config, dim, heads):
+    """The block's choices in `config` (a checkpoint's config, or the flags'),
+    GPT-2's where absent; raises ValueError for a choice bin/train refuses."""
+    block = {key: config.get(key, default) for key, default in GPT2_BLOCK.items()}
+    for key, names in BLOCK_NAMES.items():
+        if block[key] not in names:
+            raise ValueError(f"config '{key}' is {block[key]!r}, expected one of {', '.join(names)}")
+    if dim % heads:
+        raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+    if block["pos"] == "rope" and (dim // heads) % 2:
+        raise ValueError(f"RoPE rotates pairs of channels: head size {dim // heads} must be even")
+    if block["mlp"] == "swiglu" and dim % 3:
+        raise ValueError(f"SwiGLU's hidden width 8 dim / 3: dim {dim} must be divisible by 3")
+    return block
+
+
+def describe_block(block):
+    """'GPT-2's block', or what differs from it: 'rmsnorm, rope (base 10000), ...'."""
+    parts = [block[key] for key in ("norm", "pos", "mlp") if block[key] != GPT2_BLOCK[key]]
+    if block["pos"] == "rope":
+        parts[parts.index("rope")] = f"rope (base {block['rope_base']:g})"
+    parts += [key.replace("_", "-") for key in ("qk_norm", "untie") if block[key]]
+    if block["softcap"]:
+        parts.append(f"softcap {block['softcap']:g}")
+    return ", ".join(parts) or "GPT-2's block"
+
+
+def add_block_flags(parser):
+    """bin/train's flags for the block's choices, GPT-2's by default."""
+    parser.add_argument("--norm", choices=BLOCK_NAMES["norm"], default="layernorm")
+    parser.add_argument("--pos", choices=BLOCK_NAMES["pos"], default="learned")
+    parser.add_argument("--rope-base", type=float, default=10000.0, metavar="B",
+                        help="--pos rope: the rotation's base (default 10000)")
+    parser.add_argument("--mlp", choices=BLOCK_NAMES["mlp"], default="gelu")
+    parser.add_argument("--qk-norm", action="store_true")
+    parser.add_argument("--untie", action="store_true")
+    parser.add_argument("--softcap", type=float, default=0.0, metavar="C", help="(default 0: off)")
+
+
+def flags_block(args):
+    """The block add_block_flags's flags chose, as a checkpoint's config names it."""
+    return {"norm": args.norm, "pos": args.pos, "rope_base": args.rope_base, "mlp": args.mlp,
+            "qk_norm": args.qk_norm, "untie": args.untie, "softcap": args.softcap}
+
+
+def block_argv(block):
+    """bin/train's flags for the choices of `block` that are not GPT-2's."""
+    argv = [a for key in ("norm", "pos", "mlp") if block[key] != GPT2_BLOCK[key]
+            for a in (f"--{key}", block[key])]
+    if block["pos"] == "rope":
+        argv += ["--rope-base", repr(block["rope_base"])]
+    argv += [f"--{key.replace('_', '-')}" for key in ("qk_norm", "untie") if block[key]]
+    if block["softcap"]:
+        argv += ["--softcap", repr(block["softcap"])]
+    return argv
+
+
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + 1e-5) * weight over the last dimension: a gain,
+    no bias (PyTorch 1.13 has no nn.RMSNorm)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def norm(kind, dim):
+    return RMSNorm(dim) if kind == "rmsnorm" else nn.LayerNorm(dim)
+
+
+def rope_table(T, hs, base):
+    """cos and sin (T, hs/2) of the angles t * base^(-2i/hs), computed in
+    double and rounded to float (model/ops.c: rope_table)."""
+    theta = np.power(float(base), -2.0 * np.arange(hs // 2) / hs)
+    angles = np.arange(T)[:, None] * theta[None, :]
+    return (torch.from_numpy(np.cos(angles).astype(np.float32)),
+            torch.from_numpy(np.sin(angles).astype(np.float32)))
+
+
+def rope(x, cos, sin):
+    """x (B,T,NH,hs) with each interleaved pair (2i, 2i+1) of every head
+    rotated by its position's angle i: (x0, x1) -> (x0 cos - x1 sin,
+    x0 sin + x1 cos); cos, sin (T,hs/2)."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads, bias=True):
+    def __init__(self, dim, heads, bias=True, qk_norm=False):
         super().__init__()
         self.heads = heads
         self.w_q = nn.Linear(dim, dim, bias=bias)
         self.w_k = nn.Linear(dim, dim, bias=bias)
         self.w_v = nn.Linear(dim, dim, bias=bias)
+        if qk_norm:  # one gain (hs) for every head's queries, one for its keys
+            self.q_norm = RMSNorm(dim // heads)
+            self.k_norm = RMSNorm(dim // heads)
+        self.qk_norm = qk_norm
         self.w_o = nn.Linear(dim, dim, bias=bias)
 
-    def forward(self, x):
+    def forward(self, x, rotation=None):
+        """x (B,T,C); rotation: RoPE's (cos, sin) for positions 0..T-1, or None."""
         B, T, C = x.shape
         hs = C // self.heads
-        q = self.w_q(x).view(B, T, self.heads, hs).transpose(1, 2)
-        k = self.w_k(x).view(B, T, self.heads, hs).transpose(1, 2)
-        v = self.w_v(x).view(B, T, self.heads, hs).transpose(1, 2)
+        q = self.w_q(x).view(B, T, self.heads, hs)
+        k = self.w_k(x).view(B, T, self.heads, hs)
+        v = self.w_v(x).view(B, T, self.heads, hs)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rotation is not None:
+            q, k = rope(q, *rotation), rope(k, *rotation)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True) \
             if hasattr(F, "scaled_dot_product_attention") else self._attention(q, k, v)
         return self.w_o(y.transpose(1, 2).contiguous().view(B, T, C))
@@ -103,45 +236,76 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, dim, bias=True):
+    """proj(act(fc(x))): GELU (tanh form) or ReLU^2 over a hidden width of
+    4C; or SwiGLU, hidden width H = 8C/3, fc's rows the gate's H then the
+    up projection's H, act = silu(gate) * up."""
+
+    def __init__(self, dim, bias=True, kind="gelu"):
         super().__init__()
-        self.fc = nn.Linear(dim, 4 * dim, bias=bias)
-        self.proj = nn.Linear(4 * dim, dim, bias=bias)
+        self.kind = kind
+        self.hidden = 8 * dim // 3 if kind == "swiglu" else 4 * dim
+        gates = 2 if kind == "swiglu" else 1
+        self.fc = nn.Linear(dim, gates * self.hidden, bias=bias)
+        self.proj = nn.Linear(self.hidden, dim, bias=bias)
 
     def forward(self, x):
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        if self.kind == "gelu":
+            return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        if self.kind == "relu2":
+            return self.proj(F.relu(self.fc(x)).square())
+        gate, up = self.fc(x).split(self.hidden, dim=-1)
+        return self.proj(F.silu(gate) * up)
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, bias=True):
+    def __init__(self, dim, heads, bias=True, block=GPT2_BLOCK):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(dim)
-        self.attn = Attention(dim, heads, bias)
-        self.ln_2 = nn.LayerNorm(dim)
-        self.mlp = MLP(dim, bias)
+        self.ln_1 = norm(block["norm"], dim)
+        self.attn = Attention(dim, heads, bias, block["qk_norm"])
+        self.ln_2 = norm(block["norm"], dim)
+        self.mlp = MLP(dim, bias, block["mlp"])
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, rotation=None):
+        x = x + self.attn(self.ln_1(x), rotation)
         return x + self.mlp(self.ln_2(x))
 
 
 class TinyGPT(nn.Module):
-    """Ours; bias=False drops the Linear biases (nanoGPT's shakespeare_char
-    setting, for comparison; its LayerNorms also lack a shift)."""
+    """Ours; `block` the block's choices as a checkpoint's config names them
+    (GPT-2's where absent). bias=False drops the Linear biases (nanoGPT's
+    shakespeare_char setting, for comparison; its LayerNorms also lack a
+    shift)."""
 
-    def __init__(self, vocab_size, context, layers, heads, dim, bias=True):
+    def __init__(self, vocab_size, context, layers, heads, dim, bias=True, block=None):
         super().__init__()
+        self.block = block_config(block or {}, dim, heads)
         self.wte = nn.Parameter(torch.randn(vocab_size, dim) * 0.02)
-        self.wpe = nn.Parameter(torch.randn(context, dim) * 0.02)
-        self.h = nn.ModuleList([Block(dim, heads, bias) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(dim)
+        if self.block["pos"] == "learned":
+            self.wpe = nn.Parameter(torch.randn(context, dim) * 0.02)
+        else:  # RoPE's table, not a parameter: no tensor in the checkpoint
+            self.wpe = None
+            cos, sin = rope_table(context, dim // heads, self.block["rope_base"])
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.h = nn.ModuleList([Block(dim, heads, bias, self.block) for _ in range(layers)])
+        self.ln_f = norm(self.block["norm"], dim)
+        if self.block["untie"]:
+            self.lm_head = nn.Linear(dim, vocab_size, bias=False)
 
     def forward(self, idx, targets=None):
         T = idx.shape[1]
-        x = self.wte[idx] + self.wpe[:T]
+        if self.wpe is not None:
+            x, rotation = self.wte[idx] + self.wpe[:T], None
+        else:
+            x, rotation = self.wte[idx], (self.rope_cos[:T], self.rope_sin[:T])
         for block in self.h:
-            x = block(x)
-        logits = self.ln_f(x) @ self.wte.t()
+            x = block(x, rotation)
+        # logits (B,T,V) = ln_f(x) . W_U^T, W_U wte (tied) or lm_head;
+        # with a softcap, then cap * tanh(logits / cap)
+        logits = self.lm_head(self.ln_f(x)) if self.block["untie"] else self.ln_f(x) @ self.wte.t()
+        cap = self.block["softcap"]
+        if cap:
+            logits = cap * torch.tanh(logits / cap)
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
@@ -274,27 +438,104 @@ def validation_loss(model, val, T, B=12, batches=50):
     return sum(losses) / len(losses)
 
 
-def check(args):
-    tensors, meta = load_safetensors(args.ckpt)
+def checkpoint_loss(ckpt, data=None, batch=None, batches=None, val_fraction=None):
+    """One of our checkpoints loaded into TinyGPT with strict=True, and its
+    validation loss over bin/train's windows: the run's own evaluation
+    (its corpus, batch, batches and split, from optimizer.safetensors beside
+    the checkpoint) unless given. Returns (loss, the model, data, batch,
+    batches)."""
+    tensors, meta = load_safetensors(ckpt)
     config = json.loads(meta["config"])
-    model = TinyGPT(config["vocab_size"], config["context"], config["layers"], config["heads"],
-                    config["dim"])
+    try:
+        model = TinyGPT(config["vocab_size"], config["context"], config["layers"],
+                        config["heads"], config["dim"], block=config)
+    except ValueError as e:
+        sys.exit(f"error: {ckpt}: {e}")
     model.load_state_dict(tensors, strict=True)  # names and shapes as saved, no reshaping
-    # the run's own evaluation, unless given: its corpus, batch and split
-    run = saved_run_flags(args.ckpt)
-    data = args.data or run.get("--data", os.path.join(ROOT, "data", "tinyshakespeare.txt"))
-    batch = args.batch or int(run.get("--batch", 12))
-    batches = args.eval_batches or int(run.get("--eval-batches", 50))
-    val_fraction = args.val_fraction or float(run.get("--val-fraction", 0.1))
+    run = saved_run_flags(ckpt)
+    data = data or run.get("--data", os.path.join(ROOT, "data", "tinyshakespeare.txt"))
+    batch = batch or int(run.get("--batch", 12))
+    batches = batches or int(run.get("--eval-batches", 50))
+    val_fraction = val_fraction or float(run.get("--val-fraction", 0.1))
     try:
         _, tokens = corpus_tokens(data, json.loads(meta["vocab"]), "--skip-bad-files" in run)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"error: {data}: {e}")
     val = tokens[int(len(tokens) * (1 - val_fraction)):]
-    loss = validation_loss(model, val, config["context"], batch, batches)
-    print(f"{args.ckpt}: loaded into PyTorch {torch.__version__} with strict=True; "
-          f"validation loss over bin/train's windows ({data}, batch {batch}, {batches} batches): "
-          f"{loss:.4f}")
+    return validation_loss(model, val, config["context"], batch, batches), model, data, batch, batches
+
+
+def check(args):
+    loss, model, data, batch, batches = checkpoint_loss(args.ckpt, args.data, args.batch,
+                                                        args.eval_batches, args.val_fraction)
+    print(f"{args.ckpt} ({describe_block(model.block)}): loaded into PyTorch {torch.__version__} "
+          f"with strict=True; validation loss over bin/train's windows ({data}, batch {batch}, "
+          f"{batches} batches): {loss:.6f}")
+
+
+# check-blocks: a tiny model of each block trained by bin/train, in fp32,
+# its checkpoint's loss in PyTorch beside bin/train's own evaluation.
+TINY_RUN = ["--layers", "2", "--heads", "2", "--dim", "48", "--context", "32", "--batch", "8",
+            "--eval-batches", "4", "--sample-chars", "0", "--precision", "fp32"]
+ALL_CHOICES = ["--norm", "rmsnorm", "--pos", "rope", "--qk-norm", "--untie", "--softcap", "15"]
+BLOCK_CASES = [
+    ("GPT-2's block", []),
+    ("rmsnorm", ["--norm", "rmsnorm"]),
+    ("rope", ["--pos", "rope"]),
+    ("rope, base 100", ["--pos", "rope", "--rope-base", "100"]),
+    ("relu2", ["--mlp", "relu2"]),
+    ("swiglu", ["--mlp", "swiglu"]),
+    ("qk-norm", ["--qk-norm"]),
+    ("untie", ["--untie"]),
+    ("softcap 15", ["--softcap", "15"]),
+    ("all, relu2", ALL_CHOICES + ["--mlp", "relu2"]),
+    ("all, swiglu", ALL_CHOICES + ["--mlp", "swiglu"]),
+]
+
+
+def run_val_loss(out):
+    """The validation loss of the model a run kept (its best evaluation; with
+    --eval-every = --iters, its one and final one), from its log.csv."""
+    with open(os.path.join(out, "log.csv")) as log:
+        rows = [line.split(",") for line in log.read().splitlines()]
+    column = rows[0].index("val_loss")
+    return min(float(r[column]) for r in rows[1:] if r[column])
+
+
+def check_blocks(args):
+    torch.set_num_threads(args.threads)
+    subprocess.run(["make", "-s", "bin/train"], cwd=ROOT, check=True)
+    data = os.path.abspath(args.data)
+    print(f"bin/train {' '.join(TINY_RUN)} --iters {args.iters} --eval-every {args.iters} "
+          f"--threads {args.threads} --data {data}, then each block's flags; PyTorch "
+          f"{torch.__version__}; tolerance {args.tolerance:g}")
+    print(f"  {'block':16s} {'ours':>9s} {'PyTorch':>9s} {'|diff|':>8s}  flags")
+    failed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or tmp
+        os.makedirs(folder, exist_ok=True)
+        for i, (name, flags) in enumerate(BLOCK_CASES):
+            out = os.path.join(folder, f"block{i}")
+            argv = [os.path.join(ROOT, "bin", "train"), *TINY_RUN, "--iters", str(args.iters),
+                    "--eval-every", str(args.iters), "--threads", str(args.threads),
+                    "--data", data, "--out", out, "--force", *flags]
+            run = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True)
+            if run.returncode != 0:
+                sys.exit(f"check-blocks: {' '.join(argv)} exited with {run.returncode}:\n"
+                         f"{run.stdout[-2000:]}")
+            ours = run_val_loss(out)
+            pytorch = checkpoint_loss(os.path.join(out, "model.safetensors"))[0]
+            diff = abs(ours - pytorch)
+            if not diff <= args.tolerance:
+                failed.append(name)
+            print(f"  {name:16s} {ours:9.6f} {pytorch:9.6f} {diff:8.1e}"
+                  f"{'  ' if diff <= args.tolerance else ' !'} {' '.join(flags) or '(none)'}")
+            sys.stdout.flush()
+    if failed:
+        sys.exit(f"check-blocks: {', '.join(failed)}: PyTorch's loss is more than "
+                 f"{args.tolerance:g} from bin/train's")
+    print(f"all {len(BLOCK_CASES)} within {args.tolerance:g}")
 
 
 def train(args):
@@ -304,8 +545,12 @@ def train(args):
     vocab, tokens = corpus_tokens(args.data)
     split = int(len(tokens) * (1 - args.val_fraction))
     train_tokens, val = tokens[:split], tokens[split:]
-    L, H, C, T, B, iters, warmup, lr, min_lr = 4, 4, 128, 64, 12, 2000, 100, 1e-3, 1e-4
-    model = TinyGPT(len(vocab), T, L, H, C, bias=not args.no_bias)
+    L, H, C = args.layers, args.heads, args.dim
+    T, B, iters, warmup, lr, min_lr = 64, 12, 2000, 100, 1e-3, 1e-4
+    try:
+        model = TinyGPT(len(vocab), T, L, H, C, bias=not args.no_bias, block=flags_block(args))
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     for name, p in model.named_parameters():
         if p.dim() == 1:
             nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
@@ -334,7 +579,9 @@ def train(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     seconds = time.perf_counter() - start
-    print(f"PyTorch {torch.__version__}, seed {args.seed}{', no biases' if args.no_bias else ''}: {iters} iterations in {seconds:.0f} s; "
+    print(f"PyTorch {torch.__version__}, seed {args.seed}, {L} layers, {H} heads, dim {C}, "
+          f"{describe_block(model.block)}{', no biases' if args.no_bias else ''}: "
+          f"{iters} iterations in {seconds:.0f} s; "
           f"validation loss over bin/train's windows: {validation_loss(model, val, T):.4f}")
 
 
@@ -357,9 +604,9 @@ def blas_in_use():
     return f"{', '.join(libs) or 'no BLAS library loaded'} (not OpenBLAS)"
 
 
-def time_pytorch(name, layers, heads, dim, context, batch, bf16, iters=None):
+def time_pytorch(name, layers, heads, dim, context, batch, bf16, iters=None, block=None):
     torch.manual_seed(0)
-    model = TinyGPT(65, context, layers, heads, dim)
+    model = TinyGPT(65, context, layers, heads, dim, block=block)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -391,8 +638,14 @@ def our_environment():
     return env
 
 
-def ours_steps():
-    """Our training steps, both shapes and precisions: {(shape, precision): ms}."""
+def ours_steps(threads, block, shapes):
+    """Our training steps, the shapes' and both precisions: {(shape, precision): ms}.
+    GPT-2's block from bin/bench --steps (its own thread count: every core);
+    another block's (bin/bench --steps knows only GPT-2's) from bin/train's
+    steps, as the long-context row's."""
+    if block_argv(block):
+        return {(shape[0], precision): ours_train_steps(shape, threads, precision, block)[0]
+                for shape in shapes for precision in ("fp32", "bf16")}
     env = our_environment()
     run = subprocess.run([os.path.join(ROOT, "bin", "bench"), "--steps"], cwd=ROOT, check=True,
                          env=env, stdout=subprocess.PIPE, text=True)
@@ -424,34 +677,38 @@ def peak_run(argv, env=None, cwd=None):
 def pytorch_steps(args):
     torch.set_num_threads(args.threads)
     ms, _ = time_pytorch("", args.layers, args.heads, args.dim, args.context, args.batch,
-                         args.bf16, args.iters)
+                         args.bf16, args.iters, flags_block(args))
     print(f"{ms:.1f}")
 
 
-def long_pytorch(threads, bf16):
+def long_pytorch(threads, bf16, block):
     """PyTorch at the long context in a process of its own: (ms/iter, peak GB)."""
     _, layers, heads, dim, context, batch = LONG
     argv = [sys.executable, os.path.abspath(__file__), "pytorch-steps", "--threads", str(threads),
             "--layers", str(layers), "--heads", str(heads), "--dim", str(dim),
             "--context", str(context), "--batch", str(batch), "--iters", str(LONG_STEPS)]
-    out, gb = peak_run(argv + (["--bf16"] if bf16 else []))
+    out, gb = peak_run(argv + block_argv(block) + (["--bf16"] if bf16 else []))
     return float(out.split()[-1]), gb
 
 
-def long_ours(threads, precision):
-    """bin/train at the long context: (median ms/iter of its steps after the first, peak GB)."""
-    _, layers, heads, dim, context, batch = LONG
+def ours_train_steps(shape, threads, precision, block):
+    """bin/train's steps of a shape (name, layers, heads, dim, context, batch)
+    and block: (median ms/iter of its steps after the warm-up, peak GB). As
+    many steps as PyTorch's (time_pytorch): 30 of the default recipe, 5 of
+    the larger shape, after 3; at context 1024, LONG_STEPS after 1."""
+    _, layers, heads, dim, context, batch = shape
+    warmup, timed = (3, 30 if dim <= 128 else 5) if context <= 256 else (1, LONG_STEPS)
     env = our_environment()
     with tempfile.TemporaryDirectory() as out_dir:
         argv = [os.path.join(ROOT, "bin", "train"), "--layers", str(layers), "--heads", str(heads),
                 "--dim", str(dim), "--context", str(context), "--batch", str(batch),
-                "--iters", str(LONG_STEPS + 1), "--threads", str(threads), "--precision", precision,
+                "--iters", str(warmup + timed), "--threads", str(threads), "--precision", precision,
                 "--eval-every", "1000", "--eval-batches", "1", "--log-every", "1",
-                "--sample-chars", "0", "--out", os.path.join(out_dir, "run")]
+                "--sample-chars", "0", "--out", os.path.join(out_dir, "run"), *block_argv(block)]
         _, gb = peak_run(argv, env=env, cwd=ROOT)
         with open(os.path.join(out_dir, "run", "log.csv")) as log:
             rows = [line.split(",") for line in log.read().splitlines()[1:]]
-        ms = [float(r[4]) for r in rows if r[4] and int(r[0]) > 1]
+        ms = [float(r[4]) for r in rows if r[4] and int(r[0]) > warmup]
     return statistics.median(ms), gb
 
 
@@ -464,23 +721,35 @@ def bench(args):
     print(blas +
           f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(libgomp default)')}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
-    subprocess.run(["make", "-s", "bin/bench"], cwd=ROOT, check=True)
+    block = flags_block(args)
+    print(f"block: {describe_block(block)}" + ("" if not block_argv(block) else
+          f"; ours timed by bin/train {' '.join(block_argv(block))} --threads {args.threads}"
+          " (bin/bench --steps times only GPT-2's block)"))
+    shapes = []  # those the block takes (SwiGLU: not dim 128); LONG has the larger shape's
+    for shape in SHAPES:
+        try:
+            block_config(block, shape[3], shape[2])
+            shapes.append(shape)
+        except ValueError as e:
+            print(f"{shape[0]} left out: {e}")
+    subprocess.run(["make", "-s", "bin/bench", "bin/train"], cwd=ROOT, check=True)
     # Rounds alternate PyTorch and ours, so that both see the same machine;
     # each round gives a ratio per figure, and the medians are quoted.
-    keys = [(name, precision) for name, *_ in SHAPES for precision in ("fp32", "bf16")]
+    keys = [(name, precision) for name, *_ in shapes for precision in ("fp32", "bf16")]
     nan = float("nan")
     pytorch = {k: [] for k in keys}
     ours = {k: [] for k in keys}
     long = {(side, p): [] for side in ("pytorch", "ours") for p in ("fp32", "bf16")}
     for round_ in range(args.rounds):
-        for name, layers, heads, dim, context, batch in SHAPES:
+        for name, layers, heads, dim, context, batch in shapes:
             for precision in ("fp32", "bf16"):
                 if precision == "bf16" and args.no_pytorch_bf16:
                     pytorch[name, precision].append(nan)
                     continue
-                ms, _ = time_pytorch(name, layers, heads, dim, context, batch, precision == "bf16")
+                ms, _ = time_pytorch(name, layers, heads, dim, context, batch, precision == "bf16",
+                                     block=block)
                 pytorch[name, precision].append(ms)
-        for k, ms in ours_steps().items():
+        for k, ms in ours_steps(args.threads, block, shapes).items():
             ours[k].append(ms)
         if args.long:
             for precision in ("fp32", "bf16"):
@@ -488,9 +757,11 @@ def bench(args):
                     if side == "pytorch" and precision == "bf16" and args.no_pytorch_bf16:
                         long[side, precision].append((nan, nan))
                     elif side == "pytorch":
-                        long[side, precision].append(long_pytorch(args.threads, precision == "bf16"))
+                        long[side, precision].append(
+                            long_pytorch(args.threads, precision == "bf16", block))
                     else:
-                        long[side, precision].append(long_ours(args.threads, precision))
+                        long[side, precision].append(
+                            ours_train_steps(LONG, args.threads, precision, block))
             print(f"round {round_ + 1}/{args.rounds}, context 1024: " + ", ".join(
                 f"{p}: PyTorch {long['pytorch', p][-1][0]:.0f} ms {long['pytorch', p][-1][1]:.2f} GB,"
                 f" ours {long['ours', p][-1][0]:.0f} ms {long['ours', p][-1][1]:.2f} GB"
@@ -503,7 +774,7 @@ def bench(args):
           " (ratio = PyTorch's time / ours, median of the rounds' ratios; above 1, ours is faster):")
     print(f"  {'':16s} {'ours fp32':>10s} {'ours bf16':>10s} {'PyTorch fp32':>13s} {'PyTorch bf16':>13s}"
           f" {'vs fp32':>8s} {'vs bf16':>8s} {'PyTorch bf16 / our best':>26s}")
-    for name, *_ in SHAPES:
+    for name, *_ in shapes:
         of, ob = med(ours[name, "fp32"]), med(ours[name, "bf16"])
         pf, pb = med(pytorch[name, "fp32"]), med(pytorch[name, "bf16"])
         rf = med([p / o for p, o in zip(pytorch[name, "fp32"], ours[name, "fp32"])])
@@ -544,27 +815,41 @@ def main():
                    help="PyTorch's OpenBLAS kernel, where it does not know this CPU (default: its pick)")
     b.add_argument("--long", action="store_true",
                    help="add the context-1024 row, memory beside time (about 4 minutes a round)")
+    add_block_flags(b)
     s = sub.add_parser("pytorch-steps")
     s.add_argument("--threads", type=int, default=os.cpu_count())
     for flag in ("--layers", "--heads", "--dim", "--context", "--batch", "--iters"):
         s.add_argument(flag, type=int, required=True)
     s.add_argument("--bf16", action="store_true")
+    add_block_flags(s)
     t = sub.add_parser("train")
     t.add_argument("--seed", type=int, default=1337)
     t.add_argument("--no-bias", action="store_true", help="no Linear biases (nanoGPT's setting)")
     t.add_argument("--threads", type=int, default=os.cpu_count())
     t.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
     t.add_argument("--val-fraction", type=float, default=0.1)
+    t.add_argument("--layers", type=int, default=4, help="(default 4, the default recipe's)")
+    t.add_argument("--heads", type=int, default=4, help="(default 4)")
+    t.add_argument("--dim", type=int, default=128, help="(default 128; --mlp swiglu needs a "
+                   "multiple of 3)")
+    add_block_flags(t)
     c = sub.add_parser("check")
     c.add_argument("ckpt")
     c.add_argument("--data", help="FILE, DIR or A,B,... (default: the run's)")
     c.add_argument("--val-fraction", type=float, help="(default: the run's)")
     c.add_argument("--batch", type=int, help="(default: the run's)")
     c.add_argument("--eval-batches", type=int, help="(default: the run's)")
+    k = sub.add_parser("check-blocks")
+    k.add_argument("--iters", type=int, default=200, help="each tiny run's (default 200)")
+    k.add_argument("--threads", type=int, default=os.cpu_count())
+    k.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
+    k.add_argument("--tolerance", type=float, default=1e-4, help="(default 1e-4)")
+    k.add_argument("--keep", metavar="DIR", help="keep the runs in DIR/block0, ... (default: none)")
     args = parser.parse_args()
     if args.command == "train":
         np.random.seed(args.seed)
-    {"bench": bench, "pytorch-steps": pytorch_steps, "train": train, "check": check}[args.command](args)
+    {"bench": bench, "pytorch-steps": pytorch_steps, "train": train, "check": check,
+     "check-blocks": check_blocks}[args.command](args)
 
 
 if __name__ == "__main__":
