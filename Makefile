@@ -413,3 +413,9 @@ clean:
 # Every output, bit for bit, against a baseline commit (scripts/check_identity.sh -h).
 identity:
 	scripts/check_identity.sh
+
+# Every command of README.md and docs/*.md as written, after the Quick start
+# (scripts/check_doc_commands.sh -h).
+check-docs: $(PROGRAMS)
+	scripts/check_doc_commands.sh
+.PHONY: check-docs
