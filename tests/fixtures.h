@@ -94,6 +94,13 @@ char *output_of(const char *capture);
 #define TINY_ONE_THREAD                                                                      \
     "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 " \
     "--threads 1 --log-every 1"
+// The same with every choice of the modern block (dim 24: SwiGLU's 8C/3 is
+// whole, 2 heads of 12 for RoPE's pairs).
+#define MODERN_BLOCK "--norm rmsnorm --pos rope --rope-base 500 --mlp swiglu --qk-norm --untie " \
+                     "--softcap 15 --zero-init-proj"
+#define TINY_MODERN                                                                          \
+    "--layers 2 --heads 2 --dim 24 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 " \
+    "--threads 1 --log-every 1 " MODERN_BLOCK
 // The first `bytes` of the default corpus (data/tinyshakespeare.txt), or
 // words of a few letters where it is missing or shorter, in a new buffer.
 unsigned char *corpus_text(size_t bytes);

@@ -369,9 +369,6 @@ static void test_modern_circuits(void) {
 
 // ---- bin/attn on a trained checkpoint
 
-#define TINY_MODERN                                                                            \
-    "--layers 2 --heads 2 --dim 24 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 "   \
-    "--threads 1 --norm rmsnorm --pos rope --mlp swiglu --qk-norm --untie --softcap 15"
 #define PHRASE "to be, or not to be: that is the question"
 
 // The number in the last field of a CSV line (the lines here end in one).

@@ -13,14 +13,6 @@
 #include "check.h"
 #include "fixtures.h"
 
-// Every flag the modern block takes, on the tiny model (dim 24: SwiGLU's
-// 8C/3 is whole, 2 heads of 12).
-#define MODERN_BLOCK "--norm rmsnorm --pos rope --rope-base 500 --mlp swiglu --qk-norm --untie " \
-                     "--softcap 15 --zero-init-proj"
-#define TINY_MODERN                                                                          \
-    "--layers 2 --heads 2 --dim 24 --context 16 --batch 4 --eval-batches 1 --sample-chars 0 " \
-    "--threads 1 --log-every 1 " MODERN_BLOCK
-
 // Exit 2, one line naming the problem, nothing written.
 static void test_block_usage_errors(void) {
     const char *dir = make_temp_dir();
