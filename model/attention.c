@@ -677,9 +677,7 @@ size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH) {
     return most * sizeof(float);
 }
 
-size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
-                               int dropout) {
-    (void)backward; // attention.h: the unfused backward is test code
+size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int dropout) {
     int hs = C / NH;
     size_t forward[4];
     size_t fp32_floats = fp32_forward_floats(Tq, Tk, hs, dropout);

@@ -119,11 +119,9 @@ void attention_backward_fused(const Products *pr, float *d_q, float *d_k, float 
 // (allocated on its first call, then reused): the most over both
 // precisions (bf16 on the given kernel), with dropout's copy of the
 // probabilities when `dropout`. What a model's memory estimate adds per
-// thread. `backward` adds nothing: the unfused backward is test code with
-// a scratch of its own (the argument stays until its callers drop it).
+// thread.
 #include <stddef.h>
-size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int backward,
-                               int dropout);
+size_t attention_scratch_bytes(Bf16Kernel kernel, int Tq, int Tk, int C, int NH, int dropout);
 // The same for the fused functions: the most of the forward and the
 // backward, with or without dropout, in either precision.
 size_t attention_fused_scratch_bytes(Bf16Kernel kernel, int T, int C, int NH);

@@ -381,7 +381,7 @@ static double attention_scratch_all_threads(const GPTConfig *cfg, Bf16Kernel bf1
     int threads = work >= PARALLEL_MIN_WORK ? omp_get_max_threads() : 1;
     return (double)threads *
            (double)(training ? attention_fused_scratch_bytes(bf16, T, cfg->dim, cfg->heads)
-                             : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0, 0));
+                             : attention_scratch_bytes(bf16, T, T, cfg->dim, cfg->heads, 0));
 }
 
 double gpt_attention_bytes(const GPTConfig *cfg, Bf16Kernel bf16, int B, int T, int training) {
