@@ -13,6 +13,7 @@
 #define STBI_ONLY_PNG
 #include <stb/stb_image.h>
 
+#include "../base/deflate.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
 #include "../viz/scores.h"
@@ -461,7 +462,7 @@ static void test_attn_program(void) {
     CHECK(run_command(cmd, NULL) == 0);
     // heads, overview, raw tensor; scores.csv, a picture per score, circuits/;
     // the marker that lets bin/attn write there again
-    CHECK(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1 + 1);
+    CHECK_MSG(folder_entries(a) == 4 + 2 + 1 + NUM_SCORES + 1 + 1, "%d entries", folder_entries(a));
     const char *names[] = {"layer0_head0.png", "layer0_head1.png", "layer1_head0.png",
                            "layer1_head1.png", "overview.png", "attention.safetensors"};
     for (int i = 0; i < 6; i++) {
@@ -632,10 +633,75 @@ static void test_attn_bad_input(void) {
     CHECK(!file_exists(path));
 }
 
+// Adler-32 by its definition (RFC 1950, 8.2), a byte at a time.
+static uint32_t adler32_reference(const unsigned char *data, int len) {
+    uint32_t a = 1, b = 0;
+    for (int i = 0; i < len; i++) {
+        a = (a + data[i]) % 65521;
+        b = (b + a) % 65521;
+    }
+    return b << 16 | a;
+}
+
+// One input through zlib_compress_fixed and back through stb_image's
+// inflate: the same bytes, a valid zlib header and checksum. Returns the
+// compressed size.
+static int check_round_trip(const char *what, const unsigned char *data, int len) {
+    int packed_len = -1, unpacked_len = -1;
+    unsigned char *packed = zlib_compress_fixed((unsigned char *)data, len, &packed_len, 8);
+    CHECK_MSG(packed && packed_len >= 6, "%s: compressed to %d bytes", what, packed_len);
+    if (!packed || packed_len < 6) return -1;
+    CHECK_MSG((packed[0] * 256 + packed[1]) % 31 == 0 && (packed[0] & 15) == 8,
+              "%s: zlib header %02x %02x", what, packed[0], packed[1]);
+    uint32_t adler = (uint32_t)packed[packed_len - 4] << 24 | (uint32_t)packed[packed_len - 3] << 16 |
+                     (uint32_t)packed[packed_len - 2] << 8 | packed[packed_len - 1];
+    CHECK_MSG(adler == adler32_reference(data, len), "%s: checksum %08x, expected %08x", what,
+              adler, adler32_reference(data, len));
+    char *unpacked = stbi_zlib_decode_malloc((const char *)packed, packed_len, &unpacked_len);
+    CHECK_MSG(unpacked && unpacked_len == len, "%s: inflated to %d bytes, expected %d", what,
+              unpacked_len, len);
+    if (unpacked && unpacked_len == len)
+        CHECK_MSG(len == 0 || !memcmp(unpacked, data, (size_t)len), "%s: other bytes back", what);
+    free(unpacked);
+    free(packed);
+    return packed_len;
+}
+
+// The PNG writer's deflate against an independent inflate: empty and tiny
+// inputs, random bytes (every literal), runs (the longest matches), a
+// period that straddles the window's end, and all of them at once.
+static void test_deflate_round_trip(void) {
+    int big = 1 << 20;
+    unsigned char *data = xmalloc((size_t)big);
+    Rng rng;
+    rng_seed(&rng, 7);
+    check_round_trip("empty", data, 0);
+    data[0] = 'a', data[1] = 'a', data[2] = 'a', data[3] = 'a';
+    check_round_trip("1 byte", data, 1);
+    check_round_trip("2 bytes", data, 2);
+    check_round_trip("4 bytes", data, 4);
+    for (int i = 0; i < big; i++) data[i] = (unsigned char)rng_below(&rng, 256);
+    int random_size = check_round_trip("random bytes", data, 100000);
+    CHECK_MSG(random_size <= 100000 + 100000 / 8 + 16, "random bytes grew to %d", random_size);
+    memset(data, 0, (size_t)big);
+    int zeros_size = check_round_trip("1 MB of zeros", data, big);
+    CHECK_MSG(zeros_size > 0 && zeros_size < big / 100, "1 MB of zeros: %d bytes", zeros_size);
+    for (int i = 0; i < big; i++) data[i] = (unsigned char)(i % 5 == 0 ? 7 : i % 3);
+    check_round_trip("a period of 15", data, big);
+    for (int i = 0; i < 40000; i++) data[i] = (unsigned char)rng_below(&rng, 256);
+    for (int i = 40000; i < big; i++) data[i] = data[i - 32768 + (i / 40000) % 3];
+    check_round_trip("copies from the window's far end", data, big);
+    for (int i = 0; i < big; i++) // runs of random lengths between random bytes
+        data[i] = rng_below(&rng, 10) ? (i ? data[i - 1] : 0) : (unsigned char)rng_below(&rng, 256);
+    check_round_trip("runs and literals", data, big);
+    free(data);
+}
+
 void suite_heatmap(void) {
     // these tests measure the built-in font's layout (test_atlas.c has Unifont's)
     char err[256];
     label_font_select("builtin", err, sizeof err);
+    run_test("heatmap: the PNG deflate against stb_image's inflate", test_deflate_round_trip);
     run_test("heatmap: colour maps, mask colours and the font", test_colormaps_and_font);
     run_test("heatmap: head images read back to the weights, mask, labels, raw tensor",
              test_head_images);

@@ -68,7 +68,7 @@ static uint8_t to_byte(float x) { return (uint8_t)lrintf(fminf(fmaxf(x, 0.0f), 1
 // step, interpolation can round neighbours to the same 8-bit colour; such an
 // entry is moved one unit along the channel that changes most in its
 // segment, so all 256 entries differ and a colour reads back as one weight.
-static void colormap_table(int colormap, uint8_t table[HEATMAP_COLORS][3]) {
+void colormap_table(int colormap, uint8_t table[HEATMAP_COLORS][3]) {
     if (colormap == COLORMAP_GRAY) {
         for (int k = 0; k < HEATMAP_COLORS; k++) table[k][0] = table[k][1] = table[k][2] = (uint8_t)k;
         return;

@@ -104,6 +104,9 @@ const char *colormap_name(int colormap);
 // Entry k (0..255) of a map: viridis and magma interpolate 17 anchors of
 // the published 256-entry tables; gray runs from black to white.
 void colormap_rgb(int colormap, int k, uint8_t rgb[3]);
+// All 256 entries at once, for pictures that colour many pixels (one
+// colormap_rgb call computes the whole table).
+void colormap_table(int colormap, uint8_t table[HEATMAP_COLORS][3]);
 // The entry for a weight: round(255 * weight), clamped to 0..255.
 int colormap_index(float weight);
 // The mask hatch at image pixel (x, y): a line colour where (x + y) % 4 == 0,
