@@ -17,6 +17,7 @@
 #include "../viz/circuits.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
+#include "../viz/induction_measures.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "check.h"
@@ -53,7 +54,7 @@ static void test_scores_known_answers(void) {
     for (int i = 1; i < T; i++) baseline += 1.0 / (i + 1);
     baseline /= T - 1;
     CHECK_NEAR(u.uniform[SCORE_PREVIOUS], baseline, 1e-12);
-    for (int k = 0; k < NUM_SCORES; k++)
+    for (int k = 0; k < NUM_ATTENTION_SCORES; k++)
         if (k != SCORE_INDUCTION) {
             CHECK_MSG(fabs(u.value[k] - u.uniform[k]) < 1e-6, "%s: uniform %g, baseline %g",
                       score_name(k), u.value[k], u.uniform[k]);
@@ -490,10 +491,32 @@ static void test_font_fallback_note(void) {
 
 // ---- training snapshots
 
+// The lines of a file, or -1 when it cannot be read.
+static int file_lines(const char *path) {
+    char *text = read_text_file(path);
+    if (!text) return -1;
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    free(text);
+    return lines;
+}
+
 static void test_training_snapshots(void) {
     const char *dir = make_temp_dir();
     char cmd[2048], path[512];
-    snprintf(cmd, sizeof cmd, "bin/train --layers 1 --heads 2 --dim 16 --context 16 --batch 4 "
+    // a probe longer than the context: one line, exit 2, no folder
+    snprintf(cmd, sizeof cmd, "bin/train --layers 2 --heads 2 --dim 16 --context 16 --iters 30 "
+             "--heatmaps-every 10 --probe 'to be or not to be, that is' --out %s/long", dir);
+    snprintf(path, sizeof path, "%s/long.log", dir);
+    CHECK(run_command(cmd, path) == 2);
+    char *said = read_text_file(path);
+    CHECK_MSG(said && strstr(said, "--probe: 27 characters, longer than the context (16)") &&
+                  count_lines(said) == 1, "said: %s", said ? said : "");
+    free(said);
+    snprintf(path, sizeof path, "%s/long", dir);
+    CHECK(!file_exists(path));
+
+    snprintf(cmd, sizeof cmd, "bin/train --layers 2 --heads 2 --dim 16 --context 16 --batch 4 "
              "--eval-batches 2 --iters 30 --eval-every 30 --heatmaps-every 10 --probe 'to be or not to' "
              "--out %s/run", dir);
     CHECK(run_command(cmd, NULL) == 0);
@@ -501,40 +524,324 @@ static void test_training_snapshots(void) {
     char *csv = read_text_file(path);
     CHECK_MSG(csv, "no %s", path);
     if (csv) {
-        int lines = 0;
-        for (char *c = csv; *c; c++) lines += *c == '\n';
-        CHECK_MSG(lines == 1 + 3 * 2, "%d lines", lines); // header, 3 snapshots x 2 heads
+        CHECK_MSG(count_lines(csv) == 1 + 3 * 4, "%d lines", count_lines(csv)); // 3 snapshots x 4 heads
         CHECK(!strncmp(csv, "step,loss,layer,head,previous_token,previous_token_uniform", 58));
+        CHECK(strstr(csv, ",copying,copying_random,k_composition,k_composition_random,dominant\n"));
         CHECK(strstr(csv, "\n10,") && strstr(csv, "\n30,"));
         free(csv);
     }
-    const char *names[] = {"timeline.png", "filmstrip_layer0_head0.png", "filmstrip_layer0_head1.png",
-                           "step_20/atlas.safetensors", "step_20/overview.png"};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"timeline.png", "phase_change.png", "filmstrip_layer0_head0.png",
+                           "filmstrip_layer1_head1.png", "step_20/atlas.safetensors", "step_20/overview.png"};
+    for (int i = 0; i < 6; i++) {
         snprintf(path, sizeof path, "%s/run/attn/%s", dir, names[i]);
         CHECK_MSG(file_exists(path), "no %s", path);
     }
-    // a scores.csv that is not ours is rebuilt from the snapshots on the next one
+    // the model's measures: a row per snapshot; the loss at each of the 16
+    // positions; each of layer 0's 2 heads into each of layer 1's
+    snprintf(path, sizeof path, "%s/run/attn/icl.csv", dir);
+    CHECK_MSG(file_lines(path) == 1 + 3, "icl.csv: %d lines", file_lines(path));
+    snprintf(path, sizeof path, "%s/run/attn/position_loss.csv", dir);
+    CHECK_MSG(file_lines(path) == 1 + 3 * 16, "position_loss.csv: %d lines", file_lines(path));
+    snprintf(path, sizeof path, "%s/run/attn/composition.csv", dir);
+    CHECK_MSG(file_lines(path) == 1 + 3 * 2 * 2, "composition.csv: %d lines", file_lines(path));
+    // the ICL score is the late position's loss minus the early one's (16:
+    // positions 2 and 15), as position_loss.csv has them
+    snprintf(path, sizeof path, "%s/run/attn/icl.csv", dir);
+    csv = read_text_file(path);
+    char *row = csv ? strstr(csv, "\n30,") : NULL;
+    double loss, early_loss, late_loss, icl, sink, sink_uniform;
+    int early, late;
+    CHECK(row && sscanf(row + 1, "30,%lf,%d,%d,%lf,%lf,%lf,%lf,%lf", &loss, &early, &late, &early_loss,
+                        &late_loss, &icl, &sink, &sink_uniform) == 8);
+    CHECK(early == 2 && late == 15);
+    CHECK_NEAR(icl, late_loss - early_loss, 2e-6);
+    CHECK(sink >= 0 && sink <= 1 && sink_uniform == 0);
+    free(csv);
+    snprintf(path, sizeof path, "%s/run/attn/position_loss.csv", dir);
+    csv = read_text_file(path);
+    char want[64];
+    snprintf(want, sizeof want, "\n30,15,%.6f\n", late_loss);
+    CHECK_MSG(csv && strstr(csv, want), "no row %s", want + 1);
+    free(csv);
+    // the induction probe as text: n = 8 distinct characters (of the
+    // corpus), then the same 8
+    snprintf(path, sizeof path, "%s/run/attn/induction_probe.txt", dir);
+    char *probe = read_text_file(path);
+    CHECK_MSG(probe && strlen(probe) == 16 && !memcmp(probe, probe + 8, 8), "probe: %s", probe ? probe : "");
+    for (int i = 0; probe && i < 8; i++)
+        for (int j = 0; j < i; j++) CHECK(probe[i] != probe[j]);
+    free(probe);
+    // a scores.csv that is not ours is rebuilt from the snapshots on the next
+    // one; the other CSVs keep their rows of the steps before the resume
     snprintf(path, sizeof path, "%s/run/attn/scores.csv", dir);
     write_file_bytes(path, "garbage\n", 8);
     snprintf(cmd, sizeof cmd, "bin/train --iters 40 --resume --out %s/run", dir);
     CHECK(run_command(cmd, NULL) == 0);
     csv = read_text_file(path);
     if (csv) {
-        int lines = 0;
-        for (char *c = csv; *c; c++) lines += *c == '\n';
-        CHECK_MSG(lines == 1 + 4 * 2, "%d lines after the resume", lines);
+        CHECK_MSG(count_lines(csv) == 1 + 4 * 4, "%d lines after the resume", count_lines(csv));
         CHECK(strstr(csv, "\n10,") && strstr(csv, "\n40,"));
         free(csv);
     }
+    snprintf(path, sizeof path, "%s/run/attn/icl.csv", dir);
+    CHECK_MSG(file_lines(path) == 1 + 4, "icl.csv after the resume: %d lines", file_lines(path));
+    snprintf(path, sizeof path, "%s/run/attn/composition.csv", dir);
+    CHECK_MSG(file_lines(path) == 1 + 4 * 4, "composition.csv after the resume: %d lines",
+              file_lines(path));
     // the explorer finds them beside the checkpoint: its slider has 1 + 4 views
     snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s/run/model.safetensors --text 'to be or not' --out %s/x --html",
              dir, dir);
     snprintf(path, sizeof path, "%s/x.log", dir);
     CHECK(run_command(cmd, path) == 0);
-    char *said = read_text_file(path);
+    said = read_text_file(path);
     CHECK_MSG(said && strstr(said, "(4 training snapshots)"), "said: %s", said ? said : "");
     free(said);
+}
+
+// ---- Olsson's measures
+
+// Sorted by real part, then imaginary: two spectra compare entry by entry.
+static int by_real_then_imaginary(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    if (fabs(x[0] - y[0]) > 1e-6) return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+// The largest distance between the eigenvalues matrix_eigenvalues finds
+// for S D S^-1 and D's own, D block diagonal with the given 1x1 blocks
+// (real) and 2x2 blocks [[a, -b], [b, a]] (a +- bi); S = I + 0.3 N(0,1).
+static double spectrum_error(const double *real, int reals, const double (*pairs)[2], int npairs,
+                             uint64_t seed) {
+    int n = reals + 2 * npairs;
+    double *d = calloc((size_t)n * n, sizeof(double)), *sm = malloc(sizeof(double) * n * n);
+    double *inv = malloc(sizeof(double) * n * n), *a = calloc((size_t)n * n, sizeof(double));
+    double *want = malloc(sizeof(double) * 2 * n), *got = malloc(sizeof(double) * 2 * n);
+    double *re = malloc(sizeof(double) * n), *im = malloc(sizeof(double) * n);
+    for (int i = 0; i < reals; i++) {
+        d[i * n + i] = real[i];
+        want[2 * i] = real[i], want[2 * i + 1] = 0;
+    }
+    for (int p = 0; p < npairs; p++) {
+        int i = reals + 2 * p;
+        d[i * n + i] = d[(i + 1) * n + i + 1] = pairs[p][0];
+        d[i * n + i + 1] = -pairs[p][1], d[(i + 1) * n + i] = pairs[p][1];
+        want[2 * i] = want[2 * i + 2] = pairs[p][0];
+        want[2 * i + 1] = pairs[p][1], want[2 * i + 3] = -pairs[p][1];
+    }
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int i = 0; i < n * n; i++) sm[i] = (i % (n + 1) == 0) + 0.3 * rng_normal(&rng);
+    // inv = S^-1 by Gauss-Jordan with partial pivoting, in a copy of S
+    double *work = malloc(sizeof(double) * n * n);
+    memcpy(work, sm, sizeof(double) * n * n);
+    for (int i = 0; i < n * n; i++) inv[i] = i % (n + 1) == 0;
+    for (int c = 0; c < n; c++) {
+        int pivot = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(work[r * n + c]) > fabs(work[pivot * n + c])) pivot = r;
+        for (int j = 0; j < n; j++) {
+            double t = work[c * n + j]; work[c * n + j] = work[pivot * n + j]; work[pivot * n + j] = t;
+            t = inv[c * n + j]; inv[c * n + j] = inv[pivot * n + j]; inv[pivot * n + j] = t;
+        }
+        double diag = work[c * n + c];
+        for (int j = 0; j < n; j++) work[c * n + j] /= diag, inv[c * n + j] /= diag;
+        for (int r = 0; r < n; r++)
+            if (r != c) {
+                double f = work[r * n + c];
+                for (int j = 0; j < n; j++) work[r * n + j] -= f * work[c * n + j], inv[r * n + j] -= f * inv[c * n + j];
+            }
+    }
+    for (int i = 0; i < n; i++) // a = S D S^-1
+        for (int j = 0; j < n; j++) {
+            double sum = 0;
+            for (int k = 0; k < n; k++)
+                for (int l = 0; l < n; l++) sum += sm[i * n + k] * d[k * n + l] * inv[l * n + j];
+            a[i * n + j] = sum;
+        }
+    double worst = INFINITY;
+    if (matrix_eigenvalues(a, n, re, im)) {
+        for (int i = 0; i < n; i++) got[2 * i] = re[i], got[2 * i + 1] = im[i];
+        qsort(want, n, 2 * sizeof(double), by_real_then_imaginary);
+        qsort(got, n, 2 * sizeof(double), by_real_then_imaginary);
+        worst = 0;
+        for (int i = 0; i < n; i++) worst = fmax(worst, hypot(got[2 * i] - want[2 * i], got[2 * i + 1] - want[2 * i + 1]));
+    }
+    free(d), free(sm), free(inv), free(a), free(want), free(got), free(re), free(im), free(work);
+    return worst;
+}
+
+static void test_eigenvalues(void) {
+    const double one[1] = {-2.5};
+    CHECK_NEAR(spectrum_error(one, 1, NULL, 0, 1), 0, 1e-12);
+    const double pair[1][2] = {{0.5, 2.0}};
+    CHECK_NEAR(spectrum_error(NULL, 0, pair, 1, 2), 0, 1e-10);
+    const double reals[5] = {3, -1, 0, 0.25, 7};
+    const double pairs[4][2] = {{1, 1}, {-2, 0.5}, {0, 3}, {0.1, 0.01}};
+    CHECK_NEAR(spectrum_error(reals, 5, pairs, 4, 3), 0, 1e-8);
+    // 32 eigenvalues, as a head of 32 channels has: distinct, spread
+    double many_reals[12], many_pairs[10][2];
+    for (int i = 0; i < 12; i++) many_reals[i] = -3 + 0.55 * i;
+    for (int p = 0; p < 10; p++) many_pairs[p][0] = 1 - 0.3 * p, many_pairs[p][1] = 0.2 + 0.4 * p;
+    CHECK_NEAR(spectrum_error(many_reals, 12, (const double(*)[2])many_pairs, 10, 4), 0, 1e-7);
+    // a Jordan block: 2 twice, found to about sqrt(eps)
+    double jordan[4] = {2, 1, 0, 2}, re[2], im[2];
+    CHECK(matrix_eigenvalues(jordan, 2, re, im));
+    CHECK_NEAR(re[0], 2, 1e-6);
+    CHECK_NEAR(re[1], 2, 1e-6);
+    // the zero matrix: every eigenvalue 0
+    double zero[9] = {0}, re3[3], im3[3];
+    CHECK(matrix_eigenvalues(zero, 3, re3, im3));
+    for (int i = 0; i < 3; i++) CHECK(re3[i] == 0 && im3[i] == 0);
+}
+
+// The copying score from M itself, (V,V) in double, built from its
+// definition (induction_measures.h): M[b][c] = (F W_O,h W_V,h e_b) . u_c,
+// F the final norm's gain (and centring for LayerNorm); its eigenvalues by
+// the same solver, but of the full (V,V) matrix, not the (hs,hs) product.
+static double copying_reference(const GPT *model, int layer, int head) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, hs = C / cfg->heads, V = cfg->vocab_size;
+    const float *wv = model->params.w_v + (size_t)layer * C * C, *wo = model->params.w_o + (size_t)layer * C * C;
+    const float *wu = param_tensor(&model->params, gpt_unembedding(cfg));
+    double *m = malloc(sizeof(double) * V * V), *out = malloc(sizeof(double) * C);
+    for (int b = 0; b < V; b++) {
+        const float *e = model->params.wte + (size_t)b * C;
+        double mean = 0;
+        for (int c2 = 0; c2 < C; c2++) {
+            double o = 0;
+            for (int d = head * hs; d < (head + 1) * hs; d++) {
+                double v = 0;
+                for (int c = 0; c < C; c++) v += (double)wv[d * C + c] * e[c];
+                o += (double)wo[c2 * C + d] * v;
+            }
+            out[c2] = o;
+            mean += o / C;
+        }
+        for (int c2 = 0; c2 < C; c2++)
+            out[c2] = (out[c2] - (cfg->norm == NORM_LAYERNORM ? mean : 0)) * model->params.lnf_w[c2];
+        for (int t = 0; t < V; t++) {
+            double sum = 0;
+            for (int c2 = 0; c2 < C; c2++) sum += out[c2] * wu[(size_t)t * C + c2];
+            m[b * V + t] = sum;
+        }
+    }
+    double trace = 0;
+    for (int b = 0; b < V; b++) trace += m[b * V + b];
+    double *re = malloc(sizeof(double) * 2 * V), *im = re + V, real = 0, size = 0;
+    CHECK(matrix_eigenvalues(m, V, re, im));
+    for (int i = 0; i < V; i++) real += re[i], size += hypot(re[i], im[i]);
+    CHECK_NEAR(real, trace, 1e-9 * (1 + fabs(trace))); // the eigenvalues' sum is the trace
+    free(m), free(out), free(re);
+    return real / size;
+}
+
+// |W_QK,to W_OV,from|_F / (|W_QK,to|_F |W_OV,from|_F) from the (C,C)
+// matrices themselves.
+static double k_composition_reference(const GPT *model, int fl, int fh, int tl, int th) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    const float *wq = model->params.w_q + (size_t)tl * C * C, *wk = model->params.w_k + (size_t)tl * C * C;
+    const float *wv = model->params.w_v + (size_t)fl * C * C, *wo = model->params.w_o + (size_t)fl * C * C;
+    double *qk = calloc((size_t)C * C, sizeof(double)), *ov = calloc((size_t)C * C, sizeof(double));
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < C; j++)
+            for (int d = 0; d < hs; d++) {
+                qk[i * C + j] += (double)wq[(th * hs + d) * C + i] * wk[(th * hs + d) * C + j];
+                ov[i * C + j] += (double)wo[i * C + fh * hs + d] * wv[(fh * hs + d) * C + j];
+            }
+    double both = 0, nq = 0, no = 0;
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < C; j++) {
+            double sum = 0;
+            for (int k = 0; k < C; k++) sum += qk[i * C + k] * ov[k * C + j];
+            both += sum * sum, nq += qk[i * C + j] * qk[i * C + j], no += ov[i * C + j] * ov[i * C + j];
+        }
+    free(qk), free(ov);
+    return sqrt(both / (nq * no));
+}
+
+static void test_copying_and_composition(void) {
+    for (int norm = 0; norm < 2; norm++) {
+        GPTConfig cfg = {.vocab_size = 11, .context = 8, .layers = 3, .heads = 2, .dim = 16,
+                         .norm = norm ? NORM_RMSNORM : NORM_LAYERNORM};
+        GPT model;
+        build_model(&model, &cfg, (RandomWeights){7 + norm, 0.3f, 8});
+        double worst = 0, worst_k = 0;
+        HeadScores scores[6];
+        double table[36];
+        weight_head_scores(&model, scores, table);
+        for (int h = 0; h < 6; h++) {
+            double want = copying_reference(&model, h / 2, h % 2);
+            double got = head_copying_score(&model, h / 2, h % 2);
+            worst = fmax(worst, fabs(got - want));
+            CHECK(got >= -1 && got <= 1);
+            CHECK(scores[h].value[SCORE_COPYING] == got && scores[h].uniform[SCORE_COPYING] == 0);
+            double best = NAN;
+            for (int from = 0; from < 6; from++) {
+                double k = table[from * 6 + h];
+                if (from / 2 >= h / 2) {
+                    CHECK(isnan(k));
+                    continue;
+                }
+                double ref = k_composition_reference(&model, from / 2, from % 2, h / 2, h % 2);
+                worst_k = fmax(worst_k, fabs(k - ref));
+                CHECK(k > 0 && k <= 1);
+                if (!(k <= best)) best = k;
+            }
+            if (h < 2) CHECK(isnan(scores[h].value[SCORE_K_COMPOSITION]));
+            else CHECK(scores[h].value[SCORE_K_COMPOSITION] == best);
+        }
+        CHECK_MSG(worst < 1e-9, "copying score: %g from the (V,V) reference", worst);
+        CHECK_MSG(worst_k < 1e-12, "K-composition: %g from the (C,C) reference", worst_k);
+        gpt_free(&model);
+    }
+    // built to copy: one-hot embeddings (tied), RMSNorm with gain 1, head 0
+    // writes back what it reads (W_O,0 = W_V,0^T, a projection): every
+    // eigenvalue >= 0, the score 1; with W_O,0 = -W_V,0^T, -1
+    GPTConfig cfg = {.vocab_size = 6, .context = 8, .layers = 2, .heads = 2, .dim = 8,
+                     .norm = NORM_RMSNORM};
+    GPT model;
+    build_model(&model, &cfg, (RandomWeights){9, 0.0f, 0});
+    int C = 8, hs = 4;
+    memset(model.params.wte, 0, sizeof(float) * 6 * C);
+    for (int v = 0; v < 6; v++) model.params.wte[v * C + v] = 1;
+    for (int c = 0; c < C; c++) model.params.lnf_w[c] = 1;
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        for (int d = 0; d < hs; d++)
+            for (int c = 0; c < C; c++) {
+                model.params.w_v[d * C + c] = (c == (d + 1) % C) * 0.5f + (c == d) * 0.25f;
+                model.params.w_o[c * C + d] = sign * model.params.w_v[d * C + c];
+            }
+        CHECK_NEAR(head_copying_score(&model, 0, 0), sign, 1e-12);
+    }
+    // K-composition 1 when the earlier head writes into exactly what the
+    // later head's keys read (rank 1 each), 0 when into what they ignore
+    memset(model.params.w_q, 0, sizeof(float) * 2 * C * C);
+    memset(model.params.w_k, 0, sizeof(float) * 2 * C * C);
+    memset(model.params.w_v, 0, sizeof(float) * 2 * C * C);
+    memset(model.params.w_o, 0, sizeof(float) * 2 * C * C);
+    float *wq1 = model.params.w_q + C * C, *wk1 = model.params.w_k + C * C;
+    wq1[0 * C + 1] = 1;     // head 0 of layer 1: queries read channel 1,
+    wk1[0 * C + 2] = 2;     // keys channel 2
+    model.params.w_v[0 * C + 5] = 3;  // layer 0 head 0 reads channel 5
+    model.params.w_o[2 * C + 0] = -1; // and writes channel 2: the keys'
+    model.params.w_v[hs * C + 6] = 1; // head 1 reads channel 6
+    model.params.w_o[3 * C + hs] = 1; // and writes channel 3: unread
+    CHECK_NEAR(k_composition(&model, 0, 0, 1, 0), 1.0, 1e-12);
+    CHECK_NEAR(k_composition(&model, 0, 1, 1, 0), 0.0, 1e-12);
+    gpt_free(&model);
+    // random matrices: the same value every time, between the extremes,
+    // lower the more channels there are to miss (hs fixed)
+    double r16 = k_composition_random(16, 4), r64 = k_composition_random(64, 4);
+    CHECK(r16 == k_composition_random(16, 4));
+    CHECK_MSG(r16 > 0 && r16 < 1 && r64 < r16, "random K-composition %g (C 16), %g (C 64)", r16, r64);
+    // Olsson et al.'s positions 50 and 500 of 512, scaled
+    int early, late;
+    icl_positions(512, &early, &late);
+    CHECK(early == 50 && late == 500);
+    icl_positions(256, &early, &late);
+    CHECK(early == 25 && late == 250);
+    icl_positions(2, &early, &late);
+    CHECK(early == 0 && late == 1);
 }
 
 // ---- the explorer in headless Chromium
@@ -629,6 +936,9 @@ void suite_atlas(void) {
     run_test("atlas: scores of hand-built attention (previous-token 1, uniform = baseline)",
              test_scores_known_answers);
     run_test("atlas: the induction probe and score", test_induction);
+    run_test("atlas: eigenvalues of known spectra, under similarity", test_eigenvalues);
+    run_test("atlas: copying score and K-composition against double references, built heads",
+             test_copying_and_composition);
     run_test("atlas: QK/OV circuits and singular values against double precision", test_circuits);
     run_test("atlas: Unifont labels (Latin, Hangul) read back pixel by pixel, no overlap",
              test_unifont_labels);

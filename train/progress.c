@@ -114,20 +114,45 @@ void make_probe(Probe *probe, const char *text, const Corpus *corpus, int contex
             vocab_unknown_message(&encoded, "--probe", err, sizeof err);
             die("%s", err);
         }
-        int skip = encoded.num_ids > context ? encoded.num_ids - context : 0;
-        for (int i = skip; i < encoded.num_ids; i++) probe->ids[probe->len++] = encoded.ids[i];
-        if (skip)
-            fprintf(stderr, "note: --probe is longer than the context; using its last %d characters\n",
-                    context);
+        if (encoded.num_ids > context)
+            usage_error("--probe: %d characters, longer than the context (%d): the heatmaps show "
+                        "one window; give at most %d", encoded.num_ids, context, context);
+        if (encoded.num_ids < 1) usage_error("--probe: empty text");
+        for (int i = 0; i < encoded.num_ids; i++) probe->ids[probe->len++] = encoded.ids[i];
         encoded_text_free(&encoded);
     }
     for (int i = 0; i < probe->len; i++) probe->chars[i] = corpus->vocab.code_points[probe->ids[i]];
+    probe->code_points = corpus->vocab.code_points;
+    probe->context = context;
+    probe->icl_inputs = xmalloc(sizeof(int) * 2 * ICL_WINDOWS * context);
+    probe->icl_targets = probe->icl_inputs + ICL_WINDOWS * context;
+    probe->position_loss = xmalloc(sizeof(double) * context);
+    batch_eval(corpus_val(corpus), ICL_WINDOWS, context, 0, 1, probe->icl_inputs, probe->icl_targets);
 }
 
 void free_probe(Probe *probe) {
     free(probe->ids);
     free(probe->chars);
+    free(probe->icl_inputs);
+    free(probe->position_loss);
     memset(probe, 0, sizeof *probe);
+}
+
+// The mean loss at each position over the probe's validation windows,
+// model->batch_size windows a forward, summed in window order.
+static void measure_position_loss(GPT *model, const Probe *probe) {
+    int T = probe->context, rows = model->batch_size;
+    double *sum = probe->position_loss;
+    for (int t = 0; t < T; t++) sum[t] = 0;
+    for (int w = 0; w < ICL_WINDOWS; w += rows) {
+        int n = ICL_WINDOWS - w < rows ? ICL_WINDOWS - w : rows;
+        gpt_forward(model, probe->icl_inputs + (size_t)w * T, n, T,
+                    (ForwardArgs){.targets = probe->icl_targets + (size_t)w * T,
+                                  .attention = ATTENTION_FUSED});
+        for (int r = 0; r < n; r++)
+            for (int t = 0; t < T; t++) sum[t] += model->acts.losses[(size_t)r * T + t];
+    }
+    for (int t = 0; t < T; t++) sum[t] /= ICL_WINDOWS;
 }
 
 // Bytes of the regular files under dir, at any depth, or in dir alone.
@@ -166,11 +191,14 @@ void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) 
     char dir[4200], err[1024];
     snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
     float loss = model->mean_loss; // this step's training batch, before the probe forward
+    measure_position_loss(model, probe);
     gpt_forward(model, probe->ids, 1, probe->len, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     HeatmapOptions opts = heatmap_default_options();
+    SnapshotInput in = {probe->chars, probe->len, probe->code_points, step, loss,
+                        probe->position_loss, probe->context};
     if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);
-    else if (!atlas_snapshot(out, model, probe->chars, probe->len, step, loss, err, sizeof err))
+    else if (!atlas_snapshot(out, model, &in, err, sizeof err))
         fprintf(stderr, "warning: atlas snapshot not written: %s\n", err);
     else
         say_where_snapshots_go(out, dir, step);

@@ -47,15 +47,24 @@ void log_eval_row(FILE *log, long step, float train_loss, float val_loss, float 
 // the model changes between evaluations.
 void print_sample(KVCache *cache, Sampler *sampler, const Vocab *vocab, int chars);
 
+// What a snapshot runs the model on: the probe text (its attention in the
+// pictures), and windows of the validation split (the loss at each
+// position: the in-context learning score).
+#define ICL_WINDOWS 32
 typedef struct {
     int *ids;        // (len) the probe's token ids
     uint32_t *chars; // (len) its code points
     int len;
+    const uint32_t *code_points; // (V) the vocabulary's characters
+    int *icl_inputs, *icl_targets; // (ICL_WINDOWS, context) fixed validation windows
+    int context;
+    double *position_loss;         // (context) their mean loss at each position
 } Probe;
 
-// The probe: `text`'s last `context` characters, or the first `context`
-// characters of the validation split when text is NULL. Dies if text has
-// characters outside the vocabulary.
+// The probe: `text`, or the first `context` characters of the validation
+// split when text is NULL, and the validation windows. A text with
+// characters outside the vocabulary, or longer than the context, is a
+// usage error (exit 2).
 void make_probe(Probe *probe, const char *text, const Corpus *corpus, int context);
 void free_probe(Probe *probe);
 // DIR/attn/step_N/: the probe's heatmaps at this step (a warning, not an

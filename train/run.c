@@ -590,6 +590,7 @@ void run_start(Run *run, int argc, char **argv) {
     // before anything is written: a refused start (another corpus or
     // flags on some rank, a rank that could not read the corpus) leaves
     // the output folder as it was
+    if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg); // a bad --probe: nothing written
     distributed_agree("the corpus or the flags", run_fingerprint(run));
     open_run_log(run);
     run->adamw = (AdamWConfig){
@@ -608,8 +609,6 @@ void run_start(Run *run, int argc, char **argv) {
     kv_cache_init(&run->sample_cache, &run->model);
     print_summary(run, recipe, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
     skipped_files_free(&loaded.skipped);
-
-    if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg);
     note_label_font(run);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
     distributed_started();

@@ -16,32 +16,43 @@
 #include "../base/safetensors.h"
 #include "font.h"
 #include "heatmap.h"
+#include "induction_measures.h"
 
 // ---- one snapshot
 
-// attn (L, NH, T, T): the probe's attention.
+// attn (L, NH, T, T): the probe's attention; k_table (L*NH, L*NH) every
+// pair's K-composition; position_loss (positions) or NULL.
 static int write_snapshot(const char *path, int L, int NH, const float *attn,
-                          const uint32_t *chars, int T, const HeadScores *scores, long step,
-                          float loss, char *err, size_t err_len) {
-    float *values = xmalloc((size_t)L * NH * NUM_SCORES * 2 * sizeof(float));
-    for (int h = 0; h < L * NH; h++) {
+                          const uint32_t *chars, int T, const HeadScores *scores,
+                          const double *k_table, const double *position_loss, int positions,
+                          long step, float loss, char *err, size_t err_len) {
+    int H = L * NH;
+    float *values = xmalloc(((size_t)H * NUM_SCORES * 2 + (size_t)H * H + positions) * sizeof(float));
+    float *k_values = values + H * NUM_SCORES * 2, *loss_values = k_values + H * H;
+    for (int h = 0; h < H; h++) {
         for (int k = 0; k < NUM_SCORES; k++) {
             values[(h * NUM_SCORES + k) * 2] = (float)scores[h].value[k];
             values[(h * NUM_SCORES + k) * 2 + 1] = (float)scores[h].uniform[k];
         }
     }
+    for (int i = 0; i < H * H; i++) k_values[i] = (float)k_table[i];
+    for (int i = 0; i < positions; i++) loss_values[i] = (float)position_loss[i];
     char *text = xmalloc((size_t)T * 4 + 1), step_text[32], loss_text[32];
     size_t n = 0;
     for (int i = 0; i < T; i++) n += utf8_encode(chars[i], text + n);
     text[n] = '\0';
     snprintf(step_text, sizeof step_text, "%ld", step);
     snprintf(loss_text, sizeof loss_text, "%.6f", (double)loss);
-    StTensor tensors[2] = {{"attn", attn, 4, {L, NH, T, T}},
-                           {"scores", values, 4, {L, NH, NUM_SCORES, 2}}};
+    StTensor tensors[4] = {{"attn", attn, 4, {L, NH, T, T}},
+                           {"scores", values, 4, {L, NH, NUM_SCORES, 2}},
+                           {"k_composition", k_values, 2, {H, H}},
+                           {"position_loss", loss_values, 1, {positions}}};
     StMeta meta[] = {{"text", text}, {"step", step_text}, {"loss", loss_text},
                      {"layout", "attn [layer, head, query, key]; scores [layer, head, score, "
-                                "(value, uniform)]"}};
-    int ok = safetensors_write(path, tensors, 2, meta, 4, err, err_len);
+                                "(value, baseline)]; k_composition [earlier head, later head] "
+                                "(layer * heads + head; NaN unless the first is in an earlier "
+                                "layer); position_loss [position]: the mean validation loss"}};
+    int ok = safetensors_write(path, tensors, positions > 0 ? 4 : 3, meta, 4, err, err_len);
     free(text);
     free(values);
     return ok;
@@ -80,18 +91,24 @@ int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *s, char *
     if (ok) {
         s->step = step;
         s->loss = loss ? atof(loss) : NAN;
+        // a snapshot from before the weights' scores holds the attention's only
         long attn_shape[4] = {L, NH, s->T, s->T}, score_shape[4] = {L, NH, NUM_SCORES, 2};
+        char ignored[256];
+        if (!safetensors_check_f32(file, "scores", 4, score_shape, ignored, sizeof ignored))
+            score_shape[2] = NUM_ATTENTION_SCORES;
+        int kept = (int)score_shape[2];
         s->attn = xmalloc(sizeof(float) * L * NH * s->T * s->T);
-        float *values = xmalloc(sizeof(float) * L * NH * NUM_SCORES * 2);
+        float *values = xmalloc(sizeof(float) * L * NH * kept * 2);
         ok = safetensors_read_f32(file, "attn", 4, attn_shape, s->attn, err, err_len) &&
              safetensors_read_f32(file, "scores", 4, score_shape, values, err, err_len);
         s->scores = xmalloc(sizeof(HeadScores) * L * NH);
         for (int h = 0; ok && h < L * NH; h++)
             for (int k = 0; k < NUM_SCORES; k++) {
-                s->scores[h].value[k] = values[(h * NUM_SCORES + k) * 2];
-                s->scores[h].uniform[k] = values[(h * NUM_SCORES + k) * 2 + 1];
+                s->scores[h].value[k] = k < kept ? values[(h * kept + k) * 2] : NAN;
+                s->scores[h].uniform[k] = k < kept ? values[(h * kept + k) * 2 + 1] : NAN;
             }
         free(values);
+        s->icl = s->sink_rate = NAN;
     }
     safetensors_close(file);
     if (!ok) snapshot_free(s);
@@ -180,14 +197,15 @@ typedef struct {
     int x0, y0;          // the frame's top-left
     double lo, hi;       // the y range
     long s0, s1;         // the step range
+    int w, h;            // the frame's size
 } Panel;
 
 static int panel_x(const Panel *p, long step) {
-    return p->x0 + (p->s1 > p->s0 ? (int)lrint((double)(step - p->s0) / (p->s1 - p->s0) * (PANEL_W - 1))
-                                  : PANEL_W / 2);
+    return p->x0 + (p->s1 > p->s0 ? (int)lrint((double)(step - p->s0) / (p->s1 - p->s0) * (p->w - 1))
+                                  : p->w / 2);
 }
 static int panel_y(const Panel *p, double v) {
-    return p->y0 + PANEL_H - 1 - (int)lrint((v - p->lo) / (p->hi - p->lo) * (PANEL_H - 1));
+    return p->y0 + p->h - 1 - (int)lrint((v - p->lo) / (p->hi - p->lo) * (p->h - 1));
 }
 
 // The frame, its title, grid lines and labels at round values on both axes.
@@ -197,7 +215,7 @@ static void draw_axes(Image *image, const Panel *p, const char *title) {
     double step, v = nice_ticks(p->lo, p->hi, 4, &step);
     for (; v <= p->hi + step * 1e-6; v += step) {
         int y = panel_y(p, v);
-        fill_rect(image, p->x0, y, PANEL_W, 1, GRID);
+        fill_rect(image, p->x0, y, p->w, 1, GRID);
         fill_rect(image, p->x0 - 4, y, 4, 1, FRAME);
         tick_text(v, step, text, sizeof text);
         draw_text(image, text, p->x0 - 6 - font_text_width((int)strlen(text), 1), y - 3, 1);
@@ -205,12 +223,12 @@ static void draw_axes(Image *image, const Panel *p, const char *title) {
     double first = nice_ticks((double)p->s0, (double)p->s1, 4, &step);
     for (v = first; v <= p->s1 + step * 1e-6; v += step) {
         int x = panel_x(p, (long)llrint(v));
-        fill_rect(image, x, p->y0, 1, PANEL_H, GRID);
-        fill_rect(image, x, p->y0 + PANEL_H, 1, 4, FRAME);
+        fill_rect(image, x, p->y0, 1, p->h, GRID);
+        fill_rect(image, x, p->y0 + p->h, 1, 4, FRAME);
         snprintf(text, sizeof text, "%ld", (long)llrint(v));
-        draw_text(image, text, x - font_text_width((int)strlen(text), 1) / 2, p->y0 + PANEL_H + 6, 1);
+        draw_text(image, text, x - font_text_width((int)strlen(text), 1) / 2, p->y0 + p->h + 6, 1);
     }
-    draw_frame(image, p->x0, p->y0, PANEL_W, PANEL_H);
+    draw_frame(image, p->x0, p->y0, p->w, p->h);
 }
 
 // A series over the snapshots, two pixels thick (a dot when there is one).
@@ -252,7 +270,7 @@ static void timeline_size(int L, int NH, int *width, int *height) {
 static Panel panel_at(int row, int column, double lo, double hi, const Snapshot *snaps, int count) {
     Panel p = {PAD + PANEL_LEFT + column * (PANEL_W + PANEL_GAP_X),
                PAD + TITLE_LINE + PANEL_TITLE + row * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y), lo, hi,
-               snaps[0].step, snaps[count - 1].step};
+               snaps[0].step, snaps[count - 1].step, PANEL_W, PANEL_H};
     if (!(p.hi > p.lo)) p.hi = p.lo + 1;
     return p;
 }
@@ -279,31 +297,33 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
     draw_series(image, &loss, snaps, count, series, palette[0]);
     int lx = loss.x0 + PANEL_W + PANEL_GAP_X, ly = loss.y0;
     draw_text(image, "each panel: one layer's heads, a line each, against the step;", lx, ly, 1);
-    draw_text(image, "dashed grey: uniform attention's value", lx, ly + FONT_H + 4, 1);
+    draw_text(image, "dashed grey: uniform attention's value, or", lx, ly + FONT_H + 4, 1);
+    draw_text(image, "random weights' (copying, k_composition)", lx, ly + 2 * (FONT_H + 4), 1);
     for (int h = 0; h < NH; h++) {
-        int x = lx + (h % 4) * 90, y = ly + 2 * (FONT_H + 4) + 6 + (h / 4) * (FONT_H + 5);
+        int x = lx + (h % 4) * 90, y = ly + 3 * (FONT_H + 4) + 6 + (h / 4) * (FONT_H + 5);
         fill_rect(image, x, y + 3, 20, 3, palette[h % 20]);
         snprintf(text, sizeof text, "head %d", h);
         draw_text(image, text, x + 24, y, 1);
     }
     for (int score = 0; score < NUM_SCORES; score++) {
         // one y range for the row, so a layer's panel compares with the
-        // others': 0 to the largest value or baseline, rounded up to a tenth
-        // (to a whole position for the distance)
-        hi = 0;
+        // others': from 0 (or the lowest value, the copying score's can be
+        // negative) to the largest value or baseline, rounded out to a
+        // tenth (to a whole position for the distance)
+        lo = 0, hi = 0;
         for (int h = 0; h < L * NH; h++)
             for (int i = 0; i < count; i++) {
-                series[h * count + i] = snaps[i].scores[h].value[score];
-                if (!isnan(series[h * count + i])) hi = fmax(hi, series[h * count + i]);
+                double v = snaps[i].scores[h].value[score], u = snaps[i].scores[h].uniform[score];
+                series[h * count + i] = v;
+                if (!isnan(v)) lo = fmin(lo, v), hi = fmax(hi, v);
+                if (!isnan(u)) hi = fmax(hi, u);
             }
-        for (int i = 0; i < count; i++) {
-            baseline[i] = snaps[i].scores[0].uniform[score];
-            if (!isnan(baseline[i])) hi = fmax(hi, baseline[i]);
-        }
         hi = score == SCORE_DISTANCE ? ceil(hi) : fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
-        if (hi <= 0) hi = 1;
+        lo = lo < 0 ? fmax(-1.0, floor(lo * 10 - 1e-9) / 10) : 0;
+        if (hi <= lo) hi = lo + 1;
         for (int layer = 0; layer < L; layer++) {
-            Panel p = panel_at(1 + score, layer, 0, hi, snaps, count);
+            for (int i = 0; i < count; i++) baseline[i] = snaps[i].scores[layer * NH].uniform[score];
+            Panel p = panel_at(1 + score, layer, lo, hi, snaps, count);
             snprintf(text, sizeof text, "%s, layer %d", score_name(score), layer);
             draw_axes(image, &p, text);
             draw_baseline(image, &p, snaps, count, baseline);
@@ -342,7 +362,8 @@ void filmstrip_render(Image *image, const Snapshot *frames, int n, int total, in
     draw_text(image, title, PAD, PAD, 2);
     draw_text(image, shown, PAD, PAD + FONT_H * 2 + 6, 1);
     draw_text(image, scale, PAD, PAD + FONT_H * 2 + 6 + line, 1);
-    uint8_t rgb[3];
+    uint8_t rgb[3], viridis[HEATMAP_COLORS][3];
+    colormap_table(COLORMAP_VIRIDIS, viridis);
     char text[64];
     for (int f = 0; f < n; f++) {
         const Snapshot *s = &frames[f];
@@ -354,7 +375,7 @@ void filmstrip_render(Image *image, const Snapshot *frames, int n, int total, in
                     for (int x = 0; x < cell; x++) {
                         int px = x0 + j * cell + x, py = y0 + i * cell + y;
                         if (j > i) mask_rgb(COLORMAP_VIRIDIS, px, py, rgb);
-                        else colormap_rgb(COLORMAP_VIRIDIS, colormap_index(probs[i * s->T + j]), rgb);
+                        else memcpy(rgb, viridis[colormap_index(probs[i * s->T + j])], 3);
                         put_pixel(image, px, py, rgb);
                     }
         draw_frame(image, x0, y0, s->T * cell, s->T * cell);
@@ -381,14 +402,17 @@ static int read_scores_csv(const char *path, int L, int NH, long before, Snapsho
     long line_number = 1;
     char *line = strchr(text, '\n'); // past the header, which must be ours
     if (strncmp(text, "step,loss,layer,head,previous_token,", 36)) ok = 0, line = NULL;
+    // a file from before the weights' scores holds the attention's only
+    int kept = line && strstr(text, ",copying,") && strstr(text, ",copying,") < line ? NUM_SCORES
+                                                                                     : NUM_ATTENTION_SCORES;
     while (ok && line && *++line) {
         line_number++;
         char *end = strchr(line, '\n');
         if (end) *end = '\0';
-        // step,loss,layer,head, then value,uniform per score, then the type
+        // step,loss,layer,head, then value,baseline per score, then the type
         double field[4 + 2 * NUM_SCORES];
         char *p = line;
-        for (int f = 0; ok && f < 4 + 2 * NUM_SCORES; f++) {
+        for (int f = 0; ok && f < 4 + 2 * kept; f++) {
             char *stop;
             field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
             if (*p != ',' && *p) p = stop;
@@ -413,6 +437,7 @@ static int read_scores_csv(const char *path, int L, int NH, long before, Snapsho
                 memset(&list[n], 0, sizeof list[n]);
                 list[n].step = step;
                 list[n].loss = field[1];
+                list[n].icl = list[n].sink_rate = NAN;
                 list[n].scores = xcalloc((size_t)L * NH, sizeof(HeadScores));
                 for (int h = 0; h < L * NH; h++)
                     for (int k = 0; k < NUM_SCORES; k++)
@@ -420,7 +445,7 @@ static int read_scores_csv(const char *path, int L, int NH, long before, Snapsho
                 n++;
             }
             HeadScores *s = &list[n - 1].scores[layer * NH + head];
-            for (int k = 0; k < NUM_SCORES; k++) {
+            for (int k = 0; k < kept; k++) {
                 s->value[k] = field[4 + 2 * k];
                 s->uniform[k] = field[5 + 2 * k];
             }
@@ -464,10 +489,232 @@ static void scores_from_snapshots(const char *attn_dir, int L, int NH, long befo
     *count = kept;
 }
 
-// scores.csv, timeline.png and the filmstrips, with this snapshot (its
-// step, loss and scores) last.
+// ---- the phase change
+
+// The first snapshot at which a head's induction score reaches
+// INDUCTION_FORMED (-1: none), and that head.
+static int induction_formed(const Snapshot *snaps, int count, int heads, int *head) {
+    for (int i = 0; i < count; i++)
+        for (int h = 0; h < heads; h++)
+            if (snaps[i].scores[h].value[SCORE_INDUCTION] >= INDUCTION_FORMED) {
+                *head = h;
+                return i;
+            }
+    return -1;
+}
+
+// A vertical line at a step, dashed, in every panel.
+static void draw_step_marker(Image *image, const Panel *p, long step, const uint8_t rgb[3]) {
+    int x = panel_x(p, step);
+    for (int y = p->y0; y < p->y0 + p->h; y++)
+        if ((y / 3) % 2 == 0) fill_rect(image, x, y, 2, 1, rgb);
+}
+
+#define PHASE_W 560
+#define PHASE_H 130
+
+void phase_change_render(Image *image, const Snapshot *snaps, int count, int L, int NH) {
+    static const uint8_t marker[3] = {214, 39, 40}, grey[3] = {150, 150, 150};
+    int H = L * NH, legend_x = PAD + PANEL_LEFT + PHASE_W + 24;
+    int rows = 3, row_h = PANEL_TITLE + PHASE_H + PANEL_GAP_Y;
+    int width = legend_x + 150 + PAD, height = PAD + 3 * (FONT_H + 6) + rows * row_h + PAD;
+    if (height < PAD + 3 * (FONT_H + 6) + PANEL_TITLE + H * (FONT_H + 5) + PAD)
+        height = PAD + 3 * (FONT_H + 6) + PANEL_TITLE + H * (FONT_H + 5) + PAD;
+    image_init(image, width, height);
+    int head = -1, formed = induction_formed(snaps, count, H, &head);
+    char text[240];
+    draw_text(image, "the phase change, against the step", PAD, PAD, 2);
+    if (formed >= 0)
+        snprintf(text, sizeof text, "dashed red: the first snapshot with an induction head (score >= %.1f): "
+                 "layer %d head %d at step %ld", INDUCTION_FORMED, head / NH, head % NH,
+                 snaps[formed].step);
+    else
+        snprintf(text, sizeof text, "no head's induction score has reached %.1f (%d snapshot%s)",
+                 INDUCTION_FORMED, count, count == 1 ? "" : "s");
+    draw_text(image, text, PAD, PAD + 2 * FONT_H + 8, 1);
+    double *series = xmalloc(sizeof(double) * (H + 1) * count), *baseline = series + H * count;
+    for (int row = 0; row < rows; row++) {
+        double lo = INFINITY, hi = -INFINITY;
+        int lines = row == 2 ? H : 1;
+        for (int i = 0; i < count; i++)
+            for (int h = 0; h < lines; h++) {
+                double v = row == 0 ? snaps[i].loss : row == 1 ? snaps[i].icl
+                                                               : snaps[i].scores[h].value[SCORE_INDUCTION];
+                series[h * count + i] = v;
+                if (!isnan(v)) lo = fmin(lo, v), hi = fmax(hi, v);
+            }
+        if (row == 1) lo = fmin(lo, 0), hi = fmax(hi, 0); // the ICL score's zero in view
+        if (row == 2) {
+            lo = 0, hi = fmax(hi, INDUCTION_FORMED + 0.1);
+            hi = fmin(1.0, ceil(hi * 10 + 1e-9) / 10);
+        }
+        if (!(lo <= hi)) lo = 0, hi = 1;
+        double margin = row == 2 ? 0 : (hi - lo) * 0.05 + 1e-3;
+        Panel p = {PAD + PANEL_LEFT, PAD + 3 * (FONT_H + 6) + PANEL_TITLE + row * row_h, lo - margin,
+                   hi + margin, snaps[0].step, snaps[count - 1].step, PHASE_W, PHASE_H};
+        if (!(p.hi > p.lo)) p.hi = p.lo + 1;
+        const char *title = row == 0 ? "training loss (the batch at each snapshot)"
+                            : row == 1 ? "in-context learning score: validation loss at a late position "
+                                         "minus at an early one (below 0: the context helps)"
+                                       : "induction score of each head on the probe (dashed grey: "
+                                         "uniform attention; dotted: the bar)";
+        draw_axes(image, &p, title);
+        if (row == 2) {
+            for (int i = 0; i < count; i++) baseline[i] = snaps[i].scores[0].uniform[SCORE_INDUCTION];
+            draw_baseline(image, &p, snaps, count, baseline);
+            int y = panel_y(&p, INDUCTION_FORMED);
+            for (int x = p.x0; x < p.x0 + p.w; x += 2) put_pixel(image, x, y, grey);
+        }
+        for (int h = 0; h < lines; h++)
+            draw_series(image, &p, snaps, count, series + (size_t)h * count,
+                        row == 2 ? palette[h % 20] : palette[0]);
+        if (formed >= 0) draw_step_marker(image, &p, snaps[formed].step, marker);
+        if (row == 0) // the heads' colours, down the right of all three panels
+            for (int h = 0; h < H; h++) {
+                int y = p.y0 + h * (FONT_H + 5);
+                fill_rect(image, legend_x, y + 3, 20, 3, palette[h % 20]);
+                snprintf(text, sizeof text, "layer %d head %d", h / NH, h % NH);
+                draw_text(image, text, legend_x + 24, y, 1);
+            }
+    }
+    free(series);
+}
+
+// ---- the measures beside scores.csv
+
+// The header, then the rows of a CSV written here before whose step is
+// below `before` (none when the file is missing or has another header).
+static void copy_earlier_rows(const char *path, const char *header, long before, FILE *out) {
+    fputs(header, out);
+    if (!file_exists(path)) return;
+    size_t len, header_len = strlen(header);
+    char *text = read_whole_file(path, &len);
+    if (len >= header_len && !memcmp(text, header, header_len)) {
+        char *line = text + header_len;
+        while (*line) {
+            char *end = strchr(line, '\n');
+            size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+            char *stop;
+            long step = strtol(line, &stop, 10);
+            if (stop != line && *stop == ',' && step < before) fwrite(line, 1, n, out);
+            line += n;
+        }
+    }
+    free(text);
+}
+
+#define ICL_HEADER "step,loss,early_position,late_position,early_loss,late_loss,icl_score," \
+                   "sink_rate,sink_rate_uniform\n"
+#define POSITION_HEADER "step,position,loss\n"
+#define COMPOSITION_HEADER "step,from_layer,from_head,to_layer,to_head,k_composition," \
+                           "k_composition_random\n"
+
+// One snapshot's model-wide measures (induction_measures.h).
+typedef struct {
+    int early, late;             // the ICL score's positions
+    double icl, sink, sink_uniform;
+} ModelMeasures;
+
+static ModelMeasures model_measures(const HeadScores *scores, int H, const double *position_loss,
+                                    int positions) {
+    ModelMeasures m = {0, 0, NAN, 0, 0};
+    for (int h = 0; h < H; h++) {
+        m.sink += scores[h].value[SCORE_FIRST] > ATTENTION_SINK_WEIGHT;
+        m.sink_uniform += scores[h].uniform[SCORE_FIRST] > ATTENTION_SINK_WEIGHT;
+    }
+    m.sink /= H, m.sink_uniform /= H;
+    if (position_loss && positions >= 2) {
+        icl_positions(positions, &m.early, &m.late);
+        m.icl = position_loss[m.late] - position_loss[m.early];
+    }
+    return m;
+}
+
+typedef struct {
+    const char *name, *header;
+    FILE *file;
+    AtomicFile af;
+} MeasureFile;
+
+// icl.csv, position_loss.csv and composition.csv: the rows before this
+// step, then this step's.
+static int write_measures(const char *attn_dir, int L, int NH, long step, float loss,
+                          const HeadScores *scores, const double *k_table,
+                          const double *position_loss, int positions, char *err, size_t err_len) {
+    MeasureFile files[3] = {{"icl.csv", ICL_HEADER, NULL, {0}},
+                            {"position_loss.csv", POSITION_HEADER, NULL, {0}},
+                            {"composition.csv", COMPOSITION_HEADER, NULL, {0}}};
+    int H = L * NH, ok = 1;
+    char path[4400];
+    for (int f = 0; ok && f < 3; f++) {
+        snprintf(path, sizeof path, "%s/%s", attn_dir, files[f].name);
+        ok = atomic_file_open(&files[f].af, path, err, err_len);
+        if (!ok) break;
+        files[f].file = files[f].af.file;
+        copy_earlier_rows(path, files[f].header, step, files[f].file);
+    }
+    if (!ok) {
+        for (int f = 0; f < 3 && files[f].file; f++) atomic_file_abort(&files[f].af);
+        return 0;
+    }
+    ModelMeasures m = model_measures(scores, H, position_loss, positions);
+    fprintf(files[0].file, "%ld,%.6f,", step, (double)loss);
+    if (isnan(m.icl)) fprintf(files[0].file, ",,,,");
+    else fprintf(files[0].file, "%d,%d,%.6f,%.6f,%.6f", m.early, m.late, position_loss[m.early],
+                 position_loss[m.late], m.icl);
+    fprintf(files[0].file, ",%.4f,%.4f\n", m.sink, m.sink_uniform);
+    for (int i = 0; i < positions && position_loss; i++)
+        fprintf(files[1].file, "%ld,%d,%.6f\n", step, i, position_loss[i]);
+    for (int from = 0; from < H; from++)
+        for (int to = 0; to < H; to++)
+            if (!isnan(k_table[(size_t)from * H + to]))
+                fprintf(files[2].file, "%ld,%d,%d,%d,%d,%.6f,%.6f\n", step, from / NH, from % NH,
+                        to / NH, to % NH, k_table[(size_t)from * H + to],
+                        scores[to].uniform[SCORE_K_COMPOSITION]);
+    for (int f = 0; f < 3; f++) {
+        if (ferror(files[f].file)) atomic_file_write_failed(&files[f].af);
+        if (ok) ok = atomic_file_commit(&files[f].af, err, err_len);
+        else atomic_file_abort(&files[f].af);
+    }
+    return ok;
+}
+
+// The ICL score and sink rate of each snapshot from icl.csv, by step.
+static void read_model_measures(const char *attn_dir, Snapshot *snaps, int count) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/icl.csv", attn_dir);
+    if (!file_exists(path)) return;
+    size_t len;
+    char *text = read_whole_file(path, &len), *line = strchr(text, '\n');
+    while (line && *++line) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        double field[9];
+        char *p = line;
+        int f = 0;
+        for (; f < 9; f++) {
+            char *stop;
+            field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
+            if (*p != ',' && *p) p = stop;
+            if (f < 8 && *p++ != ',') break;
+        }
+        for (int i = 0; f == 9 && i < count; i++)
+            if (snaps[i].step == (long)field[0]) {
+                snaps[i].icl = field[6];
+                snaps[i].sink_rate = field[7];
+            }
+        line = end;
+    }
+    free(text);
+}
+
+// ---- atlas_snapshot
+
+// scores.csv, the measures' CSVs, timeline.png, phase_change.png and the
+// filmstrips, with this snapshot (its step, loss and scores) last.
 static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
-                   const HeadScores *scores, char *err, size_t err_len) {
+                   const HeadScores *scores, const double *k_table, const double *position_loss,
+                   int positions, char *err, size_t err_len) {
     char path[4400];
     snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
     Snapshot *snaps;
@@ -496,10 +743,20 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
         if (ferror(af.file)) atomic_file_write_failed(&af);
         ok = atomic_file_commit(&af, err, err_len);
     }
+    if (ok)
+        ok = write_measures(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions,
+                            err, err_len);
+    if (ok) read_model_measures(attn_dir, snaps, count);
     Image image;
     if (ok) {
         timeline_render(&image, snaps, count, L, NH);
         snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    if (ok) {
+        phase_change_render(&image, snaps, count, L, NH);
+        snprintf(path, sizeof path, "%s/phase_change.png", attn_dir);
         ok = image_write_png(&image, path, err, err_len);
         image_free(&image);
     }
@@ -523,14 +780,37 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
     return ok;
 }
 
-int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T, long step,
-                   float loss, char *err, size_t err_len) {
-    int L = model->config.layers, NH = model->config.heads;
-    HeadScores *scores = xmalloc(sizeof(HeadScores) * L * NH);
+// attn/induction_probe.txt: the induction probe's characters, as UTF-8
+// (no newline added), so that anyone can recompute the score.
+static int write_induction_probe(const char *attn_dir, const int *ids, int P,
+                                 const uint32_t *code_points, char *err, size_t err_len) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/induction_probe.txt", attn_dir);
+    AtomicFile af;
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    for (int i = 0; i < P; i++) {
+        char bytes[4];
+        fwrite(bytes, 1, utf8_encode(code_points[ids[i]], bytes), af.file);
+    }
+    if (ferror(af.file)) atomic_file_write_failed(&af);
+    return atomic_file_commit(&af, err, err_len);
+}
+
+int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, char *err,
+                   size_t err_len) {
+    const uint32_t *chars = in->chars;
+    const double *position_loss = in->position_loss;
+    int T = in->T, positions = in->positions;
+    long step = in->step;
+    float loss = in->loss;
+    int L = model->config.layers, NH = model->config.heads, H = L * NH;
+    HeadScores *scores = xmalloc(sizeof(HeadScores) * H);
     int *ids = xmalloc(sizeof(int) * (T > model->seq_len ? T : model->seq_len));
     for (int i = 0; i < T; i++) ids[i] = (int)chars[i]; // scores compare characters only
-    for (int h = 0; h < L * NH; h++)
+    for (int h = 0; h < H; h++)
         head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
+    double *k_table = xmalloc(sizeof(double) * H * H);
+    weight_head_scores(model, scores, k_table);
     char attn_dir[4200], path[4400];
     snprintf(attn_dir, sizeof attn_dir, "%s/attn", out_dir);
     snprintf(path, sizeof path, "%s/step_%ld", attn_dir, step);
@@ -539,23 +819,28 @@ int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T
     snprintf(path, sizeof path, "%s/step_%ld/atlas.safetensors", attn_dir, step);
     // the probe's attention, kept before the induction forward replaces it
     size_t per_head = (size_t)T * T;
-    float *attn = xmalloc((size_t)L * NH * per_head * sizeof(float));
-    for (int h = 0; h < L * NH; h++)
+    float *attn = xmalloc((size_t)H * per_head * sizeof(float));
+    for (int h = 0; h < H; h++)
         memcpy(attn + h * per_head, gpt_attention_probs(model, h / NH, h % NH, 0),
                per_head * sizeof(float));
     int P = induction_probe(model->config.vocab_size, model->seq_len, ids);
     if (P >= 2) {
         gpt_forward(model, ids, 1, P, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
-        for (int h = 0; h < L * NH; h++)
+        for (int h = 0; h < H; h++)
             head_induction(gpt_attention_probs(model, h / NH, h % NH, 0), ids, P,
                            &scores[h].value[SCORE_INDUCTION], &scores[h].uniform[SCORE_INDUCTION]);
     } else {
-        for (int h = 0; h < L * NH; h++)
+        for (int h = 0; h < H; h++)
             scores[h].value[SCORE_INDUCTION] = scores[h].uniform[SCORE_INDUCTION] = NAN;
     }
-    int ok = write_snapshot(path, L, NH, attn, chars, T, scores, step, loss, err, err_len);
+    int ok = write_snapshot(path, L, NH, attn, chars, T, scores, k_table, position_loss, positions,
+                            step, loss, err, err_len);
     free(attn);
-    if (ok) ok = rebuild(attn_dir, L, NH, step, loss, scores, err, err_len);
+    if (ok && P >= 2) ok = write_induction_probe(attn_dir, ids, P, in->code_points, err, err_len);
+    if (ok)
+        ok = rebuild(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions, err,
+                     err_len);
+    free(k_table);
     free(ids);
     free(scores);
     return ok;

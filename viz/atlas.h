@@ -2,12 +2,26 @@
 // the trainer calls atlas_snapshot after its forward over the probe text;
 // it keeps OUT/attn/step_N/atlas.safetensors -- F32 "attn" [L, NH, T, T]
 // (the probe's attention), F32 "scores" [L, NH, NUM_SCORES, 2] (value and
-// uniform value, scores.h), metadata "text", "step" and "loss" -- and then
-// rebuilds:
+// baseline, scores.h), F32 "k_composition" [L*NH, L*NH] (every pair's,
+// induction_measures.h), F32 "position_loss" [context] (the mean
+// validation loss at each position), metadata "text", "step" and "loss" --
+// and then rebuilds, each from the rows there before (those of steps
+// before this one: a resumed run replaces the rest) and this snapshot's:
 //   OUT/attn/scores.csv       step,loss,layer,head,<scores>... one row per head per
-//                             snapshot: the rows there before (those of steps
-//                             before this one: a resumed run replaces the rest)
-//                             and this snapshot's
+//                             snapshot
+//   OUT/attn/icl.csv          step,loss,early_position,late_position,early_loss,
+//                             late_loss,icl_score,sink_rate,sink_rate_uniform: the
+//                             in-context learning score and the attention-sink
+//                             rate (induction_measures.h), a row per snapshot
+//   OUT/attn/position_loss.csv step,position,loss: the validation loss at each
+//                             position of the context, per snapshot
+//   OUT/attn/composition.csv  step,from_layer,from_head,to_layer,to_head,
+//                             k_composition,k_composition_random: every pair of
+//                             an earlier and a later head, per snapshot
+//   OUT/attn/induction_probe.txt the induction probe's characters (scores.h)
+//   OUT/attn/phase_change.png the loss, the ICL score and each head's induction
+//                             score on one step axis, the first snapshot with an
+//                             induction head (score >= INDUCTION_FORMED) marked
 //   OUT/attn/timeline.png     the loss, then a row of panels per score and a
 //                             panel per layer in it: a line per head (head h
 //                             in the same colour in every panel), uniform
@@ -26,13 +40,26 @@
 
 #define FILMSTRIP_MAX_FRAMES 16
 
-// After gpt_forward(model, probe, NULL, 1, T) over the probe whose code
-// points are chars (T): write the snapshot of this step (the scores need a
-// second forward, over the induction probe) and rebuild the timeline, the
-// CSV and the filmstrips. loss: the latest training loss. Returns 0 with a
-// message.
-int atlas_snapshot(const char *out_dir, GPT *model, const uint32_t *chars, int T, long step,
-                   float loss, char *err, size_t err_len);
+// The induction score at which a head counts as an induction head in the
+// phase-change picture (the uniform baseline is about 1/T).
+#define INDUCTION_FORMED 0.3
+
+typedef struct {
+    const uint32_t *chars;       // (T) the probe text, whose attention the model holds
+    int T;
+    const uint32_t *code_points; // (V) each token id's character: the vocabulary
+    long step;
+    float loss;                  // the latest training loss
+    const double *position_loss; // (positions) the mean validation loss at each
+    int positions;               // position, or NULL (no ICL score)
+} SnapshotInput;
+
+// After gpt_forward(model, probe, 1, T, KEEP_PROBS) over the probe: write
+// the snapshot of this step (the induction score needs a second forward,
+// over the induction probe) and rebuild the CSVs and pictures above.
+// Returns 0 with a message.
+int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, char *err,
+                   size_t err_len);
 
 typedef struct {
     long step;
@@ -41,6 +68,8 @@ typedef struct {
     uint32_t *chars;    // (T)
     float *attn;        // (L, NH, T, T)
     HeadScores *scores; // (L*NH)
+    double icl;         // the ICL score and the sink rate (icl.csv), NAN if unknown
+    double sink_rate;
 } Snapshot;
 
 // The steps N of every DIR/step_N/atlas.safetensors, in order (*steps is
@@ -62,5 +91,8 @@ void timeline_render(Image *image, const Snapshot *snapshots, int count, int L, 
 // leaves some out).
 void filmstrip_render(Image *image, const Snapshot *frames, int count, int total, int NH,
                       int layer, int head);
+// The phase change: the loss, the ICL score and every head's induction
+// score against the step, the first snapshot with an induction head marked.
+void phase_change_render(Image *image, const Snapshot *snaps, int count, int L, int NH);
 
 #endif

@@ -26,7 +26,11 @@ void score_grid_render(Image *image, const HeadScores *scores, int L, int NH, in
     char title[160];
     snprintf(title, sizeof title, "%s score", score_name(k));
     int width = x0 + NH * SCORE_CELL_W + PAD, title_w = PAD + font_text_width((int)strlen(title), 2) + PAD;
-    const char *note = "cell: value, and under it (u) its value for uniform attention";
+    const char *note = k == SCORE_COPYING
+                           ? "cell: value (-1 dark .. 1 yellow), and under it (r) its value for random weights"
+                       : k >= NUM_ATTENTION_SCORES
+                           ? "cell: value, and under it (r) its value for random weights"
+                           : "cell: value, and under it (u) its value for uniform attention";
     int note_w = PAD + font_text_width((int)strlen(note), 1) + PAD;
     if (title_w > width) width = title_w;
     if (note_w > width) width = note_w;
@@ -55,7 +59,8 @@ void score_grid_render(Image *image, const HeadScores *scores, int L, int NH, in
             int x = x0 + h * SCORE_CELL_W, y = y0 + l * SCORE_CELL_H;
             double v = s->value[k];
             uint8_t rgb[3];
-            int index = isnan(v) ? -1 : colormap_index((float)(v / top));
+            double shown = k == SCORE_COPYING ? (v + 1) / 2 : v / top; // copying: -1..1
+            int index = isnan(v) ? -1 : colormap_index((float)shown);
             if (index < 0) memcpy(rgb, none, 3);
             else colormap_rgb(COLORMAP_VIRIDIS, index, rgb);
             fill_rect(image, x, y, SCORE_CELL_W - 2, SCORE_CELL_H - 2, rgb);
@@ -66,7 +71,8 @@ void score_grid_render(Image *image, const HeadScores *scores, int L, int NH, in
             }
             snprintf(text, sizeof text, k == SCORE_DISTANCE ? "%.1f" : "%.2f", v);
             draw_text_rgb(image, text, x + 4, y + 6, 2, ink);
-            snprintf(text, sizeof text, k == SCORE_DISTANCE ? "u %.1f" : "u %.2f", s->uniform[k]);
+            snprintf(text, sizeof text, k == SCORE_DISTANCE ? "%c %.1f" : "%c %.2f",
+                     score_baseline(k)[0], s->uniform[k]);
             draw_text_rgb(image, text, x + 4, y + 6 + FONT_H * 2 + 2, 1, ink);
         }
     }

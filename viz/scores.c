@@ -8,15 +8,17 @@
 
 #include "../base/files.h"
 #include "../base/util.h"
+#include "induction_measures.h"
 
 static const char *const names[NUM_SCORES] = {
     "previous_token", "current_token", "first_position", "duplicate_token", "induction",
-    "entropy", "distance"};
+    "entropy", "distance", "copying", "k_composition"};
 static const char *const tags[NUM_SCORES] = {"prev", "self", "first", "dup", "induct",
-                                             "entropy", "dist"};
+                                             "entropy", "dist", "copy", "kcomp"};
 
 const char *score_name(int score) { return score >= 0 && score < NUM_SCORES ? names[score] : "?"; }
 const char *score_tag(int score) { return score >= 0 && score < NUM_SCORES ? tags[score] : "?"; }
+const char *score_baseline(int score) { return score < NUM_ATTENTION_SCORES ? "uniform" : "random"; }
 
 // Running means of a score and of its uniform value.
 typedef struct {
@@ -36,7 +38,7 @@ static void mean_store(const Mean *m, double *value, double *uniform) {
 }
 
 void head_scores(const float *probs, const int *ids, int T, HeadScores *s) {
-    Mean m[NUM_SCORES];
+    Mean m[NUM_ATTENTION_SCORES];
     memset(m, 0, sizeof m);
     for (int i = 1; i < T; i++) {
         const float *row = probs + (size_t)i * T;
@@ -58,7 +60,8 @@ void head_scores(const float *probs, const int *ids, int T, HeadScores *s) {
         mean_add(&m[SCORE_ENTROPY], entropy / log(i + 1.0), 1.0);
         mean_add(&m[SCORE_DISTANCE], distance, i / 2.0);
     }
-    for (int k = 0; k < NUM_SCORES; k++) mean_store(&m[k], &s->value[k], &s->uniform[k]);
+    for (int k = 0; k < NUM_ATTENTION_SCORES; k++) mean_store(&m[k], &s->value[k], &s->uniform[k]);
+    for (int k = NUM_ATTENTION_SCORES; k < NUM_SCORES; k++) s->value[k] = s->uniform[k] = NAN;
 }
 
 void head_induction(const float *probs, const int *ids, int T, double *value, double *uniform) {
@@ -117,6 +120,7 @@ void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores) {
         scores[h].value[SCORE_INDUCTION] = ind[2 * h];
         scores[h].uniform[SCORE_INDUCTION] = ind[2 * h + 1];
     }
+    weight_head_scores(model, scores, NULL);
     free(ind);
     free(probe);
 }
@@ -137,7 +141,8 @@ int head_dominant_type(const HeadScores *s) {
 }
 
 void scores_print_table(FILE *out, const HeadScores *scores, int layers, int heads) {
-    fprintf(out, "head scores, each with its value for uniform attention in brackets:\n");
+    fprintf(out, "head scores, each with its baseline in brackets (uniform attention's value; "
+                 "random weights' for copy and kcomp):\n");
     fprintf(out, "layer head");
     for (int k = 0; k < NUM_SCORES; k++) fprintf(out, " %15s", score_tag(k));
     fprintf(out, "  type\n");
@@ -153,9 +158,27 @@ void scores_print_table(FILE *out, const HeadScores *scores, int layers, int hea
     }
 }
 
+void weight_head_scores(const GPT *model, HeadScores *scores, double *k_table) {
+    int L = model->config.layers, NH = model->config.heads, C = model->config.dim;
+    double random = L > 1 ? k_composition_random(C, C / NH) : NAN;
+    for (int to = 0; to < L * NH; to++) {
+        HeadScores *s = &scores[to];
+        s->value[SCORE_COPYING] = head_copying_score(model, to / NH, to % NH);
+        s->uniform[SCORE_COPYING] = 0.0;
+        s->value[SCORE_K_COMPOSITION] = NAN;
+        s->uniform[SCORE_K_COMPOSITION] = to / NH > 0 ? random : NAN;
+        for (int from = 0; from < L * NH; from++) {
+            double k = from / NH < to / NH ? k_composition(model, from / NH, from % NH, to / NH, to % NH) : NAN;
+            if (k_table) k_table[(size_t)from * L * NH + to] = k;
+            if (!isnan(k) && !(k <= s->value[SCORE_K_COMPOSITION])) s->value[SCORE_K_COMPOSITION] = k;
+        }
+    }
+}
+
 void scores_write_csv_header(FILE *out, const char *prefix) {
     fprintf(out, "%slayer,head", prefix);
-    for (int k = 0; k < NUM_SCORES; k++) fprintf(out, ",%s,%s_uniform", names[k], names[k]);
+    for (int k = 0; k < NUM_SCORES; k++)
+        fprintf(out, ",%s,%s_%s", names[k], names[k], score_baseline(k));
     fprintf(out, ",dominant\n");
 }
 

@@ -17,6 +17,13 @@
 // Beside each value stands the same score for uniform attention over the
 // same rows (A[i][j] = 1/(i+1)): with ~65 characters, matches are
 // everywhere in natural text, so a value means something only against it.
+//
+// Two more scores are read off the weights, not the attention
+// (induction_measures.h), each beside its value for random matrices of
+// the same shapes:
+//   copying        the OV circuit's copying score, in [-1, 1] (random: 0)
+//   k_composition  the largest K-composition of any head of an earlier
+//                  layer into this head's keys (NAN in layer 0)
 #ifndef ATTN_SCORES_H
 #define ATTN_SCORES_H
 
@@ -27,17 +34,23 @@
 
 enum {
     SCORE_PREVIOUS, SCORE_CURRENT, SCORE_FIRST, SCORE_DUPLICATE, SCORE_INDUCTION,
-    SCORE_ENTROPY, SCORE_DISTANCE, NUM_SCORES
+    SCORE_ENTROPY, SCORE_DISTANCE, SCORE_COPYING, SCORE_K_COMPOSITION, NUM_SCORES
 };
 #define NUM_HEAD_TYPES 5 // the scores before SCORE_ENTROPY name a kind of head
+#define NUM_ATTENTION_SCORES 7 // the scores before SCORE_COPYING are the attention's
+// Snapshots and scores.csv files written before the weights' scores
+// existed hold the attention's only.
 
 // "previous_token", ... (CSV columns, file names) and "prev", ... (tags).
 const char *score_name(int score);
 const char *score_tag(int score);
+// What the baseline is: "uniform" (attention scores) or "random" (the
+// weights' scores); the CSV names its column <name>_<baseline>.
+const char *score_baseline(int score);
 
 typedef struct {
     double value[NUM_SCORES];   // NAN when no row qualifies
-    double uniform[NUM_SCORES]; // the same score for uniform attention
+    double uniform[NUM_SCORES]; // the baseline: uniform attention's value, or random weights'
 } HeadScores;
 
 // Every score but induction of one head, over token ids (T).
@@ -51,9 +64,14 @@ int induction_probe(int vocab_size, int max_len, int *ids);
 
 // The scores of every head (L*NH, layer-major): a forward over the
 // induction probe for the induction score, then one over the text's ids
-// (T), whose attention the model holds afterwards. Needs activations for
-// at least max(T, 2) positions of batch row 0.
+// (T), whose attention the model holds afterwards, and the weights'
+// scores. Needs activations for at least max(T, 2) positions of batch row 0.
 void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores);
+// The weights' scores of every head, copying and k_composition (with
+// their random baselines), into scores (L*NH); when k_table is not NULL,
+// every pair's K-composition into it, (L*NH, L*NH): [from][to], NAN
+// unless from's layer is below to's.
+void weight_head_scores(const GPT *model, HeadScores *scores, double *k_table);
 
 // The head type whose score stands clearly above uniform -- the largest
 // excess (value - uniform) / (1 - uniform) among the first NUM_HEAD_TYPES

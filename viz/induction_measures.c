@@ -1,0 +1,290 @@
+// induction_measures.c: the copying score, K-composition and the ICL
+// positions (induction_measures.h), and the eigenvalues they need.
+#include "induction_measures.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/util.h"
+#include "circuits.h"
+
+// ---- eigenvalues
+
+// Similarity transforms with row and column swaps (elimination with
+// partial pivoting, column by column) that zero a below its subdiagonal.
+static void hessenberg(double *a, int n) {
+    for (int k = 0; k + 2 < n; k++) {
+        int pivot = k + 1;
+        for (int i = k + 2; i < n; i++)
+            if (fabs(a[i * n + k]) > fabs(a[pivot * n + k])) pivot = i;
+        if (a[pivot * n + k] == 0.0) continue;
+        if (pivot != k + 1) { // swap rows, then columns: a similarity
+            for (int j = 0; j < n; j++) {
+                double t = a[pivot * n + j];
+                a[pivot * n + j] = a[(k + 1) * n + j];
+                a[(k + 1) * n + j] = t;
+            }
+            for (int i = 0; i < n; i++) {
+                double t = a[i * n + pivot];
+                a[i * n + pivot] = a[i * n + k + 1];
+                a[i * n + k + 1] = t;
+            }
+        }
+        for (int i = k + 2; i < n; i++) {
+            double m = a[i * n + k] / a[(k + 1) * n + k];
+            if (m == 0.0) continue;
+            for (int j = 0; j < n; j++) a[i * n + j] -= m * a[(k + 1) * n + j]; // row i -= m row k+1
+            for (int r = 0; r < n; r++) a[r * n + k + 1] += m * a[r * n + i];   // col k+1 += m col i
+            a[i * n + k] = 0.0;
+        }
+    }
+}
+
+// The eigenvalue of the 2x2 block [[p, q], [r, s]] nearer s.
+static double complex wilkinson_shift(double complex p, double complex q, double complex r,
+                                      double complex s) {
+    double complex half = (p - s) / 2, root = csqrt(half * half + q * r);
+    double complex one = s - q * r / (half + root), other = s - q * r / (half - root);
+    if (half + root == 0) return other;
+    if (half - root == 0) return one;
+    return cabs(one - s) <= cabs(other - s) ? one : other;
+}
+
+int matrix_eigenvalues(const double *a, int n, double *re, double *im) {
+    double *real = xmalloc(sizeof(double) * n * n);
+    memcpy(real, a, sizeof(double) * n * n);
+    hessenberg(real, n);
+    double complex *h = xmalloc(sizeof(double complex) * n * n);
+    for (int i = 0; i < n * n; i++) h[i] = real[i];
+    free(real);
+    double complex *c = xmalloc(sizeof(double complex) * n), *s = xmalloc(sizeof(double complex) * n);
+    int hi = n - 1, iterations = 0, converged = 1;
+    while (hi >= 0) {
+        // the lowest lo with a negligible subdiagonal entry above row lo
+        int lo = hi;
+        while (lo > 0 && cabs(h[lo * n + lo - 1]) >
+                             1e-15 * (cabs(h[lo * n + lo]) + cabs(h[(lo - 1) * n + lo - 1])))
+            lo--;
+        if (lo > 0) h[lo * n + lo - 1] = 0;
+        if (lo == hi) { // h[hi][hi] stands alone: an eigenvalue
+            re[hi] = creal(h[hi * n + hi]);
+            im[hi] = cimag(h[hi * n + hi]);
+            hi--;
+            iterations = 0;
+            continue;
+        }
+        if (++iterations > 60) {
+            converged = 0;
+            break;
+        }
+        // One QR step on rows and columns lo..hi, which no longer couple to
+        // the rows below: h - mu = Q R, then h = R Q + mu, with Givens
+        // rotations G_j = [[c, s], [-conj(s), c]] on rows j, j+1.
+        double complex mu = wilkinson_shift(h[(hi - 1) * n + hi - 1], h[(hi - 1) * n + hi],
+                                            h[hi * n + hi - 1], h[hi * n + hi]);
+        if (iterations % 11 == 10) mu += cabs(h[hi * n + hi - 1]); // an exceptional shift
+        for (int j = lo; j <= hi; j++) h[j * n + j] -= mu;
+        for (int j = lo; j < hi; j++) {
+            double complex x = h[j * n + j], y = h[(j + 1) * n + j];
+            double r = sqrt(cabs(x) * cabs(x) + cabs(y) * cabs(y));
+            if (r == 0) {
+                c[j] = 1, s[j] = 0;
+            } else if (cabs(x) == 0) {
+                c[j] = 0, s[j] = conj(y) / cabs(y);
+            } else {
+                c[j] = cabs(x) / r;
+                s[j] = x / cabs(x) * conj(y) / r;
+            }
+            for (int m = j; m <= hi; m++) {
+                double complex p = h[j * n + m], q = h[(j + 1) * n + m];
+                h[j * n + m] = c[j] * p + s[j] * q;
+                h[(j + 1) * n + m] = -conj(s[j]) * p + c[j] * q;
+            }
+        }
+        for (int j = lo; j < hi; j++) { // times G_j^H = [[c, -s], [conj(s), c]] on the right
+            int last = j + 2 < hi ? j + 2 : hi;
+            for (int m = lo; m <= last; m++) {
+                double complex p = h[m * n + j], q = h[m * n + j + 1];
+                h[m * n + j] = p * c[j] + q * conj(s[j]);
+                h[m * n + j + 1] = -p * s[j] + q * c[j];
+            }
+        }
+        for (int j = lo; j <= hi; j++) h[j * n + j] += mu;
+    }
+    if (!converged)
+        for (int i = 0; i < n; i++) re[i] = im[i] = NAN;
+    free(h);
+    free(c);
+    free(s);
+    return converged;
+}
+
+// ---- a head's matrices
+
+// out (rows, cols) = x (rows, inner) . y (cols, inner)^T, in double.
+static void times_transposed(const double *x, const double *y, int rows, int cols, int inner,
+                             double *out) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            double sum = 0;
+            for (int k = 0; k < inner; k++) sum += x[(size_t)i * inner + k] * y[(size_t)j * inner + k];
+            out[i * cols + j] = sum;
+        }
+}
+
+// out (n,n) = x (n,n) . y (n,n)
+static void times(const double *x, const double *y, int n, double *out) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double sum = 0;
+            for (int k = 0; k < n; k++) sum += x[i * n + k] * y[k * n + j];
+            out[i * n + j] = sum;
+        }
+}
+
+// sum_ij x[i][j] y[i][j] = trace(x^T y), (n,n) each
+static double frobenius_dot(const double *x, const double *y, int n) {
+    double sum = 0;
+    for (int i = 0; i < n * n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+// A head's four matrices, each (hs,C) in double: q, k and v are W_Q,h,
+// W_K,h and W_V,h (the rows of q and k scaled by qk_norm's gains), o is
+// W_O,h^T.
+typedef struct {
+    double *q, *k, *v, *o;
+} HeadMatrices;
+
+static HeadMatrices head_matrices(const GPT *model, int layer, int head) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, hs = C / cfg->heads;
+    HeadMatrices m;
+    double *all = xmalloc(sizeof(double) * 4 * hs * C);
+    m.q = all, m.k = all + hs * C, m.v = all + 2 * hs * C, m.o = all + 3 * hs * C;
+    LayerParams lp = layer_params(model, &model->params, layer);
+    for (int d = 0; d < hs; d++) {
+        double gq = cfg->qk_norm ? lp.q_norm_w[d] : 1.0, gk = cfg->qk_norm ? lp.k_norm_w[d] : 1.0;
+        for (int c = 0; c < C; c++) {
+            size_t row = (size_t)(head * hs + d) * C + c;
+            m.q[d * C + c] = gq * lp.w_q[row];
+            m.k[d * C + c] = gk * lp.w_k[row];
+            m.v[d * C + c] = lp.w_v[row];
+            m.o[d * C + c] = lp.w_o[(size_t)c * C + head * hs + d];
+        }
+    }
+    return m;
+}
+
+static void head_matrices_free(HeadMatrices *m) { free(m->q); }
+
+// K-composition from the matrices of the two heads (see the header):
+// with K = k_to o_from^T (hs,hs) and Gram matrices G_x = x x^T,
+//   |W_QK W_OV|^2 = tr(K^T G_q K G_v),  |W_QK|^2 = tr(G_q G_k),
+//   |W_OV|^2 = tr(G_o G_v)
+// all (hs,hs) products.
+static double composition_of(const HeadMatrices *from, const HeadMatrices *to, int C, int hs) {
+    double *work = xmalloc(sizeof(double) * 8 * hs * hs);
+    double *g_q = work, *g_k = g_q + hs * hs, *g_v = g_k + hs * hs, *g_o = g_v + hs * hs;
+    double *k = g_o + hs * hs, *gk = k + hs * hs, *gkg = gk + hs * hs;
+    times_transposed(to->q, to->q, hs, hs, C, g_q);
+    times_transposed(to->k, to->k, hs, hs, C, g_k);
+    times_transposed(from->v, from->v, hs, hs, C, g_v);
+    times_transposed(from->o, from->o, hs, hs, C, g_o);
+    times_transposed(to->k, from->o, hs, hs, C, k);
+    times(g_q, k, hs, gk);
+    times(gk, g_v, hs, gkg);
+    double both = frobenius_dot(k, gkg, hs), qk = frobenius_dot(g_q, g_k, hs),
+           ov = frobenius_dot(g_o, g_v, hs);
+    free(work);
+    if (!(qk > 0) || !(ov > 0)) return NAN;
+    return sqrt(fmax(both, 0.0) / (qk * ov));
+}
+
+double k_composition(const GPT *model, int from_layer, int from_head, int to_layer, int to_head) {
+    int C = model->config.dim, hs = C / model->config.heads;
+    HeadMatrices from = head_matrices(model, from_layer, from_head);
+    HeadMatrices to = head_matrices(model, to_layer, to_head);
+    double value = composition_of(&from, &to, C, hs);
+    head_matrices_free(&from);
+    head_matrices_free(&to);
+    return value;
+}
+
+#define RANDOM_DRAWS 32
+
+double k_composition_random(int C, int hs) {
+    Rng rng;
+    rng_seed(&rng, 0xc0317051ull);
+    HeadMatrices from, to;
+    double *all = xmalloc(sizeof(double) * 8 * hs * C), sum = 0;
+    from.q = all, from.k = all + hs * C, from.v = all + 2 * hs * C, from.o = all + 3 * hs * C;
+    to.q = all + 4 * hs * C, to.k = all + 5 * hs * C, to.v = all + 6 * hs * C, to.o = all + 7 * hs * C;
+    for (int draw = 0; draw < RANDOM_DRAWS; draw++) {
+        for (int i = 0; i < 8 * hs * C; i++) all[i] = rng_normal(&rng);
+        sum += composition_of(&from, &to, C, hs);
+    }
+    free(all);
+    return sum / RANDOM_DRAWS;
+}
+
+// ---- the copying score
+
+double head_copying_score(const GPT *model, int layer, int head) {
+    const GPTConfig *cfg = &model->config;
+    int C = cfg->dim, hs = C / cfg->heads, V = cfg->vocab_size;
+    // a (V,hs): W_V,h applied to every character's embedding
+    double *a = xmalloc(sizeof(double) * V * hs);
+    circuit_head_vectors(model, layer, head, PARAM_w_v, model->params.wte, NULL, V, a);
+    // fo (hs,C): W_O,h's columns through the final norm, F W_O,h, as rows
+    HeadMatrices m = head_matrices(model, layer, head);
+    double *fo = m.o;
+    for (int d = 0; d < hs; d++) {
+        double mean = 0;
+        if (cfg->norm == NORM_LAYERNORM) {
+            for (int c = 0; c < C; c++) mean += fo[d * C + c];
+            mean /= C;
+        }
+        for (int c = 0; c < C; c++) fo[d * C + c] = (fo[d * C + c] - mean) * model->params.lnf_w[c];
+    }
+    // b (hs,V) = fo . W_U^T; then the (hs,hs) product b . a, whose
+    // eigenvalues are M = a . b's nonzero ones
+    const float *w_u = param_tensor(&model->params, gpt_unembedding(cfg));
+    double *b = xmalloc(sizeof(double) * hs * V), *ba = xmalloc(sizeof(double) * hs * hs);
+    for (int d = 0; d < hs; d++)
+        for (int t = 0; t < V; t++) {
+            double sum = 0;
+            for (int c = 0; c < C; c++) sum += fo[d * C + c] * w_u[(size_t)t * C + c];
+            b[d * V + t] = sum;
+        }
+    for (int d = 0; d < hs; d++)
+        for (int e = 0; e < hs; e++) {
+            double sum = 0;
+            for (int t = 0; t < V; t++) sum += b[d * V + t] * a[t * hs + e];
+            ba[d * hs + e] = sum;
+        }
+    double *re = xmalloc(sizeof(double) * 2 * hs), *im = re + hs, real_sum = 0, abs_sum = 0;
+    if (matrix_eigenvalues(ba, hs, re, im))
+        for (int i = 0; i < hs; i++) {
+            real_sum += re[i];
+            abs_sum += hypot(re[i], im[i]);
+        }
+    free(re);
+    free(a);
+    free(b);
+    free(ba);
+    head_matrices_free(&m);
+    return abs_sum > 0 ? real_sum / abs_sum : NAN;
+}
+
+// ---- in-context learning
+
+void icl_positions(int T, int *early, int *late) {
+    *early = (int)lround(T * 50.0 / 512.0);
+    *late = (int)lround(T * 500.0 / 512.0);
+    if (*late > T - 1) *late = T - 1;
+    if (*early >= *late) *early = *late - 1;
+    if (*early < 0) *early = 0;
+}
