@@ -225,7 +225,7 @@ static void test_heatmaps_during_training(void) {
     char cmd[1024], path[512], capture[512];
     snprintf(cmd, sizeof cmd,
              "bin/train " TINY " --iters 4 --eval-every 4 --sample-chars 0 --heatmaps-every 2 "
-             "--probe 'To be, or not to be' --out %s/run",
+             "--probe 'To be, or not to' --out %s/run",
              d);
     CHECK(run_command(cmd, NULL) == 0);
     const char *files[] = {"step_2/overview.png", "step_2/layer0_head1.png",
