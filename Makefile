@@ -103,7 +103,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
-BASE_SRC += base/gguf.c base/deflate.c
+BASE_SRC += base/gguf.c base/deflate.c base/png.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c

@@ -14,6 +14,7 @@
 #include <stb/stb_image.h>
 
 #include "../base/deflate.h"
+#include "../base/png.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
 #include "../viz/scores.h"
@@ -697,11 +698,44 @@ static void test_deflate_round_trip(void) {
     free(data);
 }
 
+// PNG files read back by stb_image, pixel for pixel, at odd sizes; the
+// CRC's published check value; every chunk's CRC.
+static void test_png_round_trip(void) {
+    CHECK(png_crc32(0, (const unsigned char *)"123456789", 9) == 0xCBF43926u);
+    const int sizes[4][2] = {{1, 1}, {7, 3}, {3, 200}, {333, 41}};
+    Rng rng;
+    rng_seed(&rng, 11);
+    for (int s = 0; s < 4; s++) {
+        int w = sizes[s][0], h = sizes[s][1];
+        uint8_t *rgb = xmalloc((size_t)w * h * 3);
+        for (int i = 0; i < w * h * 3; i++) // blocks of one colour, and noise
+            rgb[i] = (i / 3 / w) % 5 < 3 ? (uint8_t)((i / 3 % w) / 4 * 40 + i % 3) : (uint8_t)rng_below(&rng, 256);
+        size_t len = 0;
+        unsigned char *png = png_encode(rgb, w, h, &len);
+        CHECK(png && len > 57);
+        int rw = 0, rh = 0, channels = 0;
+        unsigned char *back = png ? stbi_load_from_memory(png, (int)len, &rw, &rh, &channels, 3) : NULL;
+        CHECK_MSG(back && rw == w && rh == h, "%dx%d read back as %dx%d", w, h, rw, rh);
+        if (back && rw == w && rh == h) CHECK(!memcmp(back, rgb, (size_t)w * h * 3));
+        for (size_t at = 8; png && at + 12 <= len;) { // length, type, data, CRC
+            uint32_t n = (uint32_t)png[at] << 24 | (uint32_t)png[at + 1] << 16 | (uint32_t)png[at + 2] << 8 | png[at + 3];
+            uint32_t crc = (uint32_t)png[at + 8 + n] << 24 | (uint32_t)png[at + 9 + n] << 16 |
+                           (uint32_t)png[at + 10 + n] << 8 | png[at + 11 + n];
+            CHECK_MSG(crc == png_crc32(0, png + at + 4, 4 + n), "chunk %.4s: wrong CRC", png + at + 4);
+            at += 12 + n;
+        }
+        stbi_image_free(back);
+        free(png);
+        free(rgb);
+    }
+}
+
 void suite_heatmap(void) {
     // these tests measure the built-in font's layout (test_atlas.c has Unifont's)
     char err[256];
     label_font_select("builtin", err, sizeof err);
     run_test("heatmap: the PNG deflate against stb_image's inflate", test_deflate_round_trip);
+    run_test("heatmap: PNG files read back by stb_image, chunk CRCs", test_png_round_trip);
     run_test("heatmap: colour maps, mask colours and the font", test_colormaps_and_font);
     run_test("heatmap: head images read back to the weights, mask, labels, raw tensor",
              test_head_images);

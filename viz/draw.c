@@ -6,13 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/deflate.h"
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBI_WRITE_NO_STDIO
-#define STBIW_ZLIB_COMPRESS zlib_compress_fixed // many times stb's own speed (deflate.h)
-#include <stb/stb_image_write.h>
-
 #include "../base/files.h"
+#include "../base/png.h"
 #include "../base/util.h"
 #include "font.h"
 
@@ -31,22 +26,21 @@ void image_free(Image *image) {
     image->rgb = NULL;
 }
 
-static void png_sink_write(void *context, void *data, int size) {
-    AtomicFile *af = context;
-    if (!af->failed && fwrite(data, 1, (size_t)size, af->file) != (size_t)size)
-        atomic_file_write_failed(af);
-}
-
 int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
-    AtomicFile af;
-    if (!atomic_file_open(&af, path, err, err_len)) return 0;
-    if (!stbi_write_png_to_func(png_sink_write, &af, image->width, image->height, 3, image->rgb,
-                                image->width * 3)) {
+    size_t len;
+    unsigned char *png = png_encode(image->rgb, image->width, image->height, &len);
+    if (!png) {
         set_error(err, err_len, "%s: cannot write: PNG encoding failed (out of memory?)", path);
-        atomic_file_abort(&af);
         return 0;
     }
-    return atomic_file_commit(&af, err, err_len);
+    AtomicFile af;
+    int ok = atomic_file_open(&af, path, err, err_len);
+    if (ok) {
+        if (fwrite(png, 1, len, af.file) != len) atomic_file_write_failed(&af);
+        ok = atomic_file_commit(&af, err, err_len);
+    }
+    free(png);
+    return ok;
 }
 
 void put_pixel(Image *image, int x, int y, const uint8_t rgb[3]) {

@@ -40,6 +40,9 @@ double head_copying_score(const GPT *model, int layer, int head);
 // (Frobenius norms). The same product is written W_QK^T W_OV where W_QK
 // is taken as W_K^T W_Q. In double; NAN when a norm is 0.
 double k_composition(const GPT *model, int from_layer, int from_head, int to_layer, int to_head);
+// Every pair's, table (L*NH, L*NH): [from][to], NAN unless from's layer is
+// below to's; each head's matrices formed once.
+void k_composition_table(const GPT *model, double *table);
 // The same for random matrices of the shapes (C, hs): every entry of the
 // four head matrices drawn from one normal distribution, the mean over a
 // fixed set of draws (a fixed seed), so each model shape has one value.

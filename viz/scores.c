@@ -159,20 +159,22 @@ void scores_print_table(FILE *out, const HeadScores *scores, int layers, int hea
 }
 
 void weight_head_scores(const GPT *model, HeadScores *scores, double *k_table) {
-    int L = model->config.layers, NH = model->config.heads, C = model->config.dim;
+    int L = model->config.layers, NH = model->config.heads, C = model->config.dim, H = L * NH;
     double random = L > 1 ? k_composition_random(C, C / NH) : NAN;
-    for (int to = 0; to < L * NH; to++) {
+    double *table = k_table ? k_table : xmalloc(sizeof(double) * H * H);
+    k_composition_table(model, table);
+    for (int to = 0; to < H; to++) {
         HeadScores *s = &scores[to];
         s->value[SCORE_COPYING] = head_copying_score(model, to / NH, to % NH);
         s->uniform[SCORE_COPYING] = 0.0;
         s->value[SCORE_K_COMPOSITION] = NAN;
         s->uniform[SCORE_K_COMPOSITION] = to / NH > 0 ? random : NAN;
-        for (int from = 0; from < L * NH; from++) {
-            double k = from / NH < to / NH ? k_composition(model, from / NH, from % NH, to / NH, to % NH) : NAN;
-            if (k_table) k_table[(size_t)from * L * NH + to] = k;
+        for (int from = 0; from < H; from++) {
+            double k = table[(size_t)from * H + to];
             if (!isnan(k) && !(k <= s->value[SCORE_K_COMPOSITION])) s->value[SCORE_K_COMPOSITION] = k;
         }
     }
+    if (table != k_table) free(table);
 }
 
 void scores_write_csv_header(FILE *out, const char *prefix) {
