@@ -536,6 +536,20 @@ static void test_training_snapshots(void) {
         snprintf(path, sizeof path, "%s/run/attn/%s", dir, names[i]);
         CHECK_MSG(file_exists(path), "no %s", path);
     }
+    // the pictures drawn from every snapshot were drawn after the last one
+    // (snapshots may leave them to the end of the run: progress.h)
+    struct stat last, picture;
+    snprintf(path, sizeof path, "%s/run/attn/step_30/atlas.safetensors", dir);
+    CHECK(stat(path, &last) == 0);
+    const char *drawn[] = {"timeline.png", "phase_change.png", "filmstrip_layer1_head1.png"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/run/attn/%s", dir, drawn[i]);
+        CHECK(stat(path, &picture) == 0);
+        CHECK_MSG(picture.st_mtim.tv_sec > last.st_mtim.tv_sec ||
+                      (picture.st_mtim.tv_sec == last.st_mtim.tv_sec &&
+                       picture.st_mtim.tv_nsec >= last.st_mtim.tv_nsec),
+                  "%s is older than the last snapshot", drawn[i]);
+    }
     // the model's measures: a row per snapshot; the loss at each of the 16
     // positions; each of layer 0's 2 heads into each of layer 1's
     snprintf(path, sizeof path, "%s/run/attn/icl.csv", dir);
@@ -768,7 +782,7 @@ static void test_copying_and_composition(void) {
         double worst = 0, worst_k = 0;
         HeadScores scores[6];
         double table[36];
-        weight_head_scores(&model, scores, table);
+        weight_head_scores(&model, NAN, scores, table);
         for (int h = 0; h < 6; h++) {
             double want = copying_reference(&model, h / 2, h % 2);
             double got = head_copying_score(&model, h / 2, h % 2);

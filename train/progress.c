@@ -2,6 +2,7 @@
 // heatmaps of a training run (see progress.h).
 #include "progress.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,6 +128,7 @@ void make_probe(Probe *probe, const char *text, const Corpus *corpus, int contex
     probe->icl_inputs = xmalloc(sizeof(int) * 2 * ICL_WINDOWS * context);
     probe->icl_targets = probe->icl_inputs + ICL_WINDOWS * context;
     probe->position_loss = xmalloc(sizeof(double) * context);
+    probe->k_random = NAN; // the caller's, when it knows the model's shape
     batch_eval(corpus_val(corpus), ICL_WINDOWS, context, 0, 1, probe->icl_inputs, probe->icl_targets);
 }
 
@@ -187,19 +189,39 @@ static void say_where_snapshots_go(const char *out, const char *dir, long step) 
     fflush(stdout);
 }
 
-void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step) {
+void write_heatmaps(GPT *model, Probe *probe, const char *out, long step) {
     char dir[4200], err[1024];
     snprintf(dir, sizeof dir, "%s/attn/step_%ld", out, step);
     float loss = model->mean_loss; // this step's training batch, before the probe forward
     measure_position_loss(model, probe);
     gpt_forward(model, probe->ids, 1, probe->len, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS});
     HeatmapOptions opts = heatmap_default_options();
+    double start = now_seconds();
+    int redraw = !probe->drawn || start - probe->drawn_at >= PICTURES_SPACING * probe->draw_seconds;
     SnapshotInput in = {probe->chars, probe->len, probe->code_points, step, loss,
-                        probe->position_loss, probe->context};
-    if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err))
+                        probe->position_loss, probe->context, probe->k_random, redraw};
+    if (!heatmaps_write(dir, model, probe->chars, probe->len, &opts, err, sizeof err)) {
         fprintf(stderr, "warning: heatmaps not written: %s\n", err);
-    else if (!atlas_snapshot(out, model, &in, err, sizeof err))
+        return;
+    }
+    double atlas_start = now_seconds();
+    if (!atlas_snapshot(out, model, &in, err, sizeof err)) {
         fprintf(stderr, "warning: atlas snapshot not written: %s\n", err);
-    else
-        say_where_snapshots_go(out, dir, step);
+        return;
+    }
+    probe->stale = !redraw;
+    if (redraw) {
+        probe->drawn = 1;
+        probe->drawn_at = now_seconds();
+        probe->draw_seconds = probe->drawn_at - atlas_start;
+    }
+    say_where_snapshots_go(out, dir, step);
+}
+
+void finish_heatmaps(const GPT *model, Probe *probe, const char *out) {
+    char err[1024];
+    if (!probe->stale) return;
+    if (!atlas_redraw(out, model->config.layers, model->config.heads, err, sizeof err))
+        fprintf(stderr, "warning: atlas pictures not redrawn: %s\n", err);
+    probe->stale = 0;
 }

@@ -59,6 +59,12 @@ typedef struct {
     int *icl_inputs, *icl_targets; // (ICL_WINDOWS, context) fixed validation windows
     int context;
     double *position_loss;         // (context) their mean loss at each position
+    double k_random;               // K-composition's random baseline, once for the run
+    // The pictures redrawn from all snapshots (timeline, phase change,
+    // filmstrips): when they were last drawn, what that snapshot took, and
+    // whether a snapshot since has left them behind.
+    double drawn_at, draw_seconds;
+    int drawn, stale;
 } Probe;
 
 // The probe: `text`, or the first `context` characters of the validation
@@ -67,8 +73,14 @@ typedef struct {
 // usage error (exit 2).
 void make_probe(Probe *probe, const char *text, const Corpus *corpus, int context);
 void free_probe(Probe *probe);
-// DIR/attn/step_N/: the probe's heatmaps at this step (a warning, not an
-// error, when they cannot be written).
-void write_heatmaps(GPT *model, const Probe *probe, const char *out, long step);
+// DIR/attn/step_N/: the probe's heatmaps at this step and its snapshot (a
+// warning, not an error, when they cannot be written). The pictures drawn
+// from every snapshot are redrawn when at least PICTURES_SPACING times
+// their last cost has passed since (so they take at most about 1/20 of
+// the run), else left stale until finish_heatmaps.
+#define PICTURES_SPACING 20
+void write_heatmaps(GPT *model, Probe *probe, const char *out, long step);
+// At the end of a run: the pictures, when a snapshot left them stale.
+void finish_heatmaps(const GPT *model, Probe *probe, const char *out);
 
 #endif

@@ -14,6 +14,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 #include "../viz/heatmap.h"
+#include "../viz/induction_measures.h"
 #include "../viz/plot.h"
 #include "../viz/unifont.h"
 #include "distributed.h"
@@ -518,6 +519,7 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
 static void make_heatmap_probe(Run *run, const GPTConfig *cfg) {
     char err[2048];
     make_probe(&run->probe, run->o.probe, &run->corpus, run->T);
+    run->probe.k_random = k_composition_random(cfg->dim, cfg->dim / cfg->heads);
     if (!heatmaps_check_size(cfg->layers, cfg->heads, run->probe.len, HEATMAP_DEFAULT_CELL, err,
                              sizeof err))
         die("--heatmaps-every: %s", err);

@@ -281,6 +281,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    if (o->heatmaps_every > 0 && run.rank == 0) finish_heatmaps(&run.model, &run.probe, o->out);
     int interrupted = stop_requested ? stop_requested : run.stop_agreed ? SIGTERM : 0;
     int exit_code = finish(&run, &budget, interrupted, last_val, now_seconds() - run_start_time,
                            train_seconds, steps_run, live);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -710,23 +711,81 @@ static void read_model_measures(const char *attn_dir, Snapshot *snaps, int count
 
 // ---- atlas_snapshot
 
-// scores.csv, the measures' CSVs, timeline.png, phase_change.png and the
-// filmstrips, with this snapshot (its step, loss and scores) last.
+// timeline.png, phase_change.png and the filmstrips of count snapshots
+// (step, loss, scores, ICL), reading the filmstrips' frames whole.
+static int draw_pictures(const char *attn_dir, const Snapshot *snaps, int count, int L, int NH,
+                         char *err, size_t err_len) {
+    char path[4400];
+    Image image;
+    timeline_render(&image, snaps, count, L, NH);
+    snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
+    int ok = image_write_png(&image, path, err, err_len);
+    image_free(&image);
+    if (ok) {
+        phase_change_render(&image, snaps, count, L, NH);
+        snprintf(path, sizeof path, "%s/phase_change.png", attn_dir);
+        ok = image_write_png(&image, path, err, err_len);
+        image_free(&image);
+    }
+    // the filmstrips' frames: up to FILMSTRIP_MAX_FRAMES snapshots, read whole
+    int chosen[FILMSTRIP_MAX_FRAMES], n = spread_evenly(count, FILMSTRIP_MAX_FRAMES, chosen);
+    Snapshot frames[FILMSTRIP_MAX_FRAMES];
+    int frame_count = 0;
+    for (int f = 0; ok && f < n; f++) {
+        ok = snapshot_read(attn_dir, snaps[chosen[f]].step, L, NH, &frames[frame_count], err, err_len);
+        if (ok) frame_count++;
+    }
+    // png_batch_size() filmstrips at a time, encoded together
+    int batch = png_batch_size();
+    Image *strips = xcalloc((size_t)batch, sizeof(Image));
+    char **paths = xcalloc((size_t)batch, sizeof(char *));
+    for (int h0 = 0; ok && h0 < L * NH; h0 += batch) {
+        int held = L * NH - h0 < batch ? L * NH - h0 : batch;
+        for (int i = 0; i < held; i++) {
+            int h = h0 + i;
+            filmstrip_render(&strips[i], frames, frame_count, count, NH, h / NH, h % NH);
+            paths[i] = xmalloc(4400);
+            snprintf(paths[i], 4400, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
+        }
+        ok = images_write_png(strips, paths, held, err, err_len) == held;
+        for (int i = 0; i < held; i++) {
+            image_free(&strips[i]);
+            free(paths[i]);
+        }
+    }
+    free(strips);
+    free(paths);
+    for (int f = 0; f < frame_count; f++) snapshot_free(&frames[f]);
+    return ok;
+}
+
+// The snapshots of scores.csv before `before` (or of the snapshot files
+// themselves, when scores.csv cannot be read).
+static void read_snapshots(const char *attn_dir, int L, int NH, long before, Snapshot **snaps,
+                           int *count) {
+    char path[4400], err[512];
+    snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
+    if (!read_scores_csv(path, L, NH, before, snaps, count, err, sizeof err))
+        scores_from_snapshots(attn_dir, L, NH, before, snaps, count);
+}
+
+// scores.csv and the measures' CSVs with this snapshot (its step, loss and
+// scores) last, and when redraw is set the pictures.
 static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
                    const HeadScores *scores, const double *k_table, const double *position_loss,
-                   int positions, char *err, size_t err_len) {
+                   int positions, int redraw, char *err, size_t err_len) {
     char path[4400];
     snprintf(path, sizeof path, "%s/scores.csv", attn_dir);
     Snapshot *snaps;
     int count;
-    if (!read_scores_csv(path, L, NH, step, &snaps, &count, err, err_len))
-        scores_from_snapshots(attn_dir, L, NH, step, &snaps, &count);
+    read_snapshots(attn_dir, L, NH, step, &snaps, &count);
     Snapshot *grown = realloc(snaps, sizeof *snaps * (count + 1));
     if (!grown) die("out of memory");
     snaps = grown;
     memset(&snaps[count], 0, sizeof snaps[count]);
     snaps[count].step = step;
     snaps[count].loss = loss;
+    snaps[count].icl = snaps[count].sink_rate = NAN;
     snaps[count].scores = xmalloc(sizeof(HeadScores) * L * NH);
     memcpy(snaps[count].scores, scores, sizeof(HeadScores) * L * NH);
     count++;
@@ -746,35 +805,27 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
     if (ok)
         ok = write_measures(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions,
                             err, err_len);
-    if (ok) read_model_measures(attn_dir, snaps, count);
-    Image image;
+    if (ok && redraw) {
+        read_model_measures(attn_dir, snaps, count);
+        ok = draw_pictures(attn_dir, snaps, count, L, NH, err, err_len);
+    }
+    for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);
+    free(snaps);
+    return ok;
+}
+
+int atlas_redraw(const char *out_dir, int L, int NH, char *err, size_t err_len) {
+    char attn_dir[4200];
+    snprintf(attn_dir, sizeof attn_dir, "%s/attn", out_dir);
+    Snapshot *snaps;
+    int count;
+    read_snapshots(attn_dir, L, NH, LONG_MAX, &snaps, &count);
+    int ok = count > 0;
+    if (!ok) set_error(err, err_len, "%s: no snapshots", attn_dir);
     if (ok) {
-        timeline_render(&image, snaps, count, L, NH);
-        snprintf(path, sizeof path, "%s/timeline.png", attn_dir);
-        ok = image_write_png(&image, path, err, err_len);
-        image_free(&image);
+        read_model_measures(attn_dir, snaps, count);
+        ok = draw_pictures(attn_dir, snaps, count, L, NH, err, err_len);
     }
-    if (ok) {
-        phase_change_render(&image, snaps, count, L, NH);
-        snprintf(path, sizeof path, "%s/phase_change.png", attn_dir);
-        ok = image_write_png(&image, path, err, err_len);
-        image_free(&image);
-    }
-    // the filmstrips' frames: up to FILMSTRIP_MAX_FRAMES snapshots, read whole
-    int chosen[FILMSTRIP_MAX_FRAMES], n = spread_evenly(count, FILMSTRIP_MAX_FRAMES, chosen);
-    Snapshot frames[FILMSTRIP_MAX_FRAMES];
-    int frame_count = 0;
-    for (int f = 0; ok && f < n; f++) {
-        ok = snapshot_read(attn_dir, snaps[chosen[f]].step, L, NH, &frames[frame_count], err, err_len);
-        if (ok) frame_count++;
-    }
-    for (int h = 0; ok && h < L * NH; h++) {
-        filmstrip_render(&image, frames, frame_count, count, NH, h / NH, h % NH);
-        snprintf(path, sizeof path, "%s/filmstrip_layer%d_head%d.png", attn_dir, h / NH, h % NH);
-        ok = image_write_png(&image, path, err, err_len);
-        image_free(&image);
-    }
-    for (int f = 0; f < frame_count; f++) snapshot_free(&frames[f]);
     for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);
     free(snaps);
     return ok;
@@ -810,7 +861,7 @@ int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, cha
     for (int h = 0; h < H; h++)
         head_scores(gpt_attention_probs(model, h / NH, h % NH, 0), ids, T, &scores[h]);
     double *k_table = xmalloc(sizeof(double) * H * H);
-    weight_head_scores(model, scores, k_table);
+    weight_head_scores(model, in->k_random, scores, k_table);
     char attn_dir[4200], path[4400];
     snprintf(attn_dir, sizeof attn_dir, "%s/attn", out_dir);
     snprintf(path, sizeof path, "%s/step_%ld", attn_dir, step);
@@ -838,8 +889,8 @@ int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, cha
     free(attn);
     if (ok && P >= 2) ok = write_induction_probe(attn_dir, ids, P, in->code_points, err, err_len);
     if (ok)
-        ok = rebuild(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions, err,
-                     err_len);
+        ok = rebuild(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions,
+                     in->redraw, err, err_len);
     free(k_table);
     free(ids);
     free(scores);

@@ -52,6 +52,10 @@ typedef struct {
     float loss;                  // the latest training loss
     const double *position_loss; // (positions) the mean validation loss at each
     int positions;               // position, or NULL (no ICL score)
+    double k_random;             // k_composition_random of the model's shape, or NAN
+    // 1: redraw timeline.png, phase_change.png and the filmstrips now; 0:
+    // leave them to a later snapshot or atlas_redraw (the CSVs are current)
+    int redraw;
 } SnapshotInput;
 
 // After gpt_forward(model, probe, 1, T, KEEP_PROBS) over the probe: write
@@ -60,6 +64,9 @@ typedef struct {
 // Returns 0 with a message.
 int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, char *err,
                    size_t err_len);
+// The pictures of every snapshot in OUT/attn (timeline, phase change,
+// filmstrips) from its CSVs and snapshot files. Returns 0 with a message.
+int atlas_redraw(const char *out_dir, int L, int NH, char *err, size_t err_len);
 
 typedef struct {
     long step;

@@ -3,6 +3,7 @@
 #include "draw.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,21 +27,46 @@ void image_free(Image *image) {
     image->rgb = NULL;
 }
 
-int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
-    size_t len;
-    unsigned char *png = png_encode(image->rgb, image->width, image->height, &len);
+// An encoded PNG file written atomically.
+static int write_png_bytes(const unsigned char *png, size_t len, const char *path, char *err,
+                           size_t err_len) {
     if (!png) {
         set_error(err, err_len, "%s: cannot write: PNG encoding failed (out of memory?)", path);
         return 0;
     }
     AtomicFile af;
-    int ok = atomic_file_open(&af, path, err, err_len);
-    if (ok) {
-        if (fwrite(png, 1, len, af.file) != len) atomic_file_write_failed(&af);
-        ok = atomic_file_commit(&af, err, err_len);
-    }
+    if (!atomic_file_open(&af, path, err, err_len)) return 0;
+    if (fwrite(png, 1, len, af.file) != len) atomic_file_write_failed(&af);
+    return atomic_file_commit(&af, err, err_len);
+}
+
+int image_write_png(const Image *image, const char *path, char *err, size_t err_len) {
+    size_t len = 0;
+    unsigned char *png = png_encode(image->rgb, image->width, image->height, &len);
+    int ok = write_png_bytes(png, len, path, err, err_len);
     free(png);
     return ok;
+}
+
+#define PNG_BATCH_MAX 16
+
+int png_batch_size(void) {
+    int n = omp_get_max_threads();
+    return n < 1 ? 1 : n > PNG_BATCH_MAX ? PNG_BATCH_MAX : n;
+}
+
+int images_write_png(const Image *images, char *const *paths, int n, char *err, size_t err_len) {
+    unsigned char **png = xcalloc((size_t)n, sizeof *png);
+    size_t *len = xcalloc((size_t)n, sizeof *len);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < n; i++) png[i] = png_encode(images[i].rgb, images[i].width, images[i].height, &len[i]);
+    int written = 0;
+    while (written < n && write_png_bytes(png[written], len[written], paths[written], err, err_len))
+        written++;
+    for (int i = 0; i < n; i++) free(png[i]);
+    free(png);
+    free(len);
+    return written;
 }
 
 void put_pixel(Image *image, int x, int y, const uint8_t rgb[3]) {

@@ -24,6 +24,14 @@ void image_free(Image *image);
 // rename). Returns 0 with a message on error, leaving nothing at the
 // temporary name and any file at path untouched.
 int image_write_png(const Image *image, const char *path, char *err, size_t err_len);
+// The same for n images, encoded at once (a thread each: the encoding is
+// most of a picture's cost) and written in order, up to the first that
+// fails. Returns how many were written (n when all were), with a message
+// when fewer.
+int images_write_png(const Image *images, char *const *paths, int n, char *err, size_t err_len);
+// How many images a caller should hold for images_write_png: the threads
+// there are (at least 1, at most 16).
+int png_batch_size(void);
 
 // Everything below clips to the image.
 void put_pixel(Image *image, int x, int y, const uint8_t rgb[3]);

@@ -579,27 +579,39 @@ int heatmaps_write(const char *dir, const GPT *model, const uint32_t *chars, int
         created_finish(&created, 1);
         return 0;
     }
-    int ok = 1;
+    // the heads' pictures, png_batch_size() at a time: drawn one by one,
+    // encoded together, written in order
+    int ok = 1, batch = png_batch_size(), held = 0;
     HeadLayout head_layout;
     heatmap_head_layout(T, opts->cell, L, NH, &head_layout);
-    Image image;
-    image_init(&image, head_layout.width, head_layout.height);
-    char name[64];
-    for (int l = 0; l < L && ok; l++) {
-        if (opts->layer >= 0 && l != opts->layer) continue;
-        for (int h = 0; h < NH && ok; h++) {
-            if (opts->head >= 0 && h != opts->head) continue;
-            memset(image.rgb, 255, (size_t)image.width * image.height * 3);
-            heatmap_render_head(&image, &head_layout, gpt_attention_probs(model, l, h, 0), chars,
-                                T, l, h, opts->colormap);
+    Image *images = xcalloc((size_t)batch, sizeof(Image));
+    char **paths = xcalloc((size_t)batch, sizeof(char *)), name[64];
+    for (int i = 0; i < batch; i++) image_init(&images[i], head_layout.width, head_layout.height);
+    for (int unit = 0; unit < L * NH && ok; unit++) {
+        int l = unit / NH, h = unit % NH;
+        int shown = (opts->layer < 0 || l == opts->layer) && (opts->head < 0 || h == opts->head);
+        if (shown) {
+            Image *image = &images[held];
+            memset(image->rgb, 255, (size_t)image->width * image->height * 3);
+            heatmap_render_head(image, &head_layout, gpt_attention_probs(model, l, h, 0), chars, T, l,
+                                h, opts->colormap);
             snprintf(name, sizeof name, "layer%d_head%d.png", l, h);
-            char *path = join_path(dir, name);
-            ok = image_write_png(&image, path, err, err_len);
-            if (ok) created_add(&created, path, 0);
-            free(path);
+            paths[held++] = join_path(dir, name);
+        }
+        if (held == batch || (unit == L * NH - 1 && held > 0)) {
+            int written = images_write_png(images, paths, held, err, err_len);
+            ok = written == held;
+            for (int i = 0; i < held; i++) {
+                if (i < written) created_add(&created, paths[i], 0);
+                free(paths[i]);
+            }
+            held = 0;
         }
     }
-    image_free(&image);
+    for (int i = 0; i < batch; i++) image_free(&images[i]);
+    free(images);
+    free(paths);
+    Image image;
     if (ok) {
         OverviewLayout overview_layout;
         heatmap_overview_layout(L, NH, T, opts->cell, &overview_layout);

@@ -120,7 +120,7 @@ void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores) {
         scores[h].value[SCORE_INDUCTION] = ind[2 * h];
         scores[h].uniform[SCORE_INDUCTION] = ind[2 * h + 1];
     }
-    weight_head_scores(model, scores, NULL);
+    weight_head_scores(model, NAN, scores, NULL);
     free(ind);
     free(probe);
 }
@@ -158,9 +158,9 @@ void scores_print_table(FILE *out, const HeadScores *scores, int layers, int hea
     }
 }
 
-void weight_head_scores(const GPT *model, HeadScores *scores, double *k_table) {
+void weight_head_scores(const GPT *model, double k_random, HeadScores *scores, double *k_table) {
     int L = model->config.layers, NH = model->config.heads, C = model->config.dim, H = L * NH;
-    double random = L > 1 ? k_composition_random(C, C / NH) : NAN;
+    double random = L < 2 ? NAN : isnan(k_random) ? k_composition_random(C, C / NH) : k_random;
     double *table = k_table ? k_table : xmalloc(sizeof(double) * H * H);
     k_composition_table(model, table);
     for (int to = 0; to < H; to++) {

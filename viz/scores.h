@@ -68,10 +68,11 @@ int induction_probe(int vocab_size, int max_len, int *ids);
 // scores. Needs activations for at least max(T, 2) positions of batch row 0.
 void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores);
 // The weights' scores of every head, copying and k_composition (with
-// their random baselines), into scores (L*NH); when k_table is not NULL,
-// every pair's K-composition into it, (L*NH, L*NH): [from][to], NAN
-// unless from's layer is below to's.
-void weight_head_scores(const GPT *model, HeadScores *scores, double *k_table);
+// their random baselines: k_random, k_composition_random of the model's
+// shape, or NAN to compute it here), into scores (L*NH); when k_table is
+// not NULL, every pair's K-composition into it, (L*NH, L*NH): [from][to],
+// NAN unless from's layer is below to's.
+void weight_head_scores(const GPT *model, double k_random, HeadScores *scores, double *k_table);
 
 // The head type whose score stands clearly above uniform -- the largest
 // excess (value - uniform) / (1 - uniform) among the first NUM_HEAD_TYPES
