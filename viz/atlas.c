@@ -109,7 +109,7 @@ int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *s, char *
                 s->scores[h].uniform[k] = k < kept ? values[(h * kept + k) * 2 + 1] : NAN;
             }
         free(values);
-        s->icl = s->sink_rate = NAN;
+        s->icl = s->sink_rate = s->sink_uniform = NAN;
     }
     safetensors_close(file);
     if (!ok) snapshot_free(s);
@@ -261,17 +261,22 @@ static void draw_baseline(Image *image, const Panel *p, const Snapshot *snaps, i
 // Small multiples: a row per score, a column per layer, a line per head of
 // the layer in its own colour (the same head number, the same colour, in
 // every panel); the loss alone on the first row, with the legend.
-static void timeline_size(int L, int NH, int *width, int *height) {
-    (void)NH;
-    int columns = L > 2 ? L : 2;
-    *width = PAD + PANEL_LEFT + columns * (PANEL_W + PANEL_GAP_X) + PAD;
-    *height = PAD + TITLE_LINE + (NUM_SCORES + 1) * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y) + PAD;
+// The title, then the legend: two lines and the heads' colours, 8 a row.
+static int timeline_header(int NH) {
+    return TITLE_LINE + 2 * (FONT_H + 4) + (NH + 7) / 8 * (FONT_H + 5) + 8;
 }
 
-static Panel panel_at(int row, int column, double lo, double hi, const Snapshot *snaps, int count) {
+static void timeline_size(int L, int NH, int *width, int *height) {
+    int columns = L > 2 ? L : 2;
+    *width = PAD + PANEL_LEFT + columns * (PANEL_W + PANEL_GAP_X) + PAD;
+    *height = PAD + timeline_header(NH) + (NUM_SCORES + 1) * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y) + PAD;
+}
+
+static Panel panel_at(int row, int column, double lo, double hi, const Snapshot *snaps, int count,
+                      int NH) {
     Panel p = {PAD + PANEL_LEFT + column * (PANEL_W + PANEL_GAP_X),
-               PAD + TITLE_LINE + PANEL_TITLE + row * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y), lo, hi,
-               snaps[0].step, snaps[count - 1].step, PANEL_W, PANEL_H};
+               PAD + timeline_header(NH) + PANEL_TITLE + row * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y),
+               lo, hi, snaps[0].step, snaps[count - 1].step, PANEL_W, PANEL_H};
     if (!(p.hi > p.lo)) p.hi = p.lo + 1;
     return p;
 }
@@ -285,26 +290,38 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
              count, count == 1 ? "" : "s");
     draw_text(image, text, PAD, PAD, 2);
     double *series = xmalloc(sizeof(double) * (L * NH + 1) * count), *baseline = series + L * NH * count;
-    // the loss, and beside it the legend
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < count; i++) {
-        series[i] = snaps[i].loss;
-        if (!isnan(snaps[i].loss)) lo = fmin(lo, snaps[i].loss), hi = fmax(hi, snaps[i].loss);
-    }
-    if (!(lo <= hi)) lo = 0, hi = 1;
-    double margin = (hi - lo) * 0.05 + 1e-3;
-    Panel loss = panel_at(0, 0, lo - margin, hi + margin, snaps, count);
-    draw_axes(image, &loss, "training loss (the batch at each snapshot) against step");
-    draw_series(image, &loss, snaps, count, series, palette[0]);
-    int lx = loss.x0 + PANEL_W + PANEL_GAP_X, ly = loss.y0;
-    draw_text(image, "each panel: one layer's heads, a line each, against the step;", lx, ly, 1);
-    draw_text(image, "dashed grey: uniform attention's value, or", lx, ly + FONT_H + 4, 1);
-    draw_text(image, "random weights' (copying, k_composition)", lx, ly + 2 * (FONT_H + 4), 1);
+    // the legend under the title
+    int lx = PAD, ly = PAD + TITLE_LINE;
+    draw_text(image, "each panel of a score: one layer's heads, a line each, against the step; dashed "
+              "grey: uniform attention's value,", lx, ly, 1);
+    draw_text(image, "or random weights' (copying, k_composition); the first row: the model's loss, "
+              "ICL score and attention-sink rate", lx, ly + FONT_H + 4, 1);
     for (int h = 0; h < NH; h++) {
-        int x = lx + (h % 4) * 90, y = ly + 3 * (FONT_H + 4) + 6 + (h / 4) * (FONT_H + 5);
+        int x = lx + (h % 8) * 90, y = ly + 2 * (FONT_H + 4) + (h / 8) * (FONT_H + 5);
         fill_rect(image, x, y + 3, 20, 3, palette[h % 20]);
         snprintf(text, sizeof text, "head %d", h);
         draw_text(image, text, x + 24, y, 1);
+    }
+    // the first row: the loss, the ICL score and the sink rate, one line each
+    int model_panels = L > 2 ? 3 : 2;
+    double lo, hi;
+    for (int panel = 0; panel < model_panels; panel++) {
+        lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < count; i++) {
+            series[i] = panel == 0 ? snaps[i].loss : panel == 1 ? snaps[i].icl : snaps[i].sink_rate;
+            baseline[i] = panel == 1 ? 0.0 : panel == 2 ? snaps[i].sink_uniform : NAN;
+            if (!isnan(series[i])) lo = fmin(lo, series[i]), hi = fmax(hi, series[i]);
+            if (!isnan(baseline[i])) lo = fmin(lo, baseline[i]), hi = fmax(hi, baseline[i]);
+        }
+        if (!(lo <= hi)) lo = 0, hi = 1;
+        if (panel == 2) lo = 0, hi = 1;
+        double margin = panel == 2 ? 0 : (hi - lo) * 0.05 + 1e-3;
+        Panel p = panel_at(0, panel, lo - margin, hi + margin, snaps, count, NH);
+        draw_axes(image, &p, panel == 0   ? "training loss (the batch at each snapshot)"
+                             : panel == 1 ? "ICL score (loss late - early)"
+                                          : "attention-sink rate");
+        if (panel) draw_baseline(image, &p, snaps, count, baseline);
+        draw_series(image, &p, snaps, count, series, palette[0]);
     }
     for (int score = 0; score < NUM_SCORES; score++) {
         // one y range for the row, so a layer's panel compares with the
@@ -324,7 +341,7 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
         if (hi <= lo) hi = lo + 1;
         for (int layer = 0; layer < L; layer++) {
             for (int i = 0; i < count; i++) baseline[i] = snaps[i].scores[layer * NH].uniform[score];
-            Panel p = panel_at(1 + score, layer, lo, hi, snaps, count);
+            Panel p = panel_at(1 + score, layer, lo, hi, snaps, count, NH);
             snprintf(text, sizeof text, "%s, layer %d", score_name(score), layer);
             draw_axes(image, &p, text);
             draw_baseline(image, &p, snaps, count, baseline);
@@ -438,7 +455,7 @@ static int read_scores_csv(const char *path, int L, int NH, long before, Snapsho
                 memset(&list[n], 0, sizeof list[n]);
                 list[n].step = step;
                 list[n].loss = field[1];
-                list[n].icl = list[n].sink_rate = NAN;
+                list[n].icl = list[n].sink_rate = list[n].sink_uniform = NAN;
                 list[n].scores = xcalloc((size_t)L * NH, sizeof(HeadScores));
                 for (int h = 0; h < L * NH; h++)
                     for (int k = 0; k < NUM_SCORES; k++)
@@ -703,6 +720,7 @@ static void read_model_measures(const char *attn_dir, Snapshot *snaps, int count
             if (snaps[i].step == (long)field[0]) {
                 snaps[i].icl = field[6];
                 snaps[i].sink_rate = field[7];
+                snaps[i].sink_uniform = field[8];
             }
         line = end;
     }
@@ -785,7 +803,7 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
     memset(&snaps[count], 0, sizeof snaps[count]);
     snaps[count].step = step;
     snaps[count].loss = loss;
-    snaps[count].icl = snaps[count].sink_rate = NAN;
+    snaps[count].icl = snaps[count].sink_rate = snaps[count].sink_uniform = NAN;
     snaps[count].scores = xmalloc(sizeof(HeadScores) * L * NH);
     memcpy(snaps[count].scores, scores, sizeof(HeadScores) * L * NH);
     count++;

@@ -75,8 +75,9 @@ typedef struct {
     uint32_t *chars;    // (T)
     float *attn;        // (L, NH, T, T)
     HeadScores *scores; // (L*NH)
-    double icl;         // the ICL score and the sink rate (icl.csv), NAN if unknown
-    double sink_rate;
+    double icl;         // the ICL score and the sink rate with its uniform
+    double sink_rate;   // value (icl.csv), NAN if unknown
+    double sink_uniform;
 } Snapshot;
 
 // The steps N of every DIR/step_N/atlas.safetensors, in order (*steps is
