@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../interpret/interpret.h"
+#include "patching_chart.h"
 #include "scores.h"
 
 typedef struct {
@@ -49,8 +50,21 @@ typedef struct {
     const LensCell *lens;          // (L+1,T)
     const Attribution *attributions; // (T) one per position
     int chosen_position;           // shown first
+    // --ablate --freeze-patterns: the ablated losses with the later heads'
+    // patterns frozen (interpret.h), units as above; else NULL
+    const double *zero_frozen_loss, *mean_frozen_loss;
+    // --patch: the recovery of each head and each (block, position) of the
+    // stream, as patching_chart.h draws it; else NULL
+    const PatchingPicture *patching;
 } ExplorerAnalyses;
 
+// With patterns frozen, the ablation's choice (id "ablationkind") also
+// offers the frozen losses. The patching view: a table of the heads (id
+// "patch-heads", each cell data-layer, data-head, data-recovery) and one of
+// the stream (id "patch-stream", each cell data-layer, data-pos,
+// data-recovery), both on the diverging colours, the clean text above the
+// stream's columns and the corrupted characters under those that differ.
+//
 // Write the page to path (atomically). Returns 0 with a message.
 // analyses may be NULL. A fragment #pos=P chooses the attribution's
 // position (its box, id "attribution", carries data-position,
