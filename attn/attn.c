@@ -656,8 +656,6 @@ static PatchPair default_patch_pair(const GPT *model, const Vocab *vocab) {
 static PatchPair given_patch_pair(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
     PatchPair pair = {.clean_answer = -1, .corrupt_answer = -1};
     int context = model->config.context, corrupt_T;
-    if (!*o->clean || !*o->corrupt)
-        usage_error("%s: the text is empty", !*o->clean ? "--clean" : "--corrupt");
     pair.clean_chars = decode_text("--clean", o->clean, strlen(o->clean), vocab, UNKNOWN_NEVER_OK,
                                    &pair.T);
     pair.corrupt_chars = decode_text("--corrupt", o->corrupt, strlen(o->corrupt), vocab,
