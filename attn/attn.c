@@ -8,6 +8,9 @@
 // positions' table, or RoPE's scores by distance, as the model's config
 // says); and with --html the explorer page OUT/index.html
 // (explorer.h), with the training snapshots when there are any (atlas.h).
+// The analyses, each asked for by its flag: ablation (with the later
+// patterns frozen too), the logit lens, attribution (interpret.h) and
+// activation patching (patching.h).
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

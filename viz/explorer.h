@@ -32,15 +32,15 @@ typedef struct {
     const HeadScores *scores; // (L*NH)
 } ExplorerView;
 
-// What bin/attn --ablate, --lens and --attribute-position found, for the
-// page's views under the heads: the ablation grid (zero or mean, hover for
+// What bin/attn --ablate, --lens, --attribute-position and --patch found,
+// for the page's views under the heads: the ablation grid (zero or mean, hover for
 // the losses), the logit lens (hover for the probabilities, click a column
 // to choose its position) and the attribution bars of the chosen position.
 // Each part NULL when it was not asked for. Without analyses (NULL) the
 // page is byte for byte what it was before they existed.
 typedef struct {
-    int T;                         // predictions in the window
-    const uint32_t *chars;         // (T + 1) the window's characters
+    int T;                         // predictions in the window (0 with --patch alone)
+    const uint32_t *chars;         // (T + 1) the window's characters (NULL with --patch alone)
     const uint32_t *code_points;   // (V) each id's character
     // ablation, units in interpret.h's order
     const double *zero_loss, *mean_loss;
