@@ -8,6 +8,9 @@
 // positions' table, or RoPE's scores by distance, as the model's config
 // says); and with --html the explorer page OUT/index.html
 // (explorer.h), with the training snapshots when there are any (atlas.h).
+// The analyses, each asked for by its flag: ablation (with the later
+// patterns frozen too), the logit lens, attribution (interpret.h) and
+// activation patching (patching.h).
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include "../base/util.h"
 #include "../base/options.h"
 #include "../interpret/interpret.h"
+#include "../interpret/patching.h"
 #include "../viz/ablation_grid.h"
 #include "../viz/atlas.h"
 #include "../viz/attribution_chart.h"
@@ -31,6 +35,7 @@
 #include "../viz/explorer.h"
 #include "../viz/heatmap.h"
 #include "../viz/logit_lens.h"
+#include "../viz/patching_chart.h"
 #include "../viz/position_circuit.h"
 #include "../viz/score_grid.h"
 #include "../viz/scores.h"
@@ -44,9 +49,11 @@ typedef struct {
     Bf16Kernel bf16;    // what bf16 products run on (GPT_BF16_KERNEL may limit it)
     int ablate, ablate_windows, lens, attribute_position, force, skip_unknown;
     const char *ablate_text_file;
+    int freeze_patterns, patch;
+    const char *clean, *corrupt;
 } AttnOptions;
 
-#define NUM_OPTIONS 20
+#define NUM_OPTIONS 24
 
 static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
     Option table[NUM_OPTIONS] = {
@@ -83,6 +90,24 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "split, say)", 0, -1, 0},
         {"--ablate-windows", "N", OPT_INT, &o->ablate_windows,
          "at most N windows of --ablate-text-file, spread evenly over it", 1, 1000000, 0},
+        {"--freeze-patterns", NULL, OPT_FLAG, &o->freeze_patterns,
+         "with --ablate: each ablation again with every head above it attending as in the "
+         "unchanged run (its attention pattern frozen), in two more columns of OUT/ablation.csv: "
+         "the effect without moving where later heads look, beside the total", 0, -1, 0},
+        {"--patch", NULL, OPT_FLAG, &o->patch,
+         "also write OUT/patching.csv and OUT/patching.png: activation patching of the --clean "
+         "text into the --corrupt one (default: a random string repeated, the first copy's "
+         "last character changed in the corrupted text), each head and the stream into each "
+         "block at each position; the recovery of LD = logit(clean answer) - logit(corrupted "
+         "answer) at the last position, (LD patched - LD corrupted) / (LD clean - LD "
+         "corrupted), 0 corrupted .. 1 clean; the answers: the character each text makes the "
+         "model predict next (the default pair: the one its repetition predicts)", 0, -1, 0},
+        {"--clean", "TEXT", OPT_STRING, &o->clean,
+         "--patch's clean text: as many characters as --corrupt, at most the context, all in "
+         "the vocabulary (--skip-unknown does not apply); also the text looked at when "
+         "neither --text nor --text-file is given", 0, -1, 0},
+        {"--corrupt", "TEXT", OPT_STRING, &o->corrupt,
+         "--patch's corrupted text: --clean with a few characters changed", 0, -1, 0},
         {"--lens", NULL, OPT_FLAG, &o->lens,
          "also write OUT/logit_lens.csv and OUT/logit_lens.png: the prediction after the "
          "embeddings and after every block, at each of the text's first context positions", 0,
@@ -144,12 +169,19 @@ static void list_unknown(const Vocab *vocab, const char *text, size_t len, char 
                  more == 1 ? "" : "s");
 }
 
-// The text's code points: every one in the vocabulary, or with
-// --skip-unknown those that are (the others named in a warning); else a
-// one-line error naming every unknown character. A NUL byte is refused as
-// bin/train refuses it.
-static uint32_t *decode_text(const AttnOptions *o, const char *source, const char *text,
-                             size_t len, const Vocab *vocab, int *num_chars) {
+// What decode_text does with a character the vocabulary lacks.
+typedef enum {
+    UNKNOWN_REFUSED,   // an error that names --skip-unknown
+    UNKNOWN_SKIPPED,   // dropped, with a warning (--skip-unknown)
+    UNKNOWN_NEVER_OK,  // an error: --patch's texts, whose positions must stay
+} UnknownChars;
+
+// The text's code points: every one in the vocabulary, or when skipped
+// those that are (the others named in a warning); else a one-line error
+// naming every unknown character. A NUL byte is refused as bin/train
+// refuses it.
+static uint32_t *decode_text(const char *source, const char *text, size_t len,
+                             const Vocab *vocab, UnknownChars unknown, int *num_chars) {
     EncodedText encoded;
     char err[4096];
     const char *nul = memchr(text, 0, len);
@@ -159,7 +191,10 @@ static uint32_t *decode_text(const AttnOptions *o, const char *source, const cha
     if (encoded.unknown) {
         char listed[3072];
         list_unknown(vocab, text, len, listed, sizeof listed);
-        if (!o->skip_unknown)
+        if (unknown == UNKNOWN_NEVER_OK)
+            usage_error("%s: %d character%s not in the model's vocabulary: %s", source,
+                        encoded.unknown, encoded.unknown == 1 ? " is" : "s are", listed);
+        if (unknown == UNKNOWN_REFUSED)
             die("%s: %d character%s not in the model's vocabulary: %s; --skip-unknown drops them",
                 source, encoded.unknown, encoded.unknown == 1 ? " is" : "s are", listed);
         fprintf(stderr, "warning: %s: %d character%s not in the model's vocabulary, dropped: %s\n",
@@ -170,6 +205,10 @@ static uint32_t *decode_text(const AttnOptions *o, const char *source, const cha
     free(encoded.ids);
     *num_chars = encoded.num_ids;
     return encoded.chars;
+}
+
+static UnknownChars unknown_chars(const AttnOptions *o) {
+    return o->skip_unknown ? UNKNOWN_SKIPPED : UNKNOWN_REFUSED;
 }
 
 // The characters the circuit tables show: the whole vocabulary up to
@@ -338,7 +377,7 @@ static AttnOptions parse_options(int argc, char **argv) {
         Option help_table[NUM_OPTIONS];
         option_table(&defaults, help_table);
         options_usage(stdout,
-                      "usage: bin/attn --ckpt out/model.safetensors (--text TEXT | --text-file FILE) [options]\n\n"
+                      "usage: bin/attn --ckpt out/model.safetensors (--text TEXT | --text-file FILE | --patch) [options]\n\n"
                       "Runs the model over the text and writes, for every attention head,\n"
                       "OUT/layer{l}_head{h}.png: row i = query position, column j = key position,\n"
                       "colour = attention weight on a fixed 0..1 scale, the masked future hatched;\n"
@@ -356,8 +395,16 @@ static AttnOptions parse_options(int argc, char **argv) {
                       "explorer; and each head's QK circuit of the positions,\n"
                       "OUT/circuits/positions_layer{l}_head{h}.png, or for a RoPE model its scores\n"
                       "by distance, OUT/circuits/distance_layer{l}_head{h}.png and\n"
-                      "OUT/circuits/distance.csv (docs/atlas.md). OUT must be new, empty or\n"
-                      "written by bin/attn (its OUT/.written-by-bin-attn), or --force.",
+                      "OUT/circuits/distance.csv (docs/atlas.md). Where a prediction comes from:\n"
+                      "--patch runs a clean and a corrupted text of equal length (--clean,\n"
+                      "--corrupt; default: a random string of the vocabulary repeated, the corrupted\n"
+                      "one's first copy ending in another character), then puts each head's output\n"
+                      "and the stream into each block at each position of the clean run into the\n"
+                      "corrupted one, and writes how much of logit(clean answer) - logit(corrupted\n"
+                      "answer) at the last position comes back, 0 .. 1 (OUT/patching.csv, .png, also\n"
+                      "in the explorer); with neither --text nor --text-file the clean text is the\n"
+                      "one looked at. OUT must be new, empty or written by bin/attn (its\n"
+                      "OUT/.written-by-bin-attn), or --force.",
                       help_table, NUM_OPTIONS);
         exit(0);
     }
@@ -370,8 +417,18 @@ static AttnOptions parse_options(int argc, char **argv) {
     if (option_given(table, "--ablate-windows") && !o.ablate_text_file)
         usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that "
                     "text's)");
+    if (o.freeze_patterns && !o.ablate)
+        usage_error("--freeze-patterns: give it with --ablate (it freezes the attention patterns "
+                    "of the ablated runs)");
+    if ((o.clean || o.corrupt) && !o.patch)
+        usage_error("%s: give it with --patch (the texts are activation patching's)",
+                    o.clean ? "--clean" : "--corrupt");
+    if (!o.clean != !o.corrupt)
+        usage_error("--patch: give both --clean and --corrupt, or neither for the built-in pair "
+                    "(only %s given)", o.clean ? "--clean" : "--corrupt");
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
-    if (!o.text && !o.text_file) usage_error("give the text to look at: --text TEXT or --text-file FILE");
+    if (!o.text && !o.text_file && !o.patch)
+        usage_error("give the text to look at: --text TEXT or --text-file FILE");
     return o;
 }
 
@@ -430,7 +487,7 @@ static AttnText read_text(const AttnOptions *o, const GPT *model, const Vocab *v
         len = strlen(o->text);
     }
     AttnText t;
-    t.chars = decode_text(o, source, text, len, vocab, &t.T);
+    t.chars = decode_text(source, text, len, vocab, unknown_chars(o), &t.T);
     free(file_text);
     t.num_chars = t.T;
     t.window = t.chars;
@@ -510,7 +567,7 @@ static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
     size_t len;
     char *file_text = read_whole_file(o->ablate_text_file, &len);
     int n;
-    uint32_t *chars = decode_text(o, o->ablate_text_file, file_text, len, vocab, &n);
+    uint32_t *chars = decode_text(o->ablate_text_file, file_text, len, vocab, unknown_chars(o), &n);
     free(file_text);
     if (n < 2)
         die("--ablate-text-file %s: 1 character, need at least 2 (each position predicts the next)",
@@ -529,6 +586,136 @@ static AblationWindows ablation_windows(const AttnOptions *o, const GPT *model,
     }
     free(chars);
     return set;
+}
+
+// ---- activation patching's two texts
+
+// The default pair (patching.h: patching_default_pair): a string of at most
+// PATCH_DEFAULT_REPEAT distinct characters repeated, drawn from the
+// vocabulary's visible characters by a fixed seed, so that the same model
+// always gets the same pair.
+#define PATCH_DEFAULT_REPEAT 10
+#define PATCH_DEFAULT_SEED 41
+
+// --patch's two texts, and what patching them found.
+typedef struct {
+    int T;
+    int *clean, *corrupt;                  // (T) token ids
+    uint32_t *clean_chars, *corrupt_chars; // (T)
+    int clean_answer, corrupt_answer;      // token ids; -1 until run_patching finds each
+                                           // text's prediction (--clean, --corrupt)
+    char *clean_text;                      // UTF-8: looked at when no text is given
+    Patching found;
+} PatchPair;
+
+// A character for a one-line message: itself, or U+XXXX for a control character.
+static const char *char_shown(uint32_t cp, char shown[16]) {
+    if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
+        snprintf(shown, 16, "U+%04X", (unsigned)cp);
+    } else {
+        int n = utf8_encode(cp, shown);
+        shown[n] = 0;
+    }
+    return shown;
+}
+
+static char *utf8_text(const uint32_t *chars, int n) {
+    char *text = xmalloc((size_t)4 * n + 1), *at = text;
+    for (int i = 0; i < n; i++) at += utf8_encode(chars[i], at);
+    *at = 0;
+    return text;
+}
+
+static PatchPair default_patch_pair(const GPT *model, const Vocab *vocab) {
+    int V = vocab->size, count = 0, *candidates = xmalloc(sizeof(int) * V);
+    for (int v = 0; v < V; v++) {
+        uint32_t cp = vocab->code_points[v];
+        if (cp > 0x20 && cp != 0x7f && !(cp >= 0x80 && cp <= 0xa0)) candidates[count++] = v;
+    }
+    int n = PATCH_DEFAULT_REPEAT, context = model->config.context;
+    if (n > (context + 1) / 2) n = (context + 1) / 2;
+    if (n > count - 1) n = count - 1;
+    if (n < 2)
+        usage_error("--patch: the built-in pair needs a context of at least 3 and 3 visible "
+                    "characters in the vocabulary (this model: context %d, %d); give --clean and "
+                    "--corrupt", context, count);
+    PatchPair pair = {.T = 2 * n - 1};
+    pair.clean = xmalloc(sizeof(int) * pair.T);
+    pair.corrupt = xmalloc(sizeof(int) * pair.T);
+    patching_default_pair(candidates, count, n, PATCH_DEFAULT_SEED, pair.clean, pair.corrupt,
+                          &pair.clean_answer, &pair.corrupt_answer);
+    free(candidates);
+    pair.clean_chars = xmalloc(sizeof(uint32_t) * pair.T);
+    pair.corrupt_chars = xmalloc(sizeof(uint32_t) * pair.T);
+    for (int t = 0; t < pair.T; t++) {
+        pair.clean_chars[t] = vocab->code_points[pair.clean[t]];
+        pair.corrupt_chars[t] = vocab->code_points[pair.corrupt[t]];
+    }
+    return pair;
+}
+
+// --clean and --corrupt, checked: each in the vocabulary, of equal length,
+// at most the context, not the same.
+static PatchPair given_patch_pair(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
+    PatchPair pair = {.clean_answer = -1, .corrupt_answer = -1};
+    int context = model->config.context, corrupt_T;
+    pair.clean_chars = decode_text("--clean", o->clean, strlen(o->clean), vocab, UNKNOWN_NEVER_OK,
+                                   &pair.T);
+    pair.corrupt_chars = decode_text("--corrupt", o->corrupt, strlen(o->corrupt), vocab,
+                                     UNKNOWN_NEVER_OK, &corrupt_T);
+    if (corrupt_T != pair.T)
+        usage_error("--patch: --clean has %d characters and --corrupt %d: the texts must be of "
+                    "equal length, compared position by position", pair.T, corrupt_T);
+    if (pair.T > context)
+        usage_error("--patch: the texts have %d characters, more than the model's context of %d",
+                    pair.T, context);
+    int differ = 0;
+    for (int t = 0; t < pair.T; t++) differ += pair.clean_chars[t] != pair.corrupt_chars[t];
+    if (!differ)
+        usage_error("--patch: --clean and --corrupt are the same text: nothing to recover");
+    pair.clean = xmalloc(sizeof(int) * pair.T);
+    pair.corrupt = xmalloc(sizeof(int) * pair.T);
+    for (int t = 0; t < pair.T; t++) {
+        pair.clean[t] = vocab_id(vocab, pair.clean_chars[t]);
+        pair.corrupt[t] = vocab_id(vocab, pair.corrupt_chars[t]);
+    }
+    return pair;
+}
+
+// The pair --patch patches (all zero without --patch).
+static PatchPair patch_pair(const AttnOptions *o, const GPT *model, const Vocab *vocab) {
+    PatchPair pair = {0};
+    if (!o->patch) return pair;
+    pair = o->clean ? given_patch_pair(o, model, vocab) : default_patch_pair(model, vocab);
+    pair.clean_text = utf8_text(pair.clean_chars, pair.T);
+    return pair;
+}
+
+// Runs the patching, before anything is written: a pair that cannot be
+// measured (both texts predicting the same character, or logit
+// differences too close) is refused like a bad flag.
+static void run_patching(GPT *model, const Vocab *vocab, PatchPair *pair) {
+    gpt_alloc_inference(model, 1, pair->T);
+    if (pair->clean_answer < 0) {
+        pair->clean_answer = predicted_next(model, pair->clean, pair->T);
+        pair->corrupt_answer = predicted_next(model, pair->corrupt, pair->T);
+        char shown[16];
+        if (pair->clean_answer == pair->corrupt_answer)
+            usage_error("--patch: the model predicts '%s' next after both texts: nothing to "
+                        "recover; choose texts whose predictions differ",
+                        char_shown(vocab->code_points[pair->clean_answer], shown));
+    }
+    char err[600];
+    if (!activation_patching(model, pair->clean, pair->corrupt, pair->T, pair->clean_answer,
+                             pair->corrupt_answer, &pair->found, err, sizeof err))
+        usage_error("--patch: %s", err);
+}
+
+static void free_patch_pair(PatchPair *pair) {
+    free(pair->clean), free(pair->corrupt), free(pair->clean_chars), free(pair->corrupt_chars);
+    free(pair->clean_text);
+    patching_free(&pair->found);
+    memset(pair, 0, sizeof *pair);
 }
 
 // ---- the output folder
@@ -703,6 +890,7 @@ typedef struct {
     double loss;
     long positions;
     int windows;
+    double *zero_frozen_loss, *mean_frozen_loss; // (units) --freeze-patterns
     LensCell *lens;                // (L+1,T)
     Attribution *attributions;     // (T)
 } Findings;
@@ -710,22 +898,25 @@ typedef struct {
 static void free_findings(Findings *f, int T) {
     for (int t = 0; f->attributions && t < T; t++) attribution_free(&f->attributions[t]);
     free(f->attributions), free(f->lens), free(f->zero_loss), free(f->mean_loss);
+    free(f->zero_frozen_loss), free(f->mean_frozen_loss);
     memset(f, 0, sizeof *f);
 }
 
-// ablation_losses over the windows ABLATION_CHUNK at a time, a line of
-// progress on stderr after each (rewritten in place on a terminal), as
-// training shows its steps: the windows of a long text take minutes. A
-// chunk is a whole number of the model's batches, so every forward is the
-// one a single call would run; the means over chunks are recombined by
-// their positions.
+// ablation_losses (or with `freeze` frozen_ablation_losses) over the
+// windows ABLATION_CHUNK at a time, a line of progress on stderr after each
+// (rewritten in place on a terminal), as training shows its steps: the
+// windows of a long text take minutes. A chunk is a whole number of the
+// model's batches, so every forward is the one a single call would run; the
+// means over chunks are recombined by their positions.
 #define ABLATION_CHUNK 60
 static double ablation_losses_with_progress(GPT *model, const AblationWindows *set,
-                                            const float *means, double *zero_loss,
+                                            const float *means, int freeze, double *zero_loss,
                                             double *mean_loss) {
     int W = set->W, T = set->T, units = ablation_units(&model->config);
+    double (*losses)(GPT *, const int *, const int *, int, int, const float *, double *,
+                     double *) = freeze ? frozen_ablation_losses : ablation_losses;
     if (W <= ABLATION_CHUNK)
-        return ablation_losses(model, set->tokens, set->targets, W, T, means, zero_loss, mean_loss);
+        return losses(model, set->tokens, set->targets, W, T, means, zero_loss, mean_loss);
     double *zero_part = xmalloc(sizeof(double) * units), *mean_part = xmalloc(sizeof(double) * units);
     double clean = 0, start = now_seconds();
     for (int u = 0; u < units; u++) zero_loss[u] = mean_loss[u] = 0;
@@ -734,15 +925,16 @@ static double ablation_losses_with_progress(GPT *model, const AblationWindows *s
         int n = W - w0 < ABLATION_CHUNK ? W - w0 : ABLATION_CHUNK;
         long at = (long)w0 * T;
         double positions = (double)n * T;
-        clean += positions * ablation_losses(model, set->tokens + at, set->targets + at, n, T,
-                                             means, zero_part, mean_part);
+        clean += positions * losses(model, set->tokens + at, set->targets + at, n, T, means,
+                                    zero_part, mean_part);
         for (int u = 0; u < units; u++) {
             zero_loss[u] += positions * zero_part[u];
             mean_loss[u] += positions * mean_part[u];
         }
         double elapsed = now_seconds() - start, done = (double)(w0 + n) / W;
-        fprintf(stderr, "%sablation: %d of %d windows, %.0f s, about %.0f s left%s",
-                live ? "\r" : "", w0 + n, W, elapsed, elapsed * (1 - done) / done,
+        fprintf(stderr, "%sablation%s: %d of %d windows, %.0f s, about %.0f s left%s",
+                live ? "\r" : "", freeze ? " with patterns frozen" : "", w0 + n, W, elapsed,
+                elapsed * (1 - done) / done,
                 live && w0 + n < W ? "" : "\n");
         fflush(stderr);
     }
@@ -750,6 +942,21 @@ static double ablation_losses_with_progress(GPT *model, const AblationWindows *s
     for (int u = 0; u < units; u++) zero_loss[u] /= positions, mean_loss[u] /= positions;
     free(zero_part), free(mean_part);
     return clean / positions;
+}
+
+// Each head's mean ablation, total and with the later patterns frozen, as a
+// table on stdout.
+static void print_frozen_ablation(const GPTConfig *cfg, double loss, const double *mean_loss,
+                                  const double *mean_frozen) {
+    printf("mean ablation, loss increase: total (the heads above attending as they now do) and "
+           "with the later patterns frozen (attending as in the unchanged run)\n");
+    printf("%-16s %10s %10s %10s\n", "", "total", "frozen", "through patterns");
+    for (int u = 0; u < cfg->layers * cfg->heads; u++) {
+        char name[48];
+        snprintf(name, sizeof name, "layer %d head %d", u / cfg->heads, u % cfg->heads);
+        printf("%-16s %+10.4f %+10.4f %+10.4f\n", name, mean_loss[u] - loss,
+               mean_frozen[u] - loss, mean_loss[u] - mean_frozen[u]);
+    }
 }
 
 static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWindow *window,
@@ -761,19 +968,29 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
     float *means = ablation_means(model, set->tokens, set->W, set->T);
     double *zero_loss = xmalloc(sizeof(double) * units);
     double *mean_loss = xmalloc(sizeof(double) * units);
-    double loss = ablation_losses_with_progress(model, set, means, zero_loss, mean_loss);
+    double loss = ablation_losses_with_progress(model, set, means, 0, zero_loss, mean_loss);
+    double *zero_frozen = NULL, *mean_frozen = NULL;
+    if (o->freeze_patterns) {
+        zero_frozen = xmalloc(sizeof(double) * units);
+        mean_frozen = xmalloc(sizeof(double) * units);
+        ablation_losses_with_progress(model, set, means, 1, zero_frozen, mean_frozen);
+    }
     AtomicFile af;
     csv_open(&af, o->out, "ablation.csv");
-    fprintf(af.file, "layer,head,loss,zero_ablated_loss,mean_ablated_loss\n");
+    fprintf(af.file, "layer,head,loss,zero_ablated_loss,mean_ablated_loss%s\n",
+            zero_frozen ? ",zero_ablated_frozen_loss,mean_ablated_frozen_loss" : "");
     for (int l = 0; l < L; l++)
         for (int c = 0; c < NH + 2; c++) {
             int u = c < NH ? l * NH + c : L * NH + 2 * l + (c - NH);
             char head[16];
             if (c < NH) snprintf(head, sizeof head, "%d", c);
             else snprintf(head, sizeof head, "%s", c == NH ? "attn" : "mlp");
-            fprintf(af.file, "%d,%s,%.6f,%.6f,%.6f\n", l, head, loss, zero_loss[u], mean_loss[u]);
+            fprintf(af.file, "%d,%s,%.6f,%.6f,%.6f", l, head, loss, zero_loss[u], mean_loss[u]);
+            if (zero_frozen) fprintf(af.file, ",%.6f,%.6f", zero_frozen[u], mean_frozen[u]);
+            fputc('\n', af.file);
         }
     csv_commit(&af);
+    if (zero_frozen) print_frozen_ablation(cfg, loss, mean_loss, mean_frozen);
 
     // the strip: the prediction window, each of the strongest heads mean-ablated
     int strip_units[ABLATION_STRIPS], strips = strongest_heads(cfg, mean_loss, strip_units);
@@ -795,6 +1012,8 @@ static void write_ablation(const AttnOptions *o, GPT *model, const PredictionWin
            "window%s of %d)\n", o->out, L * NH, L, set->W, set->W == 1 ? "" : "s", set->T);
     found->zero_loss = zero_loss;
     found->mean_loss = mean_loss;
+    found->zero_frozen_loss = zero_frozen;
+    found->mean_frozen_loss = mean_frozen;
     found->loss = loss;
     found->positions = (long)set->W * set->T;
     found->windows = set->W;
@@ -906,6 +1125,78 @@ static Attribution *write_attribution(const AttnOptions *o, GPT *model, const Vo
     return all;
 }
 
+// One row of patching.csv; layer, head and position -1 when the row has
+// none, a character 0 when it has none.
+static void patching_row(FILE *file, const char *part, int layer, int head, int position,
+                         uint32_t ch, uint32_t corrupted_ch, double diff, double recovery) {
+    fprintf(file, "%s,", part);
+    if (layer >= 0) fprintf(file, "%d", layer);
+    fputc(',', file);
+    if (head >= 0) fprintf(file, "%d", head);
+    fputc(',', file);
+    if (position >= 0) fprintf(file, "%d", position);
+    fputc(',', file);
+    if (ch) csv_char(file, ch);
+    fputc(',', file);
+    if (corrupted_ch) csv_char(file, corrupted_ch);
+    fprintf(file, ",%.6f,%.6f\n", diff, recovery);
+}
+
+// OUT/patching.csv (the two runs, a row per head, then per block and
+// position) and OUT/patching.png; the figures on stdout.
+static void write_patching(const AttnOptions *o, const PatchPair *pair,
+                           const PatchingPicture *picture) {
+    const Patching *p = &pair->found;
+    int L = p->layers, NH = p->heads, T = p->T;
+    uint32_t clean_answer = picture->clean_answer, corrupt_answer = picture->corrupt_answer;
+    AtomicFile af;
+    csv_open(&af, o->out, "patching.csv");
+    FILE *f = af.file;
+    fprintf(f, "part,layer,head,position,char,corrupted_char,logit_difference,recovery\n");
+    patching_row(f, "clean", -1, -1, -1, clean_answer, 0, p->clean_diff, 1);
+    patching_row(f, "corrupted", -1, -1, -1, 0, corrupt_answer, p->corrupt_diff, 0);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < NH; h++) {
+            double diff = p->head_diff[l * NH + h];
+            patching_row(f, "head", l, h, -1, 0, 0, diff, patching_recovery(p, diff));
+        }
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < T; t++) {
+            double diff = p->stream_diff[(long)l * T + t];
+            patching_row(f, "stream", l, -1, t, pair->clean_chars[t], pair->corrupt_chars[t], diff,
+                         patching_recovery(p, diff));
+        }
+    csv_commit(&af);
+    char path[4200], err[2048], a[16], b[16];
+    snprintf(path, sizeof path, "%s/patching.png", o->out);
+    if (!patching_write_png(path, picture, err, sizeof err)) die("%s", err);
+
+    printf("patching: LD = logit('%s') - logit('%s') at the last position, %.4f clean, %.4f "
+           "corrupted; recovery (LD patched - LD corrupted) / (LD clean - LD corrupted):\n",
+           char_shown(clean_answer, a), char_shown(corrupt_answer, b), p->clean_diff,
+           p->corrupt_diff);
+    printf("%-8s", "");
+    for (int h = 0; h < NH; h++) printf("  head %-3d", h);
+    printf("\n");
+    for (int l = 0; l < L; l++) {
+        printf("layer %-2d", l);
+        for (int h = 0; h < NH; h++) printf(" %+8.3f ", patching_recovery(p, p->head_diff[l * NH + h]));
+        printf("\n");
+    }
+    for (int l = 0; l < L; l++) { // the stream's strongest position in each block
+        int best = 0;
+        for (int t = 1; t < T; t++)
+            if (patching_recovery(p, p->stream_diff[(long)l * T + t]) >
+                patching_recovery(p, p->stream_diff[(long)l * T + best]))
+                best = t;
+        printf("stream into block %d: most recovered at position %d '%s', %+.3f\n", l, best,
+               char_shown(pair->clean_chars[best], a),
+               patching_recovery(p, p->stream_diff[(long)l * T + best]));
+    }
+    printf("wrote %s/patching.csv and patching.png (%d heads, %d blocks x %d positions)\n", o->out,
+           L * NH, L, T);
+}
+
 int main(int argc, char **argv) {
     // Every input is checked before anything is written: the flags, the
     // font, the checkpoint, the text (in the vocabulary, its pictures not
@@ -918,6 +1209,8 @@ int main(int argc, char **argv) {
     Vocab vocab;
     load_model(&o, &model, &vocab);
     gpt_set_precision(&model, o.products, o.bf16);
+    PatchPair pair = patch_pair(&o, &model, &vocab);
+    if (o.patch && !o.text && !o.text_file) o.text = pair.clean_text;
     AttnText text = read_text(&o, &model, &vocab);
     PredictionWindow window = prediction_window(&o, &model, &vocab, &text);
     AblationWindows ablation_set = ablation_windows(&o, &model, &vocab, &window);
@@ -928,6 +1221,7 @@ int main(int argc, char **argv) {
     if (o.html) snapshots = read_explorer_snapshots(&o, &model);
     OutFolder folder = {0};
     check_out_folder(&o, &folder);
+    if (o.patch) run_patching(&model, &vocab, &pair);
     print_notes(&text);
 
     // from here on what is written is recorded, also when the run fails
@@ -948,17 +1242,37 @@ int main(int argc, char **argv) {
     }
     if (o.attribute_position >= 0)
         found.attributions = write_attribution(&o, &model, &vocab, &window);
-    ExplorerAnalyses analyses = {window.T, window.chars, vocab.code_points, found.zero_loss,
-                                 found.mean_loss, found.loss, found.positions, found.windows,
-                                 found.lens, found.attributions, o.attribute_position};
+    PatchingPicture patching = {0};
+    if (o.patch) {
+        record_out_folder_or_die(&folder, 0);
+        patching = (PatchingPicture){&pair.found, pair.clean_chars, pair.corrupt_chars,
+                                     vocab.code_points[pair.clean_answer],
+                                     vocab.code_points[pair.corrupt_answer]};
+        write_patching(&o, &pair, &patching);
+    }
+    ExplorerAnalyses analyses = {.T = window.T,
+                                 .chars = window.chars,
+                                 .code_points = vocab.code_points,
+                                 .zero_loss = found.zero_loss,
+                                 .mean_loss = found.mean_loss,
+                                 .loss = found.loss,
+                                 .positions = found.positions,
+                                 .windows = found.windows,
+                                 .lens = found.lens,
+                                 .attributions = found.attributions,
+                                 .chosen_position = o.attribute_position,
+                                 .zero_frozen_loss = found.zero_frozen_loss,
+                                 .mean_frozen_loss = found.mean_frozen_loss,
+                                 .patching = o.patch ? &patching : NULL};
     if (o.html)
         write_explorer(&o, &model, text.window, text.T, attention, scores, &snapshots,
-                       analyses_asked(&o) ? &analyses : NULL);
+                       analyses_asked(&o) || o.patch ? &analyses : NULL);
     record_out_folder_or_die(&folder, 1);
     set_fatal_hook(NULL);
 
     file_list_free(&folder.last), file_list_free(&folder.before);
     free_findings(&found, window.T);
+    free_patch_pair(&pair);
     free(attention);
     free(ablation_set.tokens), free(ablation_set.targets);
     free(window.tokens), free(window.targets);

@@ -138,17 +138,39 @@ static void copy_stream(const ForwardHooks *h, int depth, const float *x, int ro
     (void)rows;
 }
 
-double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
-                       const float *means, double *zero_loss, double *mean_loss) {
+// An ablation whose later blocks' attention patterns are frozen: the
+// unchanged forward's probabilities (L,n,NH,T,T), layer_size = n*NH*T*T
+// floats a layer. The Ablation first, so that ablate_head and
+// ablate_sublayer read the same state.
+typedef struct {
+    Ablation a;
+    const float *clean_probs;
+    long layer_size;
+} FrozenAblation;
+
+static void freeze_probs(const ForwardHooks *h, int l, float *probs, int B, int T) {
+    const FrozenAblation *f = h->state;
+    if (l > f->a.layer) memcpy(probs, f->clean_probs + l * f->layer_size, sizeof(float) * f->layer_size);
+    (void)B, (void)T;
+}
+
+// ablation_losses, with the patterns frozen when `freeze`.
+static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const int *targets,
+                                            int W, int T, const float *means, int freeze,
+                                            double *zero_loss, double *mean_loss) {
     const GPTConfig *cfg = &model->config;
-    int units = ablation_units(cfg), B = model->batch_size, L = cfg->layers;
-    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means};
+    int units = ablation_units(cfg), B = model->batch_size, L = cfg->layers, NH = cfg->heads;
+    FrozenAblation frozen = {.a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means}};
+    Ablation *a = &frozen.a;
     ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
-                          .state = &a};
+                          .attention_probs = freeze ? freeze_probs : NULL, .state = &frozen};
     // the unchanged forward's stream at every depth, (L+1,B,T,C): depth l is block l's input
     StreamCopy clean_stream = {xmalloc(sizeof(float) * (L + 1) * B * T * cfg->dim),
                                (long)B * T * cfg->dim};
     ForwardHooks keep_stream = {.stream = copy_stream, .state = &clean_stream};
+    // and with `freeze` its attention probabilities (L,B,NH,T,T)
+    float *clean_probs = freeze ? xmalloc(sizeof(float) * L * B * NH * T * T) : NULL;
+    frozen.clean_probs = clean_probs;
     double *sums = xcalloc((size_t)2 * units, sizeof(double)), clean = 0;
     for (int w0 = 0; w0 < W; w0 += B) {
         int n = W - w0 < B ? W - w0 : B;
@@ -158,18 +180,20 @@ double ablation_losses(GPT *model, const int *tokens, const int *targets, int W,
                     (ForwardArgs){.targets = targets + at, .attention = ATTENTION_KEEP_PROBS,
                                   .hooks = &keep_stream});
         for (long i = 0; i < (long)n * T; i++) clean += model->acts.losses[i];
+        frozen.layer_size = (long)n * NH * T * T;
+        if (freeze) memcpy(clean_probs, model->acts.att_probs, sizeof(float) * L * frozen.layer_size);
         // each unit's forward starts at its block, from the unchanged stream into it
         for (int u = 0; u < units; u++) {
-            ablation_unit(cfg, u, &a.layer, &a.head);
+            ablation_unit(cfg, u, &a->layer, &a->head);
             for (int k = 0; k < 2; k++) {
-                a.kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
+                a->kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
                 gpt_forward(model, tokens + at, n, T,
                             (ForwardArgs){.targets = targets + at,
                                           .attention = ATTENTION_KEEP_PROBS,
                                           .hooks = &hooks,
-                                          .first_layer = a.layer,
+                                          .first_layer = a->layer,
                                           .start_stream = clean_stream.x +
-                                                          a.layer * clean_stream.depth_size});
+                                                          a->layer * clean_stream.depth_size});
                 double *sum = &sums[k * units + u];
                 for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
             }
@@ -182,7 +206,20 @@ double ablation_losses(GPT *model, const int *tokens, const int *targets, int W,
     }
     free(sums);
     free(clean_stream.x);
+    free(clean_probs);
     return clean / positions;
+}
+
+double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
+                       const float *means, double *zero_loss, double *mean_loss) {
+    return ablation_losses_frozen_or_not(model, tokens, targets, W, T, means, 0, zero_loss,
+                                         mean_loss);
+}
+
+double frozen_ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
+                              const float *means, double *zero_loss, double *mean_loss) {
+    return ablation_losses_frozen_or_not(model, tokens, targets, W, T, means, 1, zero_loss,
+                                         mean_loss);
 }
 
 // ---- the logit lens

@@ -44,6 +44,21 @@ float *ablation_means(GPT *model, const int *tokens, int W, int T);
 double ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
                        const float *means, double *zero_loss, double *mean_loss);
 
+// The same with the attention patterns frozen: every head's probabilities
+// in the blocks above the unit's held at their values in the unchanged
+// forward (gpt.h: attention_probs; the unit's own block sees the unchanged
+// stream, so its other heads' patterns are unchanged already). The ablation
+// then acts only through what the unit writes into the stream: directly on
+// the logits, and through the values, W_O and MLPs of the blocks above, not
+// through where their heads look (their queries and keys: Q- and
+// K-composition). ablation_losses gives the total effect, this one the
+// effect with the patterns held; their difference is what the ablation does
+// by moving the later heads' attention. A unit with no block above it (the
+// last layer's, every unit of a one-layer model) gives the same bits as
+// ablation_losses.
+double frozen_ablation_losses(GPT *model, const int *tokens, const int *targets, int W, int T,
+                              const float *means, double *zero_loss, double *mean_loss);
+
 // The mean next-character loss over the W windows with the unit ablated
 // (ABLATE_NONE: the unchanged model, unit and means unused); each
 // position's loss into position_losses (W,T) unless it is NULL.

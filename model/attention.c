@@ -130,6 +130,21 @@ static ForwardOperands forward_operands(Bf16Kernel kernel, int Tq, int Tk, int h
                              base + sizes[0] + sizes[1] + sizes[2]};
 }
 
+// out_bh (Tq, ld C) = weights (Tq, Tk) . v_h, v_h packed in op->v_packed
+// (bf16 inputs, fp32 sums), a causal block of rows reading its visible keys.
+static void head_values_bf16(Bf16Kernel kernel, float *out_bh, const float *weights,
+                             const ForwardOperands *op, int Tq, int Tk, int C, int hs,
+                             int causal) {
+    long p_ld = bf16_kpad(kernel, Tk);
+    for (int i0 = 0; i0 < Tq; i0 += QB) {
+        int rows = Tq - i0 < QB ? Tq - i0 : QB;
+        int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
+        bf16_convert(kernel, op->probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
+        bf16_gemm_block(kernel, out_bh + (long)i0 * C, C, op->probs + i0 * p_ld, p_ld, op->v_packed, Tk, 0,
+                        0, rows, keys, hs, 0);
+    }
+}
+
 // One (batch row, head) of the forward in bf16: q_bh, out_bh (Tq, ld C),
 // k_bh, v_bh (Tk, ld C), probs_bh (Tq, Tk).
 static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float *probs_bh, const float *q_bh,
@@ -138,7 +153,7 @@ static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float 
                                         const DropoutMask *drop) {
     float scale = 1.0f / sqrtf((float)hs);
     ForwardOperands op = forward_operands(kernel, Tq, Tk, hs, drop != NULL);
-    long q_ld = bf16_kpad(kernel, hs), p_ld = bf16_kpad(kernel, Tk);
+    long q_ld = bf16_kpad(kernel, hs);
     bf16_convert(kernel, op.q, q_ld, q_bh, C, 1, Tq, hs, 0);
     bf16_pack(kernel, op.k_packed, k_bh, 1, C, hs, Tk, 0); // k_h^T (hs, Tk)
     bf16_pack(kernel, op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
@@ -159,12 +174,18 @@ static void attention_head_forward_bf16(Bf16Kernel kernel, float *out_bh, float 
         dropout_forward(dropped, probs_bh, (long)Tq * Tk, bh * Tq * Tk, drop);
         weights = dropped;
     }
+    head_values_bf16(kernel, out_bh, weights, &op, Tq, Tk, C, hs, causal);
+}
+
+// out_bh (Tq, ld C) = weights (Tq, Tk) . v_bh (Tk, ld C), a causal block of
+// rows reading its visible keys.
+static void head_values_fp32(float *out_bh, const float *weights, const float *v_bh, int Tq,
+                             int Tk, int C, int hs, int causal) {
     for (int i0 = 0; i0 < Tq; i0 += QB) {
         int rows = Tq - i0 < QB ? Tq - i0 : QB;
         int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
-        bf16_convert(kernel, op.probs + i0 * p_ld, p_ld, weights + (long)i0 * Tk, Tk, 1, rows, keys, 0);
-        bf16_gemm_block(kernel, out_bh + (long)i0 * C, C, op.probs + i0 * p_ld, p_ld, op.v_packed, Tk, 0,
-                        0, rows, keys, hs, 0);
+        matmul_strided(out_bh + (long)i0 * C, C, weights + (long)i0 * Tk, Tk, 1, v_bh, C, rows,
+                       keys, hs, 0);
     }
 }
 
@@ -209,12 +230,7 @@ static void attention_forward_masked(float *out, float *probs, const float *q, c
             dropout_forward(dropped, probs_bh, (long)Tq * Tk, bh * Tq * Tk, drop);
             weights = dropped;
         }
-        for (int i0 = 0; i0 < Tq; i0 += QB) {
-            int rows = Tq - i0 < QB ? Tq - i0 : QB;
-            int keys = attention_block_keys(i0, rows, Tq, Tk, causal);
-            matmul_strided(out_bh + (long)i0 * C, C, weights + (long)i0 * Tk, Tk, 1, v_bh, C,
-                           rows, keys, hs, 0);
-        }
+        head_values_fp32(out_bh, weights, v_bh, Tq, Tk, C, hs, causal);
     });
 }
 
@@ -228,6 +244,24 @@ void attention_forward_dropout(const Products *pr, float *out, float *probs, con
                                const float *k, const float *v, int B, int Tq, int Tk, int C,
                                int NH, int causal, const DropoutMask *drop) {
     attention_forward_masked(out, probs, q, k, v, B, Tq, Tk, C, NH, causal, drop, pr);
+}
+
+void attention_values_forward(const Products *pr, float *out, const float *probs,
+                              const float *v, int B, int Tq, int Tk, int C, int NH, int causal) {
+    int hs = C / NH;
+    FOR_EACH(bh, (long)B * NH, (long)B * NH * Tq * Tk * hs, {
+        int b = (int)(bh / NH), h = (int)(bh % NH);
+        const float *v_bh = v + (long)b * Tk * C + h * hs;
+        const float *probs_bh = probs + ((long)b * NH + h) * Tq * Tk;
+        float *out_bh = out + (long)b * Tq * C + h * hs;
+        if (pr->precision == PRECISION_BF16) {
+            ForwardOperands op = forward_operands(pr->bf16, Tq, Tk, hs, 0);
+            bf16_pack(pr->bf16, op.v_packed, v_bh, C, 1, Tk, hs, 0); // v_h (Tk, hs)
+            head_values_bf16(pr->bf16, out_bh, probs_bh, &op, Tq, Tk, C, hs, causal);
+        } else {
+            head_values_fp32(out_bh, probs_bh, v_bh, Tq, Tk, C, hs, causal);
+        }
+    });
 }
 
 void attention_forward_one(float *out, float *probs, const float *q, const float *k_t,

@@ -28,6 +28,13 @@ void attention_forward(const Products *pr, float *out, float *probs, const float
                        const float *k, const float *v, int B, int Tq, int Tk, int C, int NH,
                        int causal);
 
+// The second half of that forward alone: out (B,Tq,C), head h's slice =
+// probs_h . v_h, for probabilities probs (B,NH,Tq,Tk) that a caller gives
+// (gpt.h's attention_probs hook may change the forward's). The forward's
+// own products, so that its probabilities give its out bit for bit.
+void attention_values_forward(const Products *pr, float *out, const float *probs,
+                              const float *v, int B, int Tq, int Tk, int C, int NH, int causal);
+
 // One query (the newest position, while sampling) against Tk <= ldk keys,
 // all visible: q (C) and out (C), v (Tk,C) as above, the keys transposed per
 // head, k_t (NH,hs,ldk): key j's channel d of head h at k_t[(h*hs + d)*ldk + j],

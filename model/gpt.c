@@ -690,11 +690,16 @@ static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
     const DropoutMask *drop = f->dropout ? &masks.att_probs : NULL;
-    if (((const BatchForward *)f->state)->args->attention == ATTENTION_KEEP_PROBS)
-        attention_forward_dropout(&model->products, b->att_out,
-                                  a->att_probs + (long)l * B * NH * T * T, b->q, b->k, b->v, B,
-                                  T, T, C, NH, 1, drop);
-    else
+    if (((const BatchForward *)f->state)->args->attention == ATTENTION_KEEP_PROBS) {
+        float *probs = a->att_probs + (long)l * B * NH * T * T;
+        attention_forward_dropout(&model->products, b->att_out, probs, b->q, b->k, b->v, B, T, T,
+                                  C, NH, 1, drop);
+        const ForwardHooks *hooks = f->hooks;
+        if (hooks && hooks->attention_probs) { // gpt_forward: no dropout then
+            hooks->attention_probs(hooks, l, probs, B, T);
+            attention_values_forward(&model->products, b->att_out, probs, b->v, B, T, T, C, NH, 1);
+        }
+    } else
         attention_forward_fused(&model->products, b->att_out, a->att_stats + 2L * l * B * NH * T,
                                 b->q, b->k, b->v, B, T, C, NH, drop);
     return f->rows;
@@ -718,6 +723,10 @@ float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args)
     if (first < 0 || first >= cfg->layers || (first > 0 && !args.start_stream))
         die("gpt_forward: from block %d of %d (a stream into it: %s)", first, cfg->layers,
             args.start_stream ? "given" : "none");
+    if (args.hooks && args.hooks->attention_probs &&
+        (args.attention != ATTENTION_KEEP_PROBS || args.dropout))
+        die("gpt_forward: the attention_probs hook changes the unfused attention's "
+            "probabilities: ATTENTION_KEEP_PROBS without dropout");
     int training = model->backward_memory != NULL; // allocated by gpt_alloc_training
     if (args.attention == ATTENTION_FUSED && !training)
         die("gpt_forward: the fused attention keeps what a backward needs, in a model allocated "

@@ -346,6 +346,12 @@ struct ForwardHooks {
     // x (rows,C): the stream at depth d, 0 after the embeddings, d after
     // block d-1 (d = 1..L); read only.
     void (*stream)(const ForwardHooks *h, int depth, const float *x, int rows);
+    // probs (B,NH,T,T): layer l's attention probabilities, before they weigh
+    // the values; may be changed (frozen to another run's: interpret.h's
+    // pattern-frozen ablation), att_out then being probs . v. Only
+    // gpt_forward's unfused attention calls it (ATTENTION_KEEP_PROBS, no
+    // dropout: it refuses the others), never the KV cache.
+    void (*attention_probs)(const ForwardHooks *h, int l, float *probs, int B, int T);
     void *state; // the caller's
 };
 

@@ -162,19 +162,22 @@ static const char *const analyses_script =
     "return 'rgb('+e.map(v=>Math.round(255+t*(v-255))).join(',')+')';}\n"
     "function sign(x,n){return (x>=0?'+':'')+x.toFixed(n);}\n"
     "function heading(t){const h=document.createElement('h3');h.textContent=t;sec.appendChild(h);return h;}\n"
-    "heading('Why a head matters, on the text\\'s first '+(T+1)+' characters (each position predicting the next)');\n"
-    "if(A.ablation){const b=A.ablation;let top=1e-9,kind='mean';\n"
-    " b.units.forEach(u=>{top=Math.max(top,Math.abs(u.zero-b.loss),Math.abs(u.mean-b.loss));});\n"
+    "if(A.ablation||A.lens||A.attribution)heading('Why a head matters, on the text\\'s first '+(T+1)+' characters (each position predicting the next)');\n"
+    "if(A.ablation){const b=A.ablation,frozen=b.units[0].meanFrozen!==undefined;let top=1e-9,kind='mean';\n"
+    " b.units.forEach(u=>{top=Math.max(top,Math.abs(u.zero-b.loss),Math.abs(u.mean-b.loss));"
+    "if(frozen)top=Math.max(top,Math.abs(u.zeroFrozen-b.loss),Math.abs(u.meanFrozen-b.loss));});\n"
     " heading('ablation: the loss increase without each head, or a layer\\'s whole attention or MLP ('+b.positions+' predictions in '+b.windows+' window'+(b.windows>1?'s':'')+', loss '+b.loss.toFixed(4)+' unchanged)');\n"
-    " const k=document.createElement('select');k.id='ablationkind';k.add(new Option('mean-ablated','mean'));k.add(new Option('zero-ablated','zero'));sec.appendChild(k);\n"
+    " const k=document.createElement('select');k.id='ablationkind';k.add(new Option('mean-ablated','mean'));k.add(new Option('zero-ablated','zero'));\n"
+    " if(frozen){k.add(new Option('mean-ablated, later patterns frozen','meanFrozen'));k.add(new Option('zero-ablated, later patterns frozen','zeroFrozen'));}sec.appendChild(k);\n"
     " const t=document.createElement('table');t.id='ablation';sec.appendChild(t);\n"
     " function fill(){let s='<tr><th>layer</th>';for(let h=0;h<NH;h++)s+='<th>head '+h+'</th>';s+='<th>attn</th><th>mlp</th></tr>';\n"
-    "  for(let l=0;l<L;l++){s+='<tr><td>'+l+'</td>';for(let c=0;c<NH+2;c++){const i=l*(NH+2)+c,u=b.units[i],d=(kind==='mean'?u.mean:u.zero)-b.loss;\n"
+    "  for(let l=0;l<L;l++){s+='<tr><td>'+l+'</td>';for(let c=0;c<NH+2;c++){const i=l*(NH+2)+c,u=b.units[i],d=u[kind]-b.loss;\n"
     "   s+='<td data-unit=\"'+i+'\" data-increase=\"'+d.toFixed(6)+'\" style=\"background:'+dcol(d/top)+(Math.abs(d/top)>0.6?';color:#fff':'')+'\">'+sign(d,3)+'</td>';}s+='</tr>';}\n"
     "  t.innerHTML=s;}\n"
     " k.onchange=()=>{kind=k.value;fill();};fill();\n"
     " t.onmouseover=e=>{const c=e.target.closest('td[data-unit]');if(!c)return;const u=b.units[+c.dataset.unit];\n"
-    "  out.textContent='layer '+u.layer+' '+(u.head==='attn'||u.head==='mlp'?u.head:'head '+u.head)+': loss '+b.loss.toFixed(6)+' unchanged, '+u.zero.toFixed(6)+' zero-ablated, '+u.mean.toFixed(6)+' mean-ablated';};}\n"
+    "  out.textContent='layer '+u.layer+' '+(u.head==='attn'||u.head==='mlp'?u.head:'head '+u.head)+': loss '+b.loss.toFixed(6)+' unchanged, '+u.zero.toFixed(6)+' zero-ablated, '+u.mean.toFixed(6)+' mean-ablated'"
+    "+(frozen?'; later patterns frozen: '+u.zeroFrozen.toFixed(6)+' zero-ablated, '+u.meanFrozen.toFixed(6)+' mean-ablated':'');};}\n"
     "let showAttr=null;\n"
     "if(A.lens){const n=A.lens;heading('logit lens: the most likely next character after the embeddings and each block, on the colour of the true one\\'s probability (click a column for its attribution)');\n"
     " const t=document.createElement('table');t.id='lens';t.style.fontFamily='monospace';sec.appendChild(t);\n"
@@ -197,6 +200,24 @@ static const char *const analyses_script =
     " box.onmouseover=e=>{const r=e.target.closest('tr[data-part]');if(r)out.textContent=r.dataset.part+': '+sign(+r.dataset.value,6);};\n"
     " const f=new URLSearchParams(location.hash.slice(1)),p=f.has('pos')?parseInt(f.get('pos'),10):A.chosen;\n"
     " showAttr(p>=0&&p<T?p:A.chosen);}\n"
+    "if(A.patching){const P=A.patching,PT=P.T;let top=1;P.heads.concat(P.stream).forEach(x=>{top=Math.max(top,Math.abs(x));});\n"
+    " heading('activation patching: how much of the clean run\\'s logit(\\''+shown(P.answers[0])+'\\') - logit(\\''+shown(P.answers[1])+'\\') at the last position comes back when one activation of the clean run replaces the corrupted run\\'s');\n"
+    " const n=document.createElement('p');n.className='u';n.textContent='LD clean '+P.cleanDiff.toFixed(4)+', corrupted '+P.corruptDiff.toFixed(4)+'; recovery = (LD patched - LD corrupted) / (LD clean - LD corrupted): 0 nothing back (white), 1 all of it (red), below 0 blue';sec.appendChild(n);\n"
+    " function cellStyle(r){return 'background:'+dcol(r/top)+(Math.abs(r/top)>0.6?';color:#fff':'');}\n"
+    " const ht=document.createElement('table');ht.id='patch-heads';sec.appendChild(ht);\n"
+    " let s='<tr><th>layer</th>';for(let h=0;h<NH;h++)s+='<th>head '+h+'</th>';s+='</tr>';\n"
+    " for(let l=0;l<L;l++){s+='<tr><td>'+l+'</td>';for(let h=0;h<NH;h++){const r=P.heads[l*NH+h];\n"
+    "  s+='<td data-layer=\"'+l+'\" data-head=\"'+h+'\" data-recovery=\"'+r.toFixed(6)+'\" style=\"'+cellStyle(r)+'\">'+r.toFixed(3)+'</td>';}s+='</tr>';}\n"
+    " ht.innerHTML=s;\n"
+    " ht.onmouseover=e=>{const c=e.target.closest('td[data-head]');if(!c)return;const i=(+c.dataset.layer)*NH+(+c.dataset.head);\n"
+    "  out.textContent='layer '+c.dataset.layer+' head '+c.dataset.head+' patched: LD '+P.headDiffs[i].toFixed(6)+', recovery '+P.heads[i].toFixed(6);};\n"
+    " const st=document.createElement('table');st.id='patch-stream';st.style.fontFamily='monospace';sec.appendChild(st);\n"
+    " s='<tr><th>clean</th>';for(let t=0;t<PT;t++)s+='<th>'+esc(P.clean[t])+'</th>';s+='</tr>';\n"
+    " for(let l=0;l<L;l++){s+='<tr><th>block '+l+'</th>';for(let t=0;t<PT;t++){const r=P.stream[l*PT+t];\n"
+    "  s+='<td data-layer=\"'+l+'\" data-pos=\"'+t+'\" data-recovery=\"'+r.toFixed(6)+'\" style=\"min-width:10px;'+cellStyle(r)+'\"></td>';}s+='</tr>';}\n"
+    " s+='<tr><th>corrupt</th>';for(let t=0;t<PT;t++)s+='<th style=\"color:#b2182b\">'+(P.corrupt[t]!==P.clean[t]?esc(P.corrupt[t]):'')+'</th>';st.innerHTML=s+'</tr>';\n"
+    " st.onmouseover=e=>{const c=e.target.closest('td[data-pos]');if(!c)return;const l=+c.dataset.layer,t=+c.dataset.pos,i=l*PT+t;\n"
+    "  out.textContent='the stream into block '+l+' at position '+t+' \\''+shown(P.clean[t])+'\\''+(P.corrupt[t]!==P.clean[t]?' (corrupted: \\''+shown(P.corrupt[t])+'\\')':'')+' patched: LD '+P.streamDiffs[i].toFixed(6)+', recovery '+P.stream[i].toFixed(6);};}\n"
     "})();\n";
 
 // What the attribution of a block other than GPT-2's is of, for the page
@@ -230,11 +251,36 @@ static void json_code_points(FILE *out, const uint32_t *chars, int n) {
     fputc(']', out);
 }
 
+// ,"patching":{...}: the texts, the answers, the logit differences and
+// each patch's recovery and its own logit difference.
+static void patching_json(FILE *out, const PatchingPicture *picture) {
+    const Patching *p = picture->patching;
+    int T = p->T, heads = p->layers * p->heads;
+    long cells = (long)p->layers * T;
+    fprintf(out, ",\n\"patching\":{\"T\":%d,\"clean\":", T);
+    json_code_points(out, picture->clean, T);
+    fputs(",\"corrupt\":", out);
+    json_code_points(out, picture->corrupt, T);
+    fprintf(out, ",\"answers\":[%u,%u],\"cleanDiff\":%.9g,\"corruptDiff\":%.9g,\n\"heads\":[",
+            (unsigned)picture->clean_answer, (unsigned)picture->corrupt_answer, p->clean_diff,
+            p->corrupt_diff);
+    for (int i = 0; i < heads; i++)
+        fprintf(out, "%s%.9g", i ? "," : "", patching_recovery(p, p->head_diff[i]));
+    fputs("],\"headDiffs\":[", out);
+    for (int i = 0; i < heads; i++) fprintf(out, "%s%.9g", i ? "," : "", p->head_diff[i]);
+    fputs("],\n\"stream\":[", out);
+    for (long i = 0; i < cells; i++)
+        fprintf(out, "%s%.9g", i ? "," : "", patching_recovery(p, p->stream_diff[i]));
+    fputs("],\"streamDiffs\":[", out);
+    for (long i = 0; i < cells; i++) fprintf(out, "%s%.9g", i ? "," : "", p->stream_diff[i]);
+    fputs("]}", out);
+}
+
 // ,"analyses":{...}: the window, and each part asked for (else null).
 static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
     int T = a->T;
     fprintf(out, ",\n\"analyses\":{\"T\":%d,\"chosen\":%d,\"window\":", T, a->chosen_position);
-    json_code_points(out, a->chars, T + 1);
+    json_code_points(out, a->chars, a->chars ? T + 1 : 0); // none with --patch alone
     fputs(",\n\"ablation\":", out);
     if (a->zero_loss) {
         fprintf(out, "{\"loss\":%.9g,\"positions\":%ld,\"windows\":%d,\"units\":[", a->loss,
@@ -245,7 +291,11 @@ static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
                 fprintf(out, "%s{\"layer\":%d,\"head\":", l + c ? "," : "", l);
                 if (c < NH) fprintf(out, "%d", c);
                 else fprintf(out, "\"%s\"", c == NH ? "attn" : "mlp");
-                fprintf(out, ",\"zero\":%.9g,\"mean\":%.9g}", a->zero_loss[u], a->mean_loss[u]);
+                fprintf(out, ",\"zero\":%.9g,\"mean\":%.9g", a->zero_loss[u], a->mean_loss[u]);
+                if (a->zero_frozen_loss)
+                    fprintf(out, ",\"zeroFrozen\":%.9g,\"meanFrozen\":%.9g",
+                            a->zero_frozen_loss[u], a->mean_frozen_loss[u]);
+                fputc('}', out);
             }
         fputs("]}", out);
     } else {
@@ -292,6 +342,7 @@ static void analyses_json(FILE *out, int L, int NH, const ExplorerAnalyses *a) {
     } else {
         fputs("null", out);
     }
+    if (a->patching) patching_json(out, a->patching);
     fputc('}', out);
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../interpret/interpret.h"
+#include "patching_chart.h"
 #include "scores.h"
 
 typedef struct {
@@ -31,15 +32,15 @@ typedef struct {
     const HeadScores *scores; // (L*NH)
 } ExplorerView;
 
-// What bin/attn --ablate, --lens and --attribute-position found, for the
-// page's views under the heads: the ablation grid (zero or mean, hover for
+// What bin/attn --ablate, --lens, --attribute-position and --patch found,
+// for the page's views under the heads: the ablation grid (zero or mean, hover for
 // the losses), the logit lens (hover for the probabilities, click a column
 // to choose its position) and the attribution bars of the chosen position.
 // Each part NULL when it was not asked for. Without analyses (NULL) the
 // page is byte for byte what it was before they existed.
 typedef struct {
-    int T;                         // predictions in the window
-    const uint32_t *chars;         // (T + 1) the window's characters
+    int T;                         // predictions in the window (0 with --patch alone)
+    const uint32_t *chars;         // (T + 1) the window's characters (NULL with --patch alone)
     const uint32_t *code_points;   // (V) each id's character
     // ablation, units in interpret.h's order
     const double *zero_loss, *mean_loss;
@@ -49,8 +50,21 @@ typedef struct {
     const LensCell *lens;          // (L+1,T)
     const Attribution *attributions; // (T) one per position
     int chosen_position;           // shown first
+    // --ablate --freeze-patterns: the ablated losses with the later heads'
+    // patterns frozen (interpret.h), units as above; else NULL
+    const double *zero_frozen_loss, *mean_frozen_loss;
+    // --patch: the recovery of each head and each (block, position) of the
+    // stream, as patching_chart.h draws it; else NULL
+    const PatchingPicture *patching;
 } ExplorerAnalyses;
 
+// With patterns frozen, the ablation's choice (id "ablationkind") also
+// offers the frozen losses. The patching view: a table of the heads (id
+// "patch-heads", each cell data-layer, data-head, data-recovery) and one of
+// the stream (id "patch-stream", each cell data-layer, data-pos,
+// data-recovery), both on the diverging colours, the clean text above the
+// stream's columns and the corrupted characters under those that differ.
+//
 // Write the page to path (atomically). Returns 0 with a message.
 // analyses may be NULL. A fragment #pos=P chooses the attribution's
 // position (its box, id "attribution", carries data-position,
