@@ -312,6 +312,7 @@ static ExplorerSnapshots read_explorer_snapshots(const AttnOptions *o, const GPT
         else
             fprintf(stderr, "note: training snapshot left out: %s\n", err);
     }
+    snapshots_read_measures(dir, shown.snaps, shown.count);
     free(dir);
     free(steps);
     return shown;
@@ -344,11 +345,12 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
     char err[2048], path[4200];
     ExplorerView *views = xcalloc((size_t)shown->count + 1, sizeof *views);
     char (*labels)[48] = xcalloc((size_t)shown->count + 1, sizeof *labels);
-    views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores};
+    views[0] = (ExplorerView){"your text", -1, NAN, T, window, attn, scores, NAN, NAN};
     for (int v = 0; v < shown->count; v++) {
         const Snapshot *s = &shown->snaps[v];
         snprintf(labels[v + 1], sizeof labels[v + 1], "step %ld", s->step);
-        views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn, s->scores};
+        views[v + 1] = (ExplorerView){labels[v + 1], s->step, s->loss, s->T, s->chars, s->attn,
+                                      s->scores, s->icl, s->sink_rate};
     }
     snprintf(path, sizeof path, "%s/index.html", o->out);
     if (!explorer_write(path, L, NH, views, shown->count + 1, analyses, err, sizeof err))

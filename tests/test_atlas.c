@@ -609,6 +609,14 @@ static void test_training_snapshots(void) {
     CHECK(run_command(cmd, path) == 0);
     said = read_text_file(path);
     CHECK_MSG(said && strstr(said, "(4 training snapshots)"), "said: %s", said ? said : "");
+    // each snapshot's ICL score and sink rate from icl.csv; none for the text
+    snprintf(path, sizeof path, "%s/x/index.html", dir);
+    char *page = read_text_file(path);
+    int unknown = 0, known = 0;
+    for (char *at = page; at && (at = strstr(at, "\"icl\":")); at++)
+        at[6] == 'n' ? unknown++ : known++;
+    CHECK_MSG(unknown == 1 && known == 4, "ICL scores: %d known, %d unknown", known, unknown);
+    free(page);
     free(said);
 }
 

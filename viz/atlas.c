@@ -697,8 +697,7 @@ static int write_measures(const char *attn_dir, int L, int NH, long step, float 
     return ok;
 }
 
-// The ICL score and sink rate of each snapshot from icl.csv, by step.
-static void read_model_measures(const char *attn_dir, Snapshot *snaps, int count) {
+void snapshots_read_measures(const char *attn_dir, Snapshot *snaps, int count) {
     char path[4400];
     snprintf(path, sizeof path, "%s/icl.csv", attn_dir);
     if (!file_exists(path)) return;
@@ -824,7 +823,7 @@ static int rebuild(const char *attn_dir, int L, int NH, long step, float loss,
         ok = write_measures(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions,
                             err, err_len);
     if (ok && redraw) {
-        read_model_measures(attn_dir, snaps, count);
+        snapshots_read_measures(attn_dir, snaps, count);
         ok = draw_pictures(attn_dir, snaps, count, L, NH, err, err_len);
     }
     for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);
@@ -841,7 +840,7 @@ int atlas_redraw(const char *out_dir, int L, int NH, char *err, size_t err_len) 
     int ok = count > 0;
     if (!ok) set_error(err, err_len, "%s: no snapshots", attn_dir);
     if (ok) {
-        read_model_measures(attn_dir, snaps, count);
+        snapshots_read_measures(attn_dir, snaps, count);
         ok = draw_pictures(attn_dir, snaps, count, L, NH, err, err_len);
     }
     for (int i = 0; i < count; i++) snapshot_free(&snaps[i]);

@@ -88,6 +88,9 @@ int snapshot_steps(const char *dir, long **steps, int *count, char *err, size_t 
 int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *snapshot, char *err,
                   size_t err_len);
 void snapshot_free(Snapshot *snapshot);
+// The ICL score and sink rate of count snapshots read from DIR, from
+// DIR/icl.csv by step (left NAN where it has no row).
+void snapshots_read_measures(const char *dir, Snapshot *snaps, int count);
 // Up to max of count items spread evenly from the first to the last
 // (all of them when count <= max): their indices in chosen; returns how many.
 int spread_evenly(int count, int max, int *chosen);

@@ -127,7 +127,9 @@ static const char *const page_tail =
     "  s+='<td>'+(D.tags[S.view][h]||'')+'</td></tr>';}\n"
     " t.innerHTML=s;t.querySelectorAll('tr[data-h]').forEach(r=>r.onclick=()=>{const h=+r.dataset.h;select(Math.floor(h/NH),h%NH);});}\n"
     "function setView(n){S.view=n;const v=D.views[n];document.getElementById('step').value=n;\n"
-    " document.getElementById('steplabel').textContent=v.label+(v.loss!==null?' (loss '+v.loss.toFixed(3)+')':'');\n"
+    " document.getElementById('steplabel').textContent=v.label+(v.loss!==null?' (loss '+v.loss.toFixed(3)+')':'')"
+    "+(v.icl!==null?'; ICL score '+v.icl.toFixed(3)+' (the loss late in the context minus early; 0: no gain)':'')"
+    "+(v.sink!==null?'; attention-sink rate '+v.sink.toFixed(2):'');\n"
     " document.getElementById('viewnote').textContent=v.step<0?'':'a training snapshot: the text shown is"
     " the training probe, not your text';\n"
     " S.sel=-1;S.q=-1;text();draw();table();}\n"
@@ -379,6 +381,10 @@ int explorer_write(const char *path, int L, int NH, const ExplorerView *views, i
             if (*c != '"' && *c != '\\' && *c != '<') fputc(*c, out);
         fprintf(out, "\",\"step\":%ld,\"loss\":", view->step);
         json_number(out, view->loss);
+        fputs(",\"icl\":", out);
+        json_number(out, view->icl);
+        fputs(",\"sink\":", out);
+        json_number(out, view->sink_rate);
         fprintf(out, ",\"T\":%d,\"chars\":[", view->T);
         for (int i = 0; i < view->T; i++) fprintf(out, "%s%u", i ? "," : "", (unsigned)view->chars[i]);
         fputs("],\"scores\":", out);

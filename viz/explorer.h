@@ -30,6 +30,7 @@ typedef struct {
     const uint32_t *chars;    // (T)
     const float *attn;        // (L, NH, T, T)
     const HeadScores *scores; // (L*NH)
+    double icl, sink_rate;    // a snapshot's ICL score and attention-sink rate, NAN if unknown
 } ExplorerView;
 
 // What bin/attn --ablate, --lens, --attribute-position and --patch found,
