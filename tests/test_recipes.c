@@ -973,6 +973,44 @@ static void test_several_files(void) {
     CHECK(!file_exists(out));
 }
 
+// --data's patterns: each one's matches sorted, in the order given; one
+// that matches nothing is named; a file among them that is not UTF-8 is
+// skipped and counted with --skip-bad-files.
+static void test_data_patterns(void) {
+    const char *tmp = make_temp_dir();
+    char path[600], spec[1400], err[1024];
+    const char *files[][2] = {{"b.h", "bbbb\n"}, {"a.h", "aaaa\n"}, {"c.txt", "cccc\n"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i][0]);
+        write_file_bytes(path, files[i][1], strlen(files[i][1]));
+    }
+    Corpus corpus;
+    int num_files = 0;
+    snprintf(spec, sizeof spec, "%s/*.h", tmp);
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err), "%s", err);
+    CHECK(num_files == 2 && corpus.num_tokens == 11); // a.h, a newline, b.h
+    CHECK(corpus.vocab.code_points[corpus.tokens[0]] == 'a');
+    corpus_free(&corpus);
+    snprintf(spec, sizeof spec, "%s/c.txt,%s/*.h", tmp, tmp);
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err), "%s", err);
+    CHECK(num_files == 3 && corpus.vocab.code_points[corpus.tokens[0]] == 'c');
+    corpus_free(&corpus);
+    snprintf(spec, sizeof spec, "%s/*.h,%s/*.none", tmp, tmp);
+    CHECK(!corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err));
+    CHECK_MSG(strstr(err, "*.none: no file matches this pattern"), "%s", err);
+    snprintf(path, sizeof path, "%s/latin1.h", tmp);
+    write_file_bytes(path, "caf\xe9\n", 5);
+    snprintf(spec, sizeof spec, "%s/*.h", tmp);
+    CHECK(!corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err));
+    CHECK_MSG(strstr(err, "latin1.h"), "%s", err);
+    SkippedFiles skipped = {0};
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, &skipped, &num_files, err, sizeof err), "%s",
+              err);
+    CHECK(num_files == 2 && skipped.count == 1 && strstr(skipped.paths[0], "latin1.h"));
+    corpus_free(&corpus);
+    skipped_files_free(&skipped);
+}
+
 // ---- the loss plot
 
 static int pixel_is(const unsigned char *img, int w, int x, int y, const uint8_t rgb[3]) {
@@ -1218,6 +1256,8 @@ void suite_recipes(void) {
              test_fine_tune_new_characters);
     run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);
     run_test("recipes: --data with a folder or several files", test_several_files);
+    run_test("recipes: --data with patterns (/usr/include/*.h), files not UTF-8 skipped",
+             test_data_patterns);
     run_test("recipes: the loss plot's points read back from the PNG", test_loss_plot_pixels);
     run_test("recipes: the loss plot's title in the label font, as the heatmaps' text",
              test_loss_plot_title_font);
