@@ -1,9 +1,10 @@
-// corpus_files.c: --data as several files or a folder (and its subfolders),
-// joined into one corpus (each file checked on its own, so an error names
+// corpus_files.c: --data as several files, patterns or a folder (and its
+// subfolders), joined into one corpus (each file checked on its own, so an error names
 // it, or with --skip-bad-files the file is skipped and named).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,13 +204,61 @@ static size_t read_one_file(const char *path, unsigned char **text, size_t len, 
     return end - start;
 }
 
+// Whether an item of --data is a pattern (/usr/include/*.h): it holds one
+// of glob's special characters and names no file itself.
+static int is_pattern(const char *item) {
+    struct stat st;
+    return strpbrk(item, "*?[") && stat(item, &st) != 0;
+}
+
+// One item of a comma-separated --data: a path (add_path), or a pattern
+// whose matches, sorted, are each one (hidden files match only a pattern
+// that names the dot). With skipped, an item that exists but is not a
+// regular file or folder is skipped and named.
+static int add_item(PathList *list, const char *item, SkippedFiles *skipped, char *err,
+                    size_t err_len) {
+    if (!is_pattern(item)) {
+        int special;
+        int ok = add_path(list, item, &special, err, err_len);
+        if (!ok && special && skipped) {
+            skip_file(skipped, item, err);
+            ok = 1;
+        }
+        return ok;
+    }
+    glob_t matches;
+    int status = glob(item, 0, NULL, &matches);
+    if (status == GLOB_NOMATCH) {
+        set_error(err, err_len, "%s: no file matches this pattern", item);
+        return 0;
+    }
+    if (status != 0) {
+        set_error(err, err_len, "%s: %s", item,
+                  status == GLOB_NOSPACE ? "out of memory matching this pattern"
+                                         : "a folder could not be read matching this pattern");
+        return 0;
+    }
+    int ok = 1;
+    for (size_t i = 0; ok && i < matches.gl_pathc; i++) {
+        int special;
+        ok = add_path(list, matches.gl_pathv[i], &special, err, err_len);
+        if (!ok && special && skipped) {
+            skip_file(skipped, matches.gl_pathv[i], err);
+            ok = 1;
+        }
+    }
+    globfree(&matches);
+    return ok;
+}
+
 int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, SkippedFiles *skipped,
                       int *num_files, char *err, size_t err_len) {
     memset(corpus, 0, sizeof *corpus);
     *num_files = 0;
     struct stat st;
     int is_path = stat(spec, &st) == 0;
-    if ((is_path && !S_ISDIR(st.st_mode)) || (!is_path && !strchr(spec, ','))) {
+    int one_file = is_path ? !S_ISDIR(st.st_mode) : !strchr(spec, ',') && !is_pattern(spec);
+    if (one_file) {
         *num_files = 1;
         return corpus_load(corpus, spec, val_fraction, err, err_len); // one file, as always
     }
@@ -220,14 +269,9 @@ int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, Ski
         ok = add_folder(&list, spec, err, err_len);
     } else {
         char *items = copy_string(spec), *save = NULL;
-        for (char *item = strtok_r(items, ",", &save); item && ok; item = strtok_r(NULL, ",", &save)) {
-            int special;
-            ok = add_path(&list, item, &special, err, err_len);
-            if (!ok && special && skipped) {
-                skip_file(skipped, item, err);
-                ok = 1;
-            }
-        }
+        for (char *item = strtok_r(items, ",", &save); item && ok;
+             item = strtok_r(NULL, ",", &save))
+            ok = add_item(&list, item, skipped, err, err_len);
         free(items);
     }
     unsigned char *text = NULL;

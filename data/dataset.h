@@ -37,8 +37,9 @@ void skipped_files_free(SkippedFiles *skipped);
 
 // Load --data: one file as corpus_load; a folder (its regular files and its
 // subfolders' (symbolic links followed, each folder once), not hidden ones,
-// in sorted path order); or a comma-separated list of files and folders
-// when `spec` itself is not a path. Every path is listed and checked
+// in sorted path order); or a comma-separated list of files, folders and
+// patterns (/usr/include/*.h: glob's, each one's matches sorted) when
+// `spec` itself is not a path. Every path is listed and checked
 // before any file is opened, and no open blocks (a named pipe is refused).
 // Several files are joined with a newline between each; each is checked
 // on its own, so an error names the file. With skipped (not NULL), a file

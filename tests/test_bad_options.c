@@ -121,6 +121,9 @@ static void test_more_usage_errors(void) {
         {"--eval-every 0", "out of range"},
         {"--dropout -0.1", "--dropout -0.1: must be in [0, 1)"},
         {"--dropout 1", "--dropout 1: must be in [0, 1)"},
+        {"--recipe nope", "--recipe nope: no such recipe (the recipes: induction)"},
+        {"--recipe=", "--recipe: empty value"},
+        {"--recipe induction --resume", "--recipe starts a run; --resume continues it"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = RUN(capture, NULL, "bin/train --data %s --out %s/run %s", corpus, dir, cases[i][0]);

@@ -973,6 +973,140 @@ static void test_several_files(void) {
     CHECK(!file_exists(out));
 }
 
+// --data's patterns: each one's matches sorted, in the order given; one
+// that matches nothing is named; a file among them that is not UTF-8 is
+// skipped and counted with --skip-bad-files.
+static void test_data_patterns(void) {
+    const char *tmp = make_temp_dir();
+    char path[600], spec[1400], err[1024];
+    const char *files[][2] = {{"b.h", "bbbb\n"}, {"a.h", "aaaa\n"}, {"c.txt", "cccc\n"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, files[i][0]);
+        write_file_bytes(path, files[i][1], strlen(files[i][1]));
+    }
+    Corpus corpus;
+    int num_files = 0;
+    snprintf(spec, sizeof spec, "%s/*.h", tmp);
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err), "%s", err);
+    CHECK(num_files == 2 && corpus.num_tokens == 11); // a.h, a newline, b.h
+    CHECK(corpus.vocab.code_points[corpus.tokens[0]] == 'a');
+    corpus_free(&corpus);
+    snprintf(spec, sizeof spec, "%s/c.txt,%s/*.h", tmp, tmp);
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err), "%s", err);
+    CHECK(num_files == 3 && corpus.vocab.code_points[corpus.tokens[0]] == 'c');
+    corpus_free(&corpus);
+    snprintf(spec, sizeof spec, "%s/*.h,%s/*.none", tmp, tmp);
+    CHECK(!corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err));
+    CHECK_MSG(strstr(err, "*.none: no file matches this pattern"), "%s", err);
+    snprintf(path, sizeof path, "%s/latin1.h", tmp);
+    write_file_bytes(path, "caf\xe9\n", 5);
+    snprintf(spec, sizeof spec, "%s/*.h", tmp);
+    CHECK(!corpus_load_files(&corpus, spec, 0.1, NULL, &num_files, err, sizeof err));
+    CHECK_MSG(strstr(err, "latin1.h"), "%s", err);
+    SkippedFiles skipped = {0};
+    CHECK_MSG(corpus_load_files(&corpus, spec, 0.1, &skipped, &num_files, err, sizeof err), "%s",
+              err);
+    CHECK(num_files == 2 && skipped.count == 1 && strstr(skipped.paths[0], "latin1.h"));
+    corpus_free(&corpus);
+    skipped_files_free(&skipped);
+}
+
+// The saved flags of a run folder (optimizer.safetensors' "options"), in a
+// new string, or NULL.
+static char *saved_options(const char *dir) {
+    char path[700], err[256];
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    StFile *file = safetensors_open(path, err, sizeof err);
+    if (!file) return NULL;
+    const char *options = safetensors_meta(file, "options");
+    char *copy = options ? strdup(options) : NULL;
+    safetensors_close(file);
+    return copy;
+}
+
+// --recipe induction: its settings where no flag is given, said in one
+// line; the flags given win; --minutes chooses --iters in the recipe's
+// place and takes no budget recipe; the settings are saved as flags, so
+// --resume continues without --recipe.
+static void test_recipe_induction(void) {
+    const NamedRecipe *r = named_recipe("induction");
+    CHECK(r && !named_recipe("no such") && strstr(named_recipe_names(), "induction"));
+    if (!r) return;
+    CHECK(r->layers == 2 && r->heatmaps_every > 0 && r->iters > 0);
+    const char *tmp = make_temp_dir();
+    const char *corpus = make_corpus(tmp, "corpus.txt", 20000);
+    char dir[600], capture[600], flags[1024], expect[512];
+    snprintf(dir, sizeof dir, "%s/given", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    snprintf(flags, sizeof flags, "--recipe induction --data %s --dim 16 --context 16 --batch 4 "
+             "--stop-at 2 --eval-batches 1 --sample-chars 0 --threads 1", corpus);
+    CHECK(run_train(flags, dir, capture) == 0);
+    char *console = read_text_file(capture);
+    snprintf(expect, sizeof expect, "recipe induction, %s (flags given win): --data %s --layers %d "
+             "--heads %d --dim 16 --context 16 --batch 4 --iters %d --warmup %d", r->shows, corpus,
+             r->layers, r->heads, r->iters, r->warmup);
+    CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
+              console ? console : "");
+    snprintf(expect, sizeof expect,
+             "--optimizer %s --muon-lr %g --eval-every %d --heatmaps-every %d\n", r->optimizer,
+             (double)r->muon_lr, r->eval_every, r->heatmaps_every);
+    CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
+              console ? console : "");
+    free(console);
+    char *options = saved_options(dir);
+    snprintf(expect, sizeof expect, "\"--heatmaps-every\",\"%d\"", r->heatmaps_every);
+    CHECK_MSG(options && strstr(options, expect) && strstr(options, "\"--dim\",\"16\"") &&
+                  !strstr(options, "--recipe"), "%s", options ? options : "(none)");
+    free(options);
+    CHECK(run_train("--resume --threads 1 --stop-at 3", dir, capture) == 0);
+    CHECK(checkpoint_step(dir, NULL) == 3);
+
+    // --minutes: the recipe's model, not the budget's recipe; the budget
+    // chooses --iters (stopped here before its plan)
+    snprintf(dir, sizeof dir, "%s/minutes", tmp);
+    snprintf(flags, sizeof flags, "--recipe induction --minutes 1 --data %s --stop-at 1 "
+             "--eval-batches 1 --sample-chars 0 --threads 1", corpus);
+    CHECK(run_train(flags, dir, capture) == 0);
+    console = read_text_file(capture);
+    snprintf(expect, sizeof expect, "--layers %d --heads %d --dim %d --context %d --batch %d "
+             "--minutes 1 --warmup", r->layers, r->heads, r->dim, r->context, r->batch);
+    CHECK_MSG(console && strstr(console, expect) && !strstr(console, "recipe for 1 minute"),
+              "expected '%s' in:\n%s", expect, console ? console : "");
+    free(console);
+}
+
+// Without --data, --recipe induction reads the system's C headers (its
+// patterns), skipping files that are not UTF-8 and counting them; where
+// its patterns match nothing, a line that says to give --data.
+static void test_recipe_induction_data(void) {
+    const NamedRecipe *r = named_recipe("induction");
+    if (!r) {
+        CHECK(r);
+        return;
+    }
+    char err[1024];
+    NamedRecipe nowhere = *r;
+    nowhere.data = "/no/such/folder/*.h,/no/such/folder/linux/*.h";
+    CHECK(!named_recipe_data_found(&nowhere, err, sizeof err));
+    CHECK_MSG(strstr(err, "--recipe induction") && strstr(err, "/no/such/folder/*.h") &&
+                  strstr(err, "--data") && !strchr(err, '\n'), "%s", err);
+    if (!named_recipe_data_found(r, err, sizeof err)) {
+        skip_test("no C headers on this machine");
+        return;
+    }
+    const char *tmp = make_temp_dir();
+    char dir[600], capture[600], expect[512];
+    snprintf(dir, sizeof dir, "%s/run", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    CHECK(run_train("--recipe induction --layers 1 --dim 16 --context 16 --batch 2 --stop-at 1 "
+                    "--eval-batches 1 --sample-chars 0 --threads 1", dir, capture) == 0);
+    char *console = read_text_file(capture);
+    snprintf(expect, sizeof expect, "corpus %s (", r->data);
+    CHECK_MSG(console && strstr(console, expect) && strstr(console, " --skip-bad-files "),
+              "expected '%s' in:\n%s", expect, console ? console : "");
+    free(console);
+}
+
 // ---- the loss plot
 
 static int pixel_is(const unsigned char *img, int w, int x, int y, const uint8_t rgb[3]) {
@@ -1218,6 +1352,12 @@ void suite_recipes(void) {
              test_fine_tune_new_characters);
     run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);
     run_test("recipes: --data with a folder or several files", test_several_files);
+    run_test("recipes: --data with patterns (/usr/include/*.h), files not UTF-8 skipped",
+             test_data_patterns);
+    run_test("recipes: --recipe induction: its settings, flags given win, --minutes, --resume",
+             test_recipe_induction);
+    run_test("recipes: --recipe induction without --data: the C headers, or a line asking for it",
+             test_recipe_induction_data);
     run_test("recipes: the loss plot's points read back from the PNG", test_loss_plot_pixels);
     run_test("recipes: the loss plot's title in the label font, as the heatmaps' text",
              test_loss_plot_title_font);

@@ -1,7 +1,8 @@
 // recipes.h: what to train for a time budget: one recipe (shape, context,
 // batch, learning rate, dropout, weight decay) per budget, found by the
 // sweep in scripts/sweep_recipes.sh, and --minutes, which fixes --iters
-// from the speed measured in the first steps so the run ends on time.
+// from the speed measured in the first steps so the run ends on time; and
+// recipes by name (--recipe induction), each a run made to show one thing.
 #ifndef RECIPES_H
 #define RECIPES_H
 
@@ -36,6 +37,38 @@ const Recipe *recipe_for(float minutes, size_t train_chars);
 // for the budget and the training split's train_chars. Returns the recipe
 // applied, or NULL (no --minutes, or a shape flag given).
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars);
+
+// ---- recipes by name (--recipe NAME): a run made to show one thing
+
+// Every setting such a run needs; a flag given wins over the recipe's. It
+// ends after `iters` steps, or with --minutes given, when the budget
+// chooses --iters in their place.
+typedef struct {
+    const char *name;      // --recipe NAME
+    const char *shows;     // what the run shows, for the summary line
+    int layers, heads, dim, context, batch, iters, warmup, eval_every, heatmaps_every;
+    float lr, min_lr, weight_decay;
+    const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
+    float muon_lr;
+    const char *data;      // --data when not given: patterns (corpus_load_files), with
+                           // --skip-bad-files, so files that are not UTF-8 are skipped and counted
+    const char *data_what; // what those files are, for the error when none exists
+} NamedRecipe;
+
+// The recipe called name, or NULL.
+const NamedRecipe *named_recipe(const char *name);
+// The i-th recipe (from 0), or NULL past the last.
+const NamedRecipe *named_recipe_at(int i);
+// The recipes' names, comma-separated, for --help and errors.
+const char *named_recipe_names(void);
+// Whether the recipe's own data (r->data, its patterns) matches a file on
+// this machine: 0, with a one-line message in err that says to give
+// --data, when none does.
+int named_recipe_data_found(const NamedRecipe *r, char *err, size_t err_len);
+// Set every setting of r the user did not give: the model, the rates, the
+// schedule's length (not with --minutes, which chooses it), evaluations,
+// snapshots, and without --data the recipe's data with --skip-bad-files.
+void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 
 // ---- the time budget
 

@@ -211,6 +211,12 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     }
     if (o->resume && option_named(table, "--init-from")->given)
         usage_error("--init-from starts a run; --resume continues one");
+    if (o->recipe && !named_recipe(o->recipe))
+        usage_error("--recipe %s: no such recipe (the recipes: %s)", o->recipe,
+                    named_recipe_names());
+    if (o->recipe && o->resume)
+        usage_error("--recipe starts a run; --resume continues it with the settings it started "
+                    "with (the recipe's, saved as flags in the run's folder)");
     option_choice("--norm", o->norm, gpt_norm_names, 2);
     option_choice("--mlp", o->mlp, gpt_mlp_names, 3);
     int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
@@ -339,6 +345,19 @@ static void check_flags_and_split_batch(Run *run) {
     run->micro_rows = o->batch / (run->procs * run->accum);
 }
 
+// --recipe NAME: its settings, for the flags not given, before the corpus
+// is read (without --data it names the recipe's own, which must exist).
+static const NamedRecipe *use_named_recipe(Run *run) {
+    char err[2048];
+    TrainOptions *o = &run->o;
+    if (!o->recipe || o->resume) return NULL;
+    const NamedRecipe *r = named_recipe(o->recipe);
+    if (!option_named(run->table, "--data")->given && !named_recipe_data_found(r, err, sizeof err))
+        usage_error("%s", err);
+    named_recipe_apply(r, o, run->table);
+    return r;
+}
+
 // What loading the corpus found, for the run's summary.
 typedef struct {
     size_t chars;  // in all its files, before the validation split
@@ -445,8 +464,8 @@ static void open_run_log(Run *run) {
 
 // The run's summary on stdout: corpus, fine-tuning, recipe, model, batch split, resume.
 // sample_cache: the bytes of the sampler's KV cache, as allocated.
-static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoaded *loaded,
-                          const GPTConfig *cfg, double sample_cache) {
+static void print_summary(const Run *run, const Recipe *recipe, const NamedRecipe *named,
+                          const CorpusLoaded *loaded, const GPTConfig *cfg, double sample_cache) {
     const TrainOptions *o = &run->o;
     char files[64], skipped[32] = "";
     int num_skipped = loaded->skipped.count;
@@ -481,6 +500,19 @@ static void print_summary(const Run *run, const Recipe *recipe, const CorpusLoad
         if (o->max_passes > 0) printf(" --max-passes %g", (double)o->max_passes);
         if (strcmp(o->pos, "learned")) printf(" --pos %s", o->pos);
         printf("\n");
+    }
+    if (named) {
+        char length[64];
+        if (o->minutes > 0) snprintf(length, sizeof length, "--minutes %g", (double)o->minutes);
+        else snprintf(length, sizeof length, "--iters %d", o->iters);
+        printf("recipe %s, %s (flags given win): --data %s%s --layers %d --heads %d --dim %d "
+               "--context %d --batch %d %s --warmup %d --lr %g --min-lr %g --weight-decay %g "
+               "--optimizer %s",
+               named->name, named->shows, o->data, o->skip_bad_files ? " --skip-bad-files" : "",
+               o->layers, o->heads, o->dim, o->context, o->batch, length, o->warmup,
+               (double)o->lr, (double)o->min_lr, (double)o->weight_decay, o->optimizer);
+        if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
+        printf(" --eval-every %d --heatmaps-every %d\n", o->eval_every, o->heatmaps_every);
     }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
            cfg->layers, cfg->heads, cfg->dim, cfg->context, run->model.num_params, run->B,
@@ -565,9 +597,11 @@ void run_start(Run *run, int argc, char **argv) {
     // A run stopped before its --minutes plan resumes with the budget left
     // (saved as --minutes), unless --iters is given now: that count wins.
     if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
+    const NamedRecipe *named = use_named_recipe(run);
     CorpusLoaded loaded = read_corpus(run);
+    // a named recipe's model is the one trained, whatever the budget
     const Recipe *recipe =
-        o->resume ? NULL : recipe_apply(o, run->table, corpus_train(&run->corpus).len);
+        o->resume || named ? NULL : recipe_apply(o, run->table, corpus_train(&run->corpus).len);
     GPT init = {0};
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
@@ -609,7 +643,7 @@ void run_start(Run *run, int argc, char **argv) {
     run->val = corpus_val(&run->corpus);
     size_t before_cache = xalloc_total_bytes();
     kv_cache_init(&run->sample_cache, &run->model);
-    print_summary(run, recipe, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
+    print_summary(run, recipe, named, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
     skipped_files_free(&loaded.skipped);
     note_label_font(run);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);

@@ -13,6 +13,7 @@
 #include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "distributed.h"
+#include "recipes.h"
 
 TrainOptions train_default_options(void) {
     return (TrainOptions){.layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12,
@@ -41,6 +42,21 @@ static const char *precision_help(void) {
     snprintf(help, sizeof help, "%s; the default is bf16 where bf16 products outrun fp32 ones "
              "(AMX, or AVX512_BF16 on AMD), so %s on this CPU: %s", PRECISION_HELP,
              precision_name(precision_default()), why);
+    return help;
+}
+
+// --recipe's help: each named recipe, what it shows and how.
+static const char *recipe_help(void) {
+    static char help[1024];
+    int n = snprintf(help, sizeof help, "a run made to show one thing, every setting chosen "
+                     "(flags given win; docs/training.md):");
+    for (int i = 0; named_recipe_at(i); i++) {
+        const NamedRecipe *r = named_recipe_at(i);
+        n += snprintf(help + n, sizeof help - (size_t)n, "%s %s, %s (%d layers of %d heads, "
+                      "%d steps, snapshots every %d; without --data, %s)", i ? ";" : "", r->name,
+                      r->shows, r->layers, r->heads, r->iters, r->heatmaps_every, r->data_what);
+    }
+    snprintf(help + n, sizeof help - (size_t)n, "; with --minutes, the budget sets --iters");
     return help;
 }
 
@@ -142,6 +158,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--init-from", "FILE", OPT_STRING, &o->init_from,
          "start from this checkpoint's weights (new optimizer; new characters get new rows)", 0,
          -1, 0},
+        {"--recipe", "NAME", OPT_STRING, &o->recipe, recipe_help(), 0, -1, 0},
         {"--skip-bad-files", NULL, OPT_FLAG, &o->skip_bad_files,
          "skip the files of --data that are not UTF-8 text (empty, binary, unreadable), each "
          "named once, instead of stopping", 0, -1, 0},
@@ -162,9 +179,9 @@ static const char *const model_flags[] = {
     "--layers", "--heads", "--dim", "--context", "--norm", "--pos", "--rope-base", "--mlp",
     "--qk-norm", "--untie", "--softcap", "--zero-init-proj", "--init-from", NULL};
 static const char *const training_flags[] = {
-    "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer", "--muon-lr",
-    "--schedule", "--decay-fraction", "--decay-from", "--beta1", "--beta2", "--weight-decay",
-    "--grad-clip", "--dropout", "--seed", "--threads", "--precision", NULL};
+    "--recipe", "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer",
+    "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--beta1", "--beta2",
+    "--weight-decay", "--grad-clip", "--dropout", "--seed", "--threads", "--precision", NULL};
 static const char *const budget_flags[] = {"--minutes", "--max-passes", "--stop-at", NULL};
 static const char *const output_flags[] = {
     "--out", "--resume", "--force", "--eval-every", "--eval-batches", "--log-every",
@@ -254,7 +271,8 @@ char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
             continue;
         }
         if (t[i].type == OPT_FLAG || !strcmp(t[i].name, "--stop-at") || budget_off || unchanged ||
-            !strcmp(t[i].name, "--threads") || (t[i].type == OPT_STRING && !*(const char **)t[i].value))
+            !strcmp(t[i].name, "--threads") || !strcmp(t[i].name, "--recipe") ||
+            (t[i].type == OPT_STRING && !*(const char **)t[i].value))
             continue;
         char value[1024];
         options_format_value(&t[i], value, sizeof value);

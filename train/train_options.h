@@ -32,9 +32,10 @@ typedef struct {
     float rope_base, softcap;
     int qk_norm, untie, zero_init_proj;
     float max_passes;      // --minutes: the most passes over the training text the plan takes (0: any)
+    const char *recipe;    // --recipe NAME (recipes.h's named recipes), or NULL
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 47
+#define NUM_TRAIN_OPTIONS 48
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
@@ -49,7 +50,8 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 
 // The run's flags as a JSON array of strings (what --resume restores);
 // --resume, --force, --stop-at and --threads describe a call or the
-// machine, not the run, and are left out. The flags added with Muon and
+// machine, not the run, and are left out; so is --recipe, whose settings
+// are saved as the flags they set. The flags added with Muon and
 // the schedules are saved only when they differ from their defaults, so a
 // run that does not use them saves the file it saved before them. --minutes is left out when 0: a
 // --minutes run saves the --iters it chose, and sets minutes to the budget
