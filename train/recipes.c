@@ -83,7 +83,7 @@ static const NamedRecipe named_recipes[] = {
     // positions: with RoPE none formed on the headers either.
     {.name = "induction", .shows = "an induction head forming",
      .layers = 2, .heads = 4, .dim = 128, .context = 256, .batch = 16, .iters = 3000,
-     .warmup = 100, .eval_every = 500, .heatmaps_every = 200,
+     .warmup = 100, .eval_every = 500, .heatmaps_every = 100,
      .lr = 3e-3f, .min_lr = 3e-4f, .weight_decay = 0.1f, .optimizer = "muon", .muon_lr = 0.02f,
      .data = "/usr/include/*.h,/usr/include/linux/*.h",
      .data_what = "the system's C headers"},
