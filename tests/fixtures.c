@@ -565,3 +565,51 @@ char *chromium_dom(const char *chromium, const char *dir, const char *page) {
     return dom;
 }
 
+
+void reference_layernorm(double *out, const double *x, const float *w, const float *b, int C) {
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; c++) mean += x[c];
+    mean /= C;
+    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
+    double r = 1.0 / sqrt(var / C + 1e-5);
+    for (int c = 0; c < C; c++) out[c] = (x[c] - mean) * r * w[c] + b[c];
+}
+
+void reference_linear(double *out, const double *in, const float *w, const float *b, int ic, int oc) {
+    for (int o = 0; o < oc; o++) {
+        double sum = b ? b[o] : 0;
+        for (int i = 0; i < ic; i++) sum += (double)w[(long)o * ic + i] * in[i];
+        out[o] = sum;
+    }
+}
+
+double reference_loss(const double *logits, int V, int target) {
+    double top = logits[0], sum = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > top) top = logits[v];
+    for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
+    return log(sum) + top - logits[target];
+}
+
+int csv_fields(char *line, char **fields, int max) {
+    int n = 0;
+    char *r = line, *w = line;
+    while (n < max) {
+        fields[n++] = w;
+        if (*r == '"') {
+            r++;
+            while (*r && !(*r == '"' && r[1] != '"')) {
+                if (*r == '"') r++;
+                *w++ = *r++;
+            }
+            if (*r == '"') r++;
+        } else {
+            while (*r && *r != ',') *w++ = *r++;
+        }
+        int more = *r == ',';
+        *w++ = '\0';
+        if (!more) break;
+        r++;
+    }
+    return n;
+}

@@ -158,6 +158,15 @@ void random_tokens(Rng *rng, int *tokens, int n, int V);
 // reference.
 double qk_score_reference(const GPT *model, int layer, int head, const float *x_a,
                           const float *x_b);
+// The double-precision references' steps (test_lens.c's and
+// test_patching.c's forwards): out (C) = LayerNorm(x) with gain w and bias
+// b; out (OC) = W (OC,IC) in + b (b may be NULL); -log softmax(logits)[target].
+void reference_layernorm(double *out, const double *x, const float *w, const float *b, int C);
+void reference_linear(double *out, const double *in, const float *w, const float *b, int ic, int oc);
+double reference_loss(const double *logits, int V, int target);
+// Split a CSV line into fields in place (a quoted field loses its quotes,
+// a doubled quote in it becomes one); returns how many (at most max).
+int csv_fields(char *line, char **fields, int max);
 
 // ---- gradient checks: one op
 //

@@ -47,24 +47,6 @@ typedef struct {
     double *logits;   // (T,V)
 } RefRecord;
 
-static void ref_layernorm(double *out, const double *x, const float *w, const float *b, int C) {
-    double mean = 0, var = 0;
-    for (int c = 0; c < C; c++) mean += x[c];
-    mean /= C;
-    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
-    double r = 1.0 / sqrt(var / C + 1e-5);
-    for (int c = 0; c < C; c++) out[c] = (x[c] - mean) * r * w[c] + b[c];
-}
-
-// out (OC) = W (OC,IC) in + b
-static void ref_linear(double *out, const double *in, const float *w, const float *b, int ic, int oc) {
-    for (int o = 0; o < oc; o++) {
-        double sum = b ? b[o] : 0;
-        for (int i = 0; i < ic; i++) sum += (double)w[(long)o * ic + i] * in[i];
-        out[o] = sum;
-    }
-}
-
 static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblation *ab,
                         const RefRecord *rec) {
     const GPTConfig *cfg = &m->config;
@@ -84,10 +66,10 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblatio
     for (int l = 0; l < L; l++) {
         long cc = (long)l * C * C;
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->ln1_w + l * C, p->ln1_b + l * C, C);
-            ref_linear(q + t * C, ln + t * C, p->w_q + cc, p->b_q + l * C, C, C);
-            ref_linear(k + t * C, ln + t * C, p->w_k + cc, p->b_k + l * C, C, C);
-            ref_linear(v + t * C, ln + t * C, p->w_v + cc, p->b_v + l * C, C, C);
+            reference_layernorm(ln + t * C, x + t * C, p->ln1_w + l * C, p->ln1_b + l * C, C);
+            reference_linear(q + t * C, ln + t * C, p->w_q + cc, p->b_q + l * C, C, C);
+            reference_linear(k + t * C, ln + t * C, p->w_k + cc, p->b_k + l * C, C, C);
+            reference_linear(v + t * C, ln + t * C, p->w_v + cc, p->b_v + l * C, C, C);
         }
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
@@ -110,20 +92,20 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblatio
                 for (int d = ab_head * hs; d < (ab_head + 1) * hs; d++)
                     att[t * C + d] = ab->kind == ABLATE_MEAN ? ab->means[(l * 3 + 0) * C + d] : 0;
         if (rec->att_out) memcpy(rec->att_out + (long)l * T * C, att, sizeof(double) * T * C);
-        for (int t = 0; t < T; t++) ref_linear(out + t * C, att + t * C, p->w_o + cc, p->b_o + l * C, C, C);
+        for (int t = 0; t < T; t++) reference_linear(out + t * C, att + t * C, p->w_o + cc, p->b_o + l * C, C, C);
         if (l == ab_layer && ab_head == -1)
             for (int i = 0; i < T * C; i++)
                 out[i] = ab->kind == ABLATE_MEAN ? ab->means[(l * 3 + 1) * C + i % C] : 0;
         if (rec->attn_out) memcpy(rec->attn_out + (long)l * T * C, out, sizeof(double) * T * C);
         for (int i = 0; i < T * C; i++) x[i] += out[i];
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->ln2_w + l * C, p->ln2_b + l * C, C);
-            ref_linear(fc, ln + t * C, p->fc_w + 4 * cc, p->fc_b + 4 * l * C, C, 4 * C);
+            reference_layernorm(ln + t * C, x + t * C, p->ln2_w + l * C, p->ln2_b + l * C, C);
+            reference_linear(fc, ln + t * C, p->fc_w + 4 * cc, p->fc_b + 4 * l * C, C, 4 * C);
             for (int i = 0; i < 4 * C; i++) {
                 double u = sqrt(2 / M_PI) * (fc[i] + 0.044715 * fc[i] * fc[i] * fc[i]);
                 fc[i] = 0.5 * fc[i] * (1 + tanh(u));
             }
-            ref_linear(out + t * C, fc, p->proj_w + 4 * cc, p->proj_b + l * C, 4 * C, C);
+            reference_linear(out + t * C, fc, p->proj_w + 4 * cc, p->proj_b + l * C, 4 * C, C);
         }
         if (l == ab_layer && ab_head == -2)
             for (int i = 0; i < T * C; i++)
@@ -134,18 +116,10 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefAblatio
     }
     if (rec->logits)
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->lnf_w, p->lnf_b, C);
-            ref_linear(rec->logits + t * V, ln + t * C, p->wte, NULL, C, V);
+            reference_layernorm(ln + t * C, x + t * C, p->lnf_w, p->lnf_b, C);
+            reference_linear(rec->logits + t * V, ln + t * C, p->wte, NULL, C, V);
         }
     free(x), free(ln), free(q), free(k), free(v), free(att), free(out), free(fc), free(scores);
-}
-
-// -log softmax(logits)[target]
-static double ref_loss(const double *logits, int V, int target) {
-    double top = logits[0], sum = 0;
-    for (int v = 1; v < V; v++) top = larger(top, logits[v]);
-    for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
-    return log(sum) + top - logits[target];
 }
 
 // ---- a tiny model and a few windows
@@ -249,7 +223,7 @@ static void test_ablation_against_double(void) {
             for (int w = 0; w < W; w++) {
                 ref_forward(&model, tokens + w * T, T, &(RefAblation){u, kind, means},
                             &(RefRecord){.logits = logits});
-                for (int t = 0; t < T; t++) want += ref_loss(logits + t * V, V, targets[w * T + t]);
+                for (int t = 0; t < T; t++) want += reference_loss(logits + t * V, V, targets[w * T + t]);
             }
             want /= W * T;
             float position_losses[W * T];
@@ -283,8 +257,8 @@ static void test_ablation_against_double(void) {
 static void ref_unembed(const GPT *m, const double *x, double *probs) {
     int C = m->config.dim, V = m->config.vocab_size;
     double *ln = xmalloc(sizeof(double) * C), top = -1e300, sum = 0;
-    ref_layernorm(ln, x, m->params.lnf_w, m->params.lnf_b, C);
-    ref_linear(probs, ln, m->params.wte, NULL, C, V);
+    reference_layernorm(ln, x, m->params.lnf_w, m->params.lnf_b, C);
+    reference_linear(probs, ln, m->params.wte, NULL, C, V);
     for (int v = 0; v < V; v++) top = larger(top, probs[v]);
     for (int v = 0; v < V; v++) sum += probs[v] = exp(probs[v] - top);
     for (int v = 0; v < V; v++) probs[v] /= sum;
@@ -561,30 +535,6 @@ static void test_attn_ablate(void) {
     }
 }
 
-// Split a CSV line into fields in place (a quoted field loses its quotes,
-// a doubled quote in it becomes one); returns how many.
-static int csv_fields(char *line, char **fields, int max) {
-    int n = 0;
-    char *r = line, *w = line;
-    while (n < max) {
-        fields[n++] = w;
-        if (*r == '"') {
-            r++;
-            while (*r && !(*r == '"' && r[1] != '"')) {
-                if (*r == '"') r++;
-                *w++ = *r++;
-            }
-            if (*r == '"') r++;
-        } else {
-            while (*r && *r != ',') *w++ = *r++;
-        }
-        int more = *r == ',';
-        *w++ = '\0';
-        if (!more) break;
-        r++;
-    }
-    return n;
-}
 
 // logit_lens.csv and attribution.csv read back against interpret.h here;
 // the attribution's parts add up to its logit difference.

@@ -60,25 +60,6 @@ typedef struct {
     double *logits;  // (T,V)
 } RefRecord;
 
-static void ref_layernorm(double *out, const double *x, const float *w, const float *b, int C) {
-    double mean = 0, var = 0;
-    for (int c = 0; c < C; c++) mean += x[c];
-    mean /= C;
-    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
-    double r = 1.0 / sqrt(var / C + 1e-5);
-    for (int c = 0; c < C; c++) out[c] = (x[c] - mean) * r * w[c] + b[c];
-}
-
-// out (OC) = W (OC,IC) in + b
-static void ref_linear(double *out, const double *in, const float *w, const float *b, int ic,
-                       int oc) {
-    for (int o = 0; o < oc; o++) {
-        double sum = b ? b[o] : 0;
-        for (int i = 0; i < ic; i++) sum += (double)w[(long)o * ic + i] * in[i];
-        out[o] = sum;
-    }
-}
-
 static void ref_forward(const GPT *m, const int *tokens, int T, const RefChange *change,
                         const RefRecord *rec) {
     const GPTConfig *cfg = &m->config;
@@ -100,10 +81,10 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefChange 
         if (rec->stream) memcpy(rec->stream + (long)l * T * C, x, sizeof(double) * T * C);
         long cc = (long)l * C * C;
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->ln1_w + l * C, p->ln1_b + l * C, C);
-            ref_linear(q + t * C, ln + t * C, p->w_q + cc, p->b_q + l * C, C, C);
-            ref_linear(k + t * C, ln + t * C, p->w_k + cc, p->b_k + l * C, C, C);
-            ref_linear(v + t * C, ln + t * C, p->w_v + cc, p->b_v + l * C, C, C);
+            reference_layernorm(ln + t * C, x + t * C, p->ln1_w + l * C, p->ln1_b + l * C, C);
+            reference_linear(q + t * C, ln + t * C, p->w_q + cc, p->b_q + l * C, C, C);
+            reference_linear(k + t * C, ln + t * C, p->w_k + cc, p->b_k + l * C, C, C);
+            reference_linear(v + t * C, ln + t * C, p->w_v + cc, p->b_v + l * C, C, C);
         }
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
@@ -138,19 +119,19 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefChange 
                     att[t * C + d] = change->head_att_out[((long)l * T + t) * C + d];
         if (rec->att_out) memcpy(rec->att_out + (long)l * T * C, att, sizeof(double) * T * C);
         for (int t = 0; t < T; t++)
-            ref_linear(out + t * C, att + t * C, p->w_o + cc, p->b_o + l * C, C, C);
+            reference_linear(out + t * C, att + t * C, p->w_o + cc, p->b_o + l * C, C, C);
         if (l == ab_layer && ab_head == -1)
             for (int i = 0; i < T * C; i++)
                 out[i] = change->kind == ABLATE_MEAN ? change->means[(l * 3 + 1) * C + i % C] : 0;
         for (int i = 0; i < T * C; i++) x[i] += out[i];
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->ln2_w + l * C, p->ln2_b + l * C, C);
-            ref_linear(fc, ln + t * C, p->fc_w + 4 * cc, p->fc_b + 4 * l * C, C, 4 * C);
+            reference_layernorm(ln + t * C, x + t * C, p->ln2_w + l * C, p->ln2_b + l * C, C);
+            reference_linear(fc, ln + t * C, p->fc_w + 4 * cc, p->fc_b + 4 * l * C, C, 4 * C);
             for (int i = 0; i < 4 * C; i++) {
                 double u = sqrt(2 / M_PI) * (fc[i] + 0.044715 * fc[i] * fc[i] * fc[i]);
                 fc[i] = 0.5 * fc[i] * (1 + tanh(u));
             }
-            ref_linear(out + t * C, fc, p->proj_w + 4 * cc, p->proj_b + l * C, 4 * C, C);
+            reference_linear(out + t * C, fc, p->proj_w + 4 * cc, p->proj_b + l * C, 4 * C, C);
         }
         if (l == ab_layer && ab_head == -2)
             for (int i = 0; i < T * C; i++)
@@ -160,8 +141,8 @@ static void ref_forward(const GPT *m, const int *tokens, int T, const RefChange 
     if (rec->stream) memcpy(rec->stream + (long)L * T * C, x, sizeof(double) * T * C);
     if (rec->logits)
         for (int t = 0; t < T; t++) {
-            ref_layernorm(ln + t * C, x + t * C, p->lnf_w, p->lnf_b, C);
-            ref_linear(rec->logits + t * V, ln + t * C, p->wte, NULL, C, V);
+            reference_layernorm(ln + t * C, x + t * C, p->lnf_w, p->lnf_b, C);
+            reference_linear(rec->logits + t * V, ln + t * C, p->wte, NULL, C, V);
         }
     free(x), free(ln), free(q), free(k), free(v), free(att), free(out), free(fc), free(probs);
 }
@@ -175,14 +156,6 @@ static double ref_last_diff(const GPT *m, const int *tokens, int T, const RefCha
     double diff = logits[(T - 1) * V + a] - logits[(T - 1) * V + b];
     free(logits);
     return diff;
-}
-
-// -log softmax(logits)[target]
-static double ref_loss(const double *logits, int V, int target) {
-    double top = logits[0], sum = 0;
-    for (int v = 1; v < V; v++) top = larger(top, logits[v]);
-    for (int v = 0; v < V; v++) sum += exp(logits[v] - top);
-    return log(sum) + top - logits[target];
 }
 
 // ---- a tiny model and two texts
@@ -425,7 +398,7 @@ static void test_frozen_ablation(void) {
                 for (int w = 0; w < W; w++) {
                     change.frozen_probs = probs + (long)w * L * NH * T * T;
                     ref_forward(&model, tokens + w * T, T, &change, &(RefRecord){.logits = logits});
-                    for (int t = 0; t < T; t++) want += ref_loss(logits + t * V, V, targets[w * T + t]);
+                    for (int t = 0; t < T; t++) want += reference_loss(logits + t * V, V, targets[w * T + t]);
                 }
                 want /= W * T;
                 double got = k ? mean_frozen[u] : zero_frozen[u], total = k ? mean[u] : zero[u];
@@ -509,30 +482,6 @@ static void test_patching_picture(void) {
 #define VOCAB_TEXT "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 static const RandomWeights weights = {5, 0.3f, 6};
 
-// Split a CSV line into fields in place (a quoted field loses its quotes,
-// a doubled quote in it becomes one); returns how many.
-static int csv_fields(char *line, char **fields, int max) {
-    int n = 0;
-    char *r = line, *w = line;
-    while (n < max) {
-        fields[n++] = w;
-        if (*r == '"') {
-            r++;
-            while (*r && !(*r == '"' && r[1] != '"')) {
-                if (*r == '"') r++;
-                *w++ = *r++;
-            }
-            if (*r == '"') r++;
-        } else {
-            while (*r && *r != ',') *w++ = *r++;
-        }
-        int more = *r == ',';
-        *w++ = '\0';
-        if (!more) break;
-        r++;
-    }
-    return n;
-}
 
 // Lines of a file after its header, in place: returns how many (at most max).
 static int csv_lines(char *csv, char **lines, int max) {
