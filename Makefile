@@ -15,7 +15,7 @@
 # ---- macOS (Darwin). We have no Mac: this branch has never run. Apple's
 # clang; OpenMP from Homebrew's libomp, which is keg-only (its own include/
 # and lib/ under `brew --prefix libomp`), or, without it, none (as with
-# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's two headers
+# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's image header
 # from STB_INCLUDE/stb/ for the tests (Homebrew has no stb: docs/platforms.md).
 UNAME_S := $(shell uname -s)
 ifeq ($(UNAME_S),Darwin)
