@@ -151,6 +151,11 @@ void build_text_model(GPT *model, Vocab *vocab, const char *text, int context,
 const char *save_text_model(const char *text, int context, RandomWeights weights);
 // A model for cfg, GPT-2 initialised, with activations for B_max x T_max.
 GPT new_model(const GPTConfig *cfg, int B_max, int T_max, uint64_t seed);
+// In a forked child that is to end in die() with memory still allocated
+// (none of it a leak): exit with die's status before the sanitizers'
+// end-of-process leak check. (on_exit is glibc's alone; the sanitizer
+// builds, which need it, are glibc's; elsewhere this does nothing.)
+void exit_before_leak_check(void);
 // n tokens drawn uniformly from 0..V-1.
 void random_tokens(Rng *rng, int *tokens, int n, int V);
 // A head's direct-path QK score of two embedding rows x_a, x_b (C), in

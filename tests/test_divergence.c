@@ -48,14 +48,6 @@ static void test_divergence_stops_and_keeps_last_checkpoint(void) {
 // capture, like spawn): the same run_start, train_step, evaluation and
 // run_save as main, with one weight (h.0.attn.w_q.weight[0]) turned
 // NaN right after step nan_after, as a faulty kernel or memory would.
-// (on_exit is glibc's alone; the sanitizer builds, which need it, are.)
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
-static void exit_at_once(int status, void *unused) {
-    (void)unused;
-    fflush(stdout);
-    _exit(status);
-}
-#endif
 
 static pid_t spawn_training_with_nan(const char *capture, long nan_after, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -74,9 +66,7 @@ static pid_t spawn_training_with_nan(const char *capture, long nan_after, const 
         // fork: neither is a leak (the programs are linked without leak
         // checks), so it exits with die's status before the sanitizer's
         // end-of-process leak check.
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
-        on_exit(exit_at_once, NULL);
-#endif
+        exit_before_leak_check();
         Run run;
         run_start(&run, argc, argv);
         while (run.opt.step < run.o.iters) {
