@@ -36,7 +36,8 @@
 # programs that keep every flag as written except what sets the length of
 # a run: --minutes M becomes --minutes 0.1 (the shortest budget), --iters N
 # at most --iters 30 (30 when neither is given), --heatmaps-every N at most
-# 10, --eval-batches at most 4, and bin/attn's --ablate-text-file averages
+# 10 (10 for a --recipe, whose own come later than step 30), --eval-batches
+# at most 4, and bin/attn's --ablate-text-file averages
 # over at most 12 windows. So a page's runs take seconds, and what is
 # checked is that the commands, their flags and the files they pass to
 # one another work. Open MPI is allowed to run as root
@@ -158,13 +159,14 @@ done
 cat >"$base/bin/train" <<'EOF'
 #!/usr/bin/env bash
 # scripts/check_doc_commands.sh: bin/train with each run shortened
-args=() timed=0 iters=0 batches=0
+args=() timed=0 iters=0 batches=0 recipe=0 heatmaps=0
 while [ $# -gt 0 ]; do
     case $1 in
+    --recipe) args+=("$1" "${2:-}"); recipe=1; shift 2 ;;
     --minutes) args+=(--minutes 0.1); timed=1; shift 2 ;;
     --minutes=*) args+=(--minutes 0.1); timed=1; shift ;;
     --iters) n=${2:-30}; args+=(--iters $((n < 30 ? n : 30))); iters=1; shift 2 ;;
-    --heatmaps-every) n=${2:-10}; args+=(--heatmaps-every $((n < 10 ? n : 10))); shift 2 ;;
+    --heatmaps-every) n=${2:-10}; args+=(--heatmaps-every $((n < 10 ? n : 10))); heatmaps=1; shift 2 ;;
     --eval-batches) n=${2:-4}; args+=(--eval-batches $((n < 4 ? n : 4))); batches=1; shift 2 ;;
     --resume) args+=("$1"); timed=1; shift ;;
     *) args+=("$1"); shift ;;
@@ -172,6 +174,7 @@ while [ $# -gt 0 ]; do
 done
 [ $timed = 1 ] || [ $iters = 1 ] || args+=(--iters 30)
 [ $batches = 1 ] || args+=(--eval-batches 4)
+[ $recipe = 0 ] || [ $heatmaps = 1 ] || args+=(--heatmaps-every 10)
 exec "$(dirname "$0")/train.real" "${args[@]}"
 EOF
 cat >"$base/bin/attn" <<'EOF'
