@@ -563,8 +563,8 @@ static void test_training_snapshots(void) {
     snprintf(path, sizeof path, "%s/run/attn/icl.csv", dir);
     csv = read_text_file(path);
     char *row = csv ? strstr(csv, "\n30,") : NULL;
-    double loss, early_loss, late_loss, icl, sink, sink_uniform;
-    int early, late;
+    double loss = NAN, early_loss = NAN, late_loss = NAN, icl = NAN, sink = NAN, sink_uniform = NAN;
+    int early = -1, late = -1;
     CHECK(row && sscanf(row + 1, "30,%lf,%d,%d,%lf,%lf,%lf,%lf,%lf", &loss, &early, &late, &early_loss,
                         &late_loss, &icl, &sink, &sink_uniform) == 8);
     CHECK(early == 2 && late == 15);
