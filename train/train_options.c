@@ -136,7 +136,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "write attention heatmaps of --probe to DIR/attn/step_N every N iterations (0: never)",
          0, 1e9, 0},
         {"--probe", "TEXT", OPT_STRING, &o->probe,
-         "text for the heatmaps; unset: the first context characters of the validation split",
+         "text for the heatmaps, at most --context characters; unset: the first context characters of the validation split",
          0, -1, 0},
         {"--stop-at", "STEP", OPT_INT, &o->stop_at,
          "save and stop at this step, to continue later with --resume (0: never)", 0, 1e9, 0},
