@@ -1,8 +1,7 @@
-// recipes.c: recipes per time budget, recipes by name, and the --minutes
-// plan (recipes.h).
+// recipes.c: recipes per time budget, setting up a recipe by name, and the
+// --minutes plan (recipes.h).
 #include "recipes.h"
 
-#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,118 +39,75 @@ const Recipe *recipe_for(float minutes, size_t train_chars) {
     return best;
 }
 
+// A recipe's settings: the flag, the option it sets, the recipe's value.
+typedef struct {
+    const char *flag;
+    int *target;
+    int value;
+} IntSetting;
+typedef struct {
+    const char *flag;
+    float *target;
+    float value;
+} FloatSetting;
+typedef struct {
+    const char *flag;
+    const char **target;
+    const char *value;
+} StringSetting;
+#define COUNT(array) (sizeof(array) / sizeof((array)[0]))
+
+// Every setting whose flag the user did not give takes the recipe's value.
+static void set_unless_given(Option table[NUM_TRAIN_OPTIONS], const IntSetting *ints, size_t n_ints,
+                             const FloatSetting *floats, size_t n_floats,
+                             const StringSetting *strings, size_t n_strings) {
+    for (size_t i = 0; i < n_ints; i++)
+        if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
+    for (size_t i = 0; i < n_floats; i++)
+        if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
+    for (size_t i = 0; i < n_strings; i++)
+        if (!train_option_given(table, strings[i].flag)) *strings[i].target = strings[i].value;
+}
+
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars) {
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
         if (train_option_given(table, shape[i])) return NULL;
     const Recipe *r = recipe_for(o->minutes, train_chars);
-    const struct {
-        const char *flag;
-        int *target;
-        int value;
-    } ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
-                {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
-                {"--batch", &o->batch, r->batch},      {"--warmup", &o->warmup, r->warmup}};
-    const struct {
-        const char *flag;
-        float *target;
-        float value;
-    } floats[] = {{"--lr", &o->lr, r->lr},
-                  {"--min-lr", &o->min_lr, r->min_lr},
-                  {"--dropout", &o->dropout, r->dropout},
-                  {"--weight-decay", &o->weight_decay, r->weight_decay},
-                  {"--max-passes", &o->max_passes, r->max_passes}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
-    if (!train_option_given(table, "--optimizer")) o->optimizer = r->optimizer;
-    if (!train_option_given(table, "--muon-lr")) o->muon_lr = r->muon_lr;
-    if (!train_option_given(table, "--pos")) o->pos = r->pos;
+    const IntSetting ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
+                               {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
+                               {"--batch", &o->batch, r->batch},      {"--warmup", &o->warmup, r->warmup}};
+    const FloatSetting floats[] = {{"--lr", &o->lr, r->lr},
+                                   {"--min-lr", &o->min_lr, r->min_lr},
+                                   {"--dropout", &o->dropout, r->dropout},
+                                   {"--weight-decay", &o->weight_decay, r->weight_decay},
+                                   {"--max-passes", &o->max_passes, r->max_passes},
+                                   {"--muon-lr", &o->muon_lr, r->muon_lr}};
+    const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer},
+                                     {"--pos", &o->pos, r->pos}};
+    set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
     return r;
 }
 
 // ---- recipes by name
 
-// Measured on 2 cores (docs/training.md, "Watching induction form").
-static const NamedRecipe named_recipes[] = {
-    // A second-layer head attends to the character after an earlier
-    // occurrence of the current one (its other half, a previous-token
-    // head, in layer 0). C source repeats its identifiers within a context
-    // of 256, which Shakespeare does not: there no head formed. Learned
-    // positions: with RoPE none formed on the headers either.
-    {.name = "induction", .shows = "an induction head forming",
-     .layers = 2, .heads = 4, .dim = 128, .context = 256, .batch = 16, .iters = 3000,
-     .warmup = 100, .eval_every = 500, .heatmaps_every = 100,
-     .lr = 3e-3f, .min_lr = 3e-4f, .weight_decay = 0.1f, .optimizer = "muon", .muon_lr = 0.02f,
-     .data = "/usr/include/*.h,/usr/include/linux/*.h",
-     .data_what = "the system's C headers"},
-};
-#define NUM_NAMED_RECIPES (int)(sizeof named_recipes / sizeof named_recipes[0])
-
-const NamedRecipe *named_recipe(const char *name) {
-    for (int i = 0; i < NUM_NAMED_RECIPES; i++)
-        if (!strcmp(named_recipes[i].name, name)) return &named_recipes[i];
-    return NULL;
-}
-
-const NamedRecipe *named_recipe_at(int i) {
-    return i >= 0 && i < NUM_NAMED_RECIPES ? &named_recipes[i] : NULL;
-}
-
-const char *named_recipe_names(void) {
-    static char names[256];
-    names[0] = '\0';
-    for (int i = 0; i < NUM_NAMED_RECIPES; i++)
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
-                 named_recipes[i].name);
-    return names;
-}
-
-int named_recipe_data_found(const NamedRecipe *r, char *err, size_t err_len) {
-    char *patterns = strdup(r->data), *save = NULL;
-    if (!patterns) die("out of memory");
-    size_t found = 0;
-    for (char *p = strtok_r(patterns, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        glob_t matches;
-        if (glob(p, 0, NULL, &matches) == 0) found += matches.gl_pathc;
-        globfree(&matches);
-    }
-    free(patterns);
-    if (!found)
-        set_error(err, err_len, "--recipe %s trains on %s (%s) unless --data is given, and there "
-                  "are none here: give a text with --data FILE", r->name, r->data_what, r->data);
-    return found > 0;
-}
-
 void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
-    const struct {
-        const char *flag;
-        int *target;
-        int value;
-    } ints[] = {{"--layers", &o->layers, r->layers},
-                {"--heads", &o->heads, r->heads},
-                {"--dim", &o->dim, r->dim},
-                {"--context", &o->context, r->context},
-                {"--batch", &o->batch, r->batch},
-                {"--iters", &o->iters, o->minutes > 0 ? o->iters : r->iters},
-                {"--warmup", &o->warmup, r->warmup},
-                {"--eval-every", &o->eval_every, r->eval_every},
-                {"--heatmaps-every", &o->heatmaps_every, r->heatmaps_every}};
-    const struct {
-        const char *flag;
-        float *target;
-        float value;
-    } floats[] = {{"--lr", &o->lr, r->lr},
-                  {"--min-lr", &o->min_lr, r->min_lr},
-                  {"--weight-decay", &o->weight_decay, r->weight_decay},
-                  {"--muon-lr", &o->muon_lr, r->muon_lr}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
-    if (!train_option_given(table, "--optimizer")) o->optimizer = r->optimizer;
+    const IntSetting ints[] = {{"--layers", &o->layers, r->layers},
+                               {"--heads", &o->heads, r->heads},
+                               {"--dim", &o->dim, r->dim},
+                               {"--context", &o->context, r->context},
+                               {"--batch", &o->batch, r->batch},
+                               {"--iters", &o->iters, o->minutes > 0 ? o->iters : r->iters},
+                               {"--warmup", &o->warmup, r->warmup},
+                               {"--eval-every", &o->eval_every, r->eval_every},
+                               {"--heatmaps-every", &o->heatmaps_every, r->heatmaps_every}};
+    const FloatSetting floats[] = {{"--lr", &o->lr, r->lr},
+                                   {"--min-lr", &o->min_lr, r->min_lr},
+                                   {"--weight-decay", &o->weight_decay, r->weight_decay},
+                                   {"--muon-lr", &o->muon_lr, r->muon_lr}};
+    const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer}};
+    set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
     if (!train_option_given(table, "--data")) {
         o->data = r->data;
         o->skip_bad_files = 1;

@@ -7,6 +7,7 @@
 #define RECIPES_H
 
 #include "../base/options.h"
+#include "named_recipes.h"
 #include "train_options.h"
 
 // From this many characters in the training split on, a corpus has its own
@@ -38,33 +39,8 @@ const Recipe *recipe_for(float minutes, size_t train_chars);
 // applied, or NULL (no --minutes, or a shape flag given).
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars);
 
-// ---- recipes by name (--recipe NAME): a run made to show one thing
+// ---- recipes by name (named_recipes.h): setting one up
 
-// Every setting such a run needs; a flag given wins over the recipe's. It
-// ends after `iters` steps, or with --minutes given, when the budget
-// chooses --iters in their place.
-typedef struct {
-    const char *name;      // --recipe NAME
-    const char *shows;     // what the run shows, for the summary line
-    int layers, heads, dim, context, batch, iters, warmup, eval_every, heatmaps_every;
-    float lr, min_lr, weight_decay;
-    const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
-    float muon_lr;
-    const char *data;      // --data when not given: patterns (corpus_load_files), with
-                           // --skip-bad-files, so files that are not UTF-8 are skipped and counted
-    const char *data_what; // what those files are, for the error when none exists
-} NamedRecipe;
-
-// The recipe called name, or NULL.
-const NamedRecipe *named_recipe(const char *name);
-// The i-th recipe (from 0), or NULL past the last.
-const NamedRecipe *named_recipe_at(int i);
-// The recipes' names, comma-separated, for --help and errors.
-const char *named_recipe_names(void);
-// Whether the recipe's own data (r->data, its patterns) matches a file on
-// this machine: 0, with a one-line message in err that says to give
-// --data, when none does.
-int named_recipe_data_found(const NamedRecipe *r, char *err, size_t err_len);
 // Set every setting of r the user did not give: the model, the rates, the
 // schedule's length (not with --minutes, which chooses it), evaluations,
 // snapshots, and without --data the recipe's data with --skip-bad-files.

@@ -13,7 +13,7 @@
 #include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "distributed.h"
-#include "recipes.h"
+#include "named_recipes.h"
 
 TrainOptions train_default_options(void) {
     return (TrainOptions){.layers = 4, .heads = 4, .dim = 128, .context = 64, .batch = 12,
