@@ -406,6 +406,21 @@ void filmstrip_render(Image *image, const Snapshot *frames, int n, int total, in
 
 // ---- atlas_snapshot
 
+// n numbers separated by commas from the start of line, an empty field
+// NAN, into field: the end of the last (a comma or the line's end), or
+// NULL when a field is not a number or the line ends first.
+static const char *csv_numbers(const char *line, double *field, int n) {
+    const char *p = line;
+    for (int f = 0; f < n; f++) {
+        if (f && *p++ != ',') return NULL;
+        char *stop = (char *)p;
+        field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
+        p = stop;
+        if (*p && *p != ',') return NULL;
+    }
+    return p;
+}
+
 // The snapshots (step, loss, scores only) of a scores.csv written by
 // rebuild, those of steps before `before`. A missing file is no snapshot.
 static int read_scores_csv(const char *path, int L, int NH, long before, Snapshot **out,
@@ -429,14 +444,8 @@ static int read_scores_csv(const char *path, int L, int NH, long before, Snapsho
         if (end) *end = '\0';
         // step,loss,layer,head, then value,baseline per score, then the type
         double field[4 + 2 * NUM_SCORES];
-        char *p = line;
-        for (int f = 0; ok && f < 4 + 2 * kept; f++) {
-            char *stop;
-            field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
-            if (*p != ',' && *p) p = stop;
-            if (*p != ',') ok = 0;
-            else p++;
-        }
+        const char *after = csv_numbers(line, field, 4 + 2 * kept);
+        if (!after || *after != ',') ok = 0; // the type follows
         int layer = ok ? (int)field[2] : 0, head = ok ? (int)field[3] : 0;
         if (ok && (layer < 0 || layer >= L || head < 0 || head >= NH || isnan(field[0]))) ok = 0;
         if (!ok) {
@@ -707,15 +716,8 @@ void snapshots_read_measures(const char *attn_dir, Snapshot *snaps, int count) {
         char *end = strchr(line, '\n');
         if (end) *end = '\0';
         double field[9];
-        char *p = line;
-        int f = 0;
-        for (; f < 9; f++) {
-            char *stop;
-            field[f] = *p == ',' || !*p ? NAN : strtod(p, &stop);
-            if (*p != ',' && *p) p = stop;
-            if (f < 8 && *p++ != ',') break;
-        }
-        for (int i = 0; f == 9 && i < count; i++)
+        const char *after = csv_numbers(line, field, 9);
+        for (int i = 0; after && !*after && i < count; i++)
             if (snaps[i].step == (long)field[0]) {
                 snaps[i].icl = field[6];
                 snaps[i].sink_rate = field[7];
