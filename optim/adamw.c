@@ -2,6 +2,7 @@
 #include "adamw.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,21 @@ void adamw_free(AdamW *opt) {
 
 float lr_at(const AdamWConfig *cfg, long it) { return schedule_rate(cfg, it, cfg->lr, cfg->min_lr); }
 
+// The cosine's progress at iteration `it` (warmup <= it < iters): 0 at the
+// warmup's end, 1 at `iters`; between two re-plans a straight line from
+// the progress reached at the first towards 1 at the end it aimed for.
+static double cosine_progress(const AdamWConfig *cfg, long it) {
+    double progress = 0.0;
+    long from = cfg->warmup;
+    for (int k = 0; k < cfg->replans; k++) {
+        long at = cfg->replan_at[k], end = cfg->replan_end[k];
+        if (it < at) return progress + (1.0 - progress) * (double)(it - from) / (double)(end - from);
+        progress += (1.0 - progress) * (double)(at - from) / (double)(end - from);
+        from = at;
+    }
+    return progress + (1.0 - progress) * (double)(it - from) / (double)(cfg->iters - from);
+}
+
 float schedule_rate(const AdamWConfig *cfg, long it, float peak, float final) {
     if (it < cfg->warmup) return peak * (float)(it + 1) / (float)(cfg->warmup + 1);
     if (it >= cfg->iters) return final;
@@ -33,8 +49,8 @@ float schedule_rate(const AdamWConfig *cfg, long it, float peak, float final) {
         double left = (double)(cfg->iters - it) / (double)(cfg->iters - cfg->decay_from);
         return (float)(final + left * (peak - final));
     }
-    double ratio = (double)(it - cfg->warmup) / (double)(cfg->iters - cfg->warmup);
-    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    double progress = cosine_progress(cfg, it);
+    double coeff = 0.5 * (1.0 + cos(M_PI * progress));
     return (float)(final + coeff * (peak - final));
 }
 
@@ -112,4 +128,59 @@ void adamw_update(AdamW *opt, GPT *model, const AdamWConfig *cfg, float lr, floa
         }
         offset += n;
     }
+}
+
+int schedule_parse_replans(AdamWConfig *cfg, const char *text, char *err, size_t err_len) {
+    cfg->replans = 0;
+    if (!text || !*text) return 1;
+    const char *p = text;
+    long before = cfg->warmup;
+    while (*p) {
+        char *end;
+        long at = strtol(p, &end, 10), aimed;
+        if (end == p || *end != ':') goto malformed;
+        p = end + 1;
+        aimed = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',')) goto malformed;
+        if (*end == ',' && !end[1]) goto malformed; // a comma with nothing after it
+        p = *end ? end + 1 : end;
+        if (cfg->replans == SCHEDULE_MAX_REPLANS) {
+            snprintf(err, err_len, "--replans %s: more than %d re-plans", text, SCHEDULE_MAX_REPLANS);
+            return 0;
+        }
+        if (at <= before || aimed <= at) {
+            snprintf(err, err_len, "--replans %s: %ld:%ld: each STEP must be past --warmup %d and "
+                     "the STEP before, each END past its STEP", text, at, aimed, cfg->warmup);
+            return 0;
+        }
+        cfg->replan_at[cfg->replans] = (int)at;
+        cfg->replan_end[cfg->replans++] = (int)aimed;
+        before = at;
+    }
+    if (before >= cfg->iters) {
+        snprintf(err, err_len, "--replans %s: the last re-plan, at step %ld, is not below --iters %d",
+                 text, before, cfg->iters);
+        return 0;
+    }
+    return 1;
+malformed:
+    snprintf(err, err_len, "--replans %s: expected STEP:END pairs separated by commas "
+             "(e.g. 1200:3900,2400:4100)", text);
+    return 0;
+}
+
+void schedule_format_replans(const AdamWConfig *cfg, char *text, size_t len) {
+    size_t n = 0;
+    text[0] = '\0';
+    for (int k = 0; k < cfg->replans && n < len; k++)
+        n += (size_t)snprintf(text + n, len - n, "%s%d:%d", k ? "," : "", cfg->replan_at[k],
+                              cfg->replan_end[k]);
+}
+
+int schedule_replan(AdamWConfig *cfg, long step, int end) {
+    if (cfg->replans == SCHEDULE_MAX_REPLANS) return 0;
+    cfg->replan_at[cfg->replans] = (int)step;
+    cfg->replan_end[cfg->replans++] = cfg->iters;
+    cfg->iters = end;
+    return 1;
 }

@@ -16,6 +16,9 @@ typedef struct {
     unsigned char skip[NUM_PARAM_TENSORS];
 } AdamW;
 
+// The most re-plans a cosine takes (--replans).
+#define SCHEDULE_MAX_REPLANS 32
+
 // The learning-rate schedules, by name (bin/train's --schedule).
 typedef enum { SCHEDULE_COSINE, SCHEDULE_WSD } ScheduleKind;
 extern const char *const schedule_names[2];
@@ -26,6 +29,12 @@ typedef struct {
     float beta1, beta2, eps, weight_decay, grad_clip;
     ScheduleKind schedule; // the cosine unless set
     int decay_from;        // SCHEDULE_WSD: the step its linear decay starts at
+    // The cosine's re-plans (a --minutes run whose speed changed): at step
+    // replan_at[k] the cosine, which had aimed to end at replan_end[k], went
+    // on towards the next re-plan's end (after the last, `iters`), from the
+    // progress it had reached, so the rate does not jump. None by default.
+    int replans;
+    int replan_at[SCHEDULE_MAX_REPLANS], replan_end[SCHEDULE_MAX_REPLANS];
 } AdamWConfig;
 
 void adamw_init(AdamW *opt, size_t num_params);
@@ -35,7 +44,10 @@ void adamw_free(AdamW *opt);
 float lr_at(const AdamWConfig *cfg, long it);
 // The schedule's rate at iteration `it` for a peak rate and a final one:
 // linear warmup over `warmup` iterations (peak (it+1)/(warmup+1)), then
-//   cosine: from peak down to final at `iters` (nanoGPT's);
+//   cosine: from peak down to final at `iters` (nanoGPT's): peak
+//        0.5 (1 + cos(pi p)) above final at progress p, which runs from 0
+//        at the warmup's end to 1 at `iters` (with re-plans, in a straight
+//        line between two re-plans, each line aimed at 1 at its end);
 //   wsd (warmup, stable, decay): peak until decay_from, then linear from
 //        peak at decay_from down to final at `iters`.
 // final past `iters`.
@@ -43,6 +55,16 @@ float schedule_rate(const AdamWConfig *cfg, long it, float peak, float final);
 // wsd's decay_from for a decay over the last `fraction` of `iters`
 // iterations (rounded to the nearest step), not before the warmup ends.
 int wsd_decay_from(int iters, int warmup, float fraction);
+// --replans: "STEP:END,STEP:END,...", the cosine's re-plans in order (each
+// STEP after the warmup and the one before, each END above its STEP, the
+// last STEP below `iters`), parsed into cfg (whose warmup and iters are
+// set). Returns 1, or 0 with a one-line reason in err.
+int schedule_parse_replans(AdamWConfig *cfg, const char *text, char *err, size_t err_len);
+// cfg's re-plans in --replans' form ("" when none).
+void schedule_format_replans(const AdamWConfig *cfg, char *text, size_t len);
+// Re-plan the cosine at step `step` to end at `end` (> step): the rate at
+// `step` stays what it was. Returns 0 when the re-plans are full.
+int schedule_replan(AdamWConfig *cfg, long step, int end);
 
 // sqrt(sum of squared gradients), summed in a fixed order, so the same for
 // any thread count: 64 chunks of ceil(n / 64) elements (the last ones short

@@ -281,7 +281,8 @@ static double bench_training_block(const Shape *shape, const GPTConfig *block, P
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
-    AdamWConfig acfg = {1e-3f, 1e-4f, 100, 2000, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
+    AdamWConfig acfg = {.lr = 1e-3f, .min_lr = 1e-4f, .warmup = 100, .iters = 2000, .beta1 = 0.9f,
+                        .beta2 = 0.99f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     int *inputs = xmalloc(sizeof(int) * B * T), *targets = xmalloc(sizeof(int) * B * T);
     Rng rng;
     rng_seed(&rng, 7);

@@ -466,7 +466,8 @@ static void train_losses(Precision precision, Bf16Kernel kernel, float losses[15
     gpt_alloc_training(&model, B, T);
     AdamW opt;
     adamw_init(&opt, model.num_params);
-    AdamWConfig acfg = {1e-3f, 1e-4f, 0, 15, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
+    AdamWConfig acfg = {.lr = 1e-3f, .min_lr = 1e-4f, .iters = 15, .beta1 = 0.9f, .beta2 = 0.99f,
+                        .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     int tokens[64], targets[64];
     Rng rng;
     rng_seed(&rng, 9);

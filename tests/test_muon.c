@@ -270,7 +270,8 @@ static void test_muon_update_matches_double(void) {
     AdamW adamw;
     adamw_init(&adamw, n);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) adamw.skip[t] = (unsigned char)muon_owns(t);
-    AdamWConfig acfg = {1e-2f, 1e-3f, 0, 10, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
+    AdamWConfig acfg = {.lr = 1e-2f, .min_lr = 1e-3f, .iters = 10, .beta1 = 0.9f, .beta2 = 0.99f,
+                        .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     memcpy(before, model.params_memory, n * sizeof(float));
     adamw_update(&adamw, &model, &acfg, 1e-2f, 1.0f);
     size_t offset = 0;

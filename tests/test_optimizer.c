@@ -92,7 +92,8 @@ static void test_adamw_matches_double(void) {
     size_t n = model.num_params;
     AdamW opt;
     adamw_init(&opt, n);
-    AdamWConfig acfg = {1e-2f, 1e-3f, 0, 10, 0.9f, 0.99f, 1e-8f, 0.1f, 1.0f, SCHEDULE_COSINE, 0};
+    AdamWConfig acfg = {.lr = 1e-2f, .min_lr = 1e-3f, .iters = 10, .beta1 = 0.9f, .beta2 = 0.99f,
+                        .eps = 1e-8f, .weight_decay = 0.1f, .grad_clip = 1.0f};
     double *p = xmalloc(n * sizeof(double)), *m = xcalloc(n, sizeof(double)),
            *v = xcalloc(n, sizeof(double));
     for (size_t i = 0; i < n; i++) p[i] = model.params_memory[i];
@@ -136,9 +137,78 @@ static void test_adamw_matches_double(void) {
     gpt_free(&model);
 }
 
+// ---- the cosine's re-plans (--replans)
+
+// The cosine as nanoGPT has it, in double: the schedule without re-plans.
+static float plain_cosine(long it, int warmup, int iters, float peak, float final) {
+    if (it < warmup) return peak * (float)(it + 1) / (float)(warmup + 1);
+    if (it >= iters) return final;
+    double ratio = (double)(it - warmup) / (double)(iters - warmup);
+    return (float)(final + 0.5 * (1.0 + cos(M_PI * ratio)) * (peak - final));
+}
+
+// Without re-plans the rates are the plain cosine's, bit for bit. A
+// re-plan keeps the rate where it is made (the same bits as the plan it
+// leaves) and ends at the final rate on the new end; the rate never rises
+// on the way down; and the schedule written by --replans reads back the
+// same (a run repeated or resumed takes the same rates).
+static void test_cosine_replans(void) {
+    AdamWConfig cfg = {.lr = 3e-3f, .min_lr = 3e-5f, .warmup = 100, .iters = 2000};
+    for (long it = 0; it < 2100; it++)
+        CHECK_MSG(lr_at(&cfg, it) == plain_cosine(it, 100, 2000, 3e-3f, 3e-5f), "step %ld", it);
+    AdamWConfig planned = cfg;
+    CHECK(schedule_replan(&cfg, 700, 3000) && cfg.iters == 3000);
+    CHECK(lr_at(&cfg, 700) == lr_at(&planned, 700));
+    for (long it = 0; it < 700; it++) CHECK(lr_at(&cfg, it) == lr_at(&planned, it));
+    AdamWConfig once = cfg;
+    CHECK(schedule_replan(&cfg, 2500, 2600) && cfg.iters == 2600);
+    CHECK(lr_at(&cfg, 2500) == lr_at(&once, 2500));
+    CHECK(lr_at(&cfg, 2600) == 3e-5f && lr_at(&cfg, 2599) > 3e-5f && lr_at(&cfg, 2599) < 1e-4f);
+    // halfway between the re-plan at 700 and the end it aimed for, the
+    // progress is halfway from where it was there to 1
+    double at700 = 600.0 / 1900.0, middle = at700 + 0.5 * (1.0 - at700);
+    float expected = (float)(3e-5 + 0.5 * (1.0 + cos(M_PI * middle)) * (3e-3 - 3e-5));
+    CHECK_MSG(fabsf(lr_at(&once, 1850) - expected) <= 1e-6f * 3e-3f, "%.9g against %.9g",
+              (double)lr_at(&once, 1850), (double)expected);
+    for (long it = 101; it < 2700; it++) CHECK(lr_at(&cfg, it) <= lr_at(&cfg, it - 1));
+    char text[256], err[256];
+    schedule_format_replans(&cfg, text, sizeof text);
+    CHECK_MSG(!strcmp(text, "700:2000,2500:3000"), "%s", text);
+    AdamWConfig parsed = {.lr = 3e-3f, .min_lr = 3e-5f, .warmup = 100, .iters = 2600};
+    CHECK(schedule_parse_replans(&parsed, text, err, sizeof err));
+    for (long it = 0; it < 2700; it++) CHECK(lr_at(&parsed, it) == lr_at(&cfg, it));
+    // full: the 33rd re-plan is refused and changes nothing
+    AdamWConfig full = {.warmup = 0, .iters = 100000};
+    for (int k = 0; k < SCHEDULE_MAX_REPLANS; k++) CHECK(schedule_replan(&full, 10 + k, 100000));
+    CHECK(!schedule_replan(&full, 500, 200) && full.iters == 100000);
+}
+
+// Re-plans that no run makes are refused in one line naming them.
+static void test_cosine_replans_refused(void) {
+    const char *bad[] = {"abc", "700", "700:", "700:2000,", "700:2000;900:3000", "700:600",
+                         "50:2000", "900:3000,800:3500", "2600:3000", "700:2000 x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        AdamWConfig cfg = {.warmup = 100, .iters = 2600};
+        char err[256] = "";
+        CHECK_MSG(!schedule_parse_replans(&cfg, bad[i], err, sizeof err) && strstr(err, bad[i]) &&
+                      !strchr(err, '\n'),
+                  "%s: %s", bad[i], err);
+    }
+    char many[1024] = "";
+    for (int k = 0; k <= SCHEDULE_MAX_REPLANS; k++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s%d:99999", k ? "," : "", 200 + k);
+    AdamWConfig cfg = {.warmup = 100, .iters = 90000};
+    char err[2048] = "";
+    CHECK(!schedule_parse_replans(&cfg, many, err, sizeof err) && strstr(err, "more than 32"));
+    CHECK(schedule_parse_replans(&cfg, NULL, err, sizeof err) && cfg.replans == 0);
+}
+
 void suite_optimizer(void) {
     run_test("optimizer: gradient norm matches double", test_norm_matches_double);
     run_test("optimizer: gradient norm sums chunk by chunk, the same bits on 1-3 threads",
              test_norm_order_and_threads);
     run_test("optimizer: three AdamW updates match double", test_adamw_matches_double);
+    run_test("optimizer: the cosine re-planned keeps its rate, ends at the new end, reads back",
+             test_cosine_replans);
+    run_test("optimizer: --replans that no run makes are refused", test_cosine_replans_refused);
 }

@@ -223,12 +223,13 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_
                                        : (int)fmax(1.0, ceil((double)*iters / evals));
 }
 
-int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
-                          int heatmaps_every, int warmup, float fraction, int *iters) {
-    if (step < warmup) return 0;
-    // the wall time per step from the oldest recent end within the last 5%
-    // of the budget to the newest, less the evaluations and snapshots
-    // between them
+// The steps that fit the time left at `now` when the run is to end at
+// `aim` of the budget: at the wall time per step of the recent steps (from
+// the oldest recent end within the last 5% of the budget to the newest,
+// less the evaluations and snapshots between them), with the evaluations
+// still to come (every eval_every, and the last) and the snapshots.
+static double steps_that_fit(const TimeBudget *budget, long step, double now, int eval_every,
+                             int heatmaps_every, double aim, double *per_step_out) {
     int newest = (budget->recent_next + BUDGET_RECENT_STEPS - 1) % BUDGET_RECENT_STEPS;
     int oldest = newest, n = 1;
     while (n < budget->recent_count) {
@@ -245,13 +246,38 @@ int time_budget_decay_now(const TimeBudget *budget, long step, double now, int e
                     (budget->recent_apart[newest] - budget->recent_apart[oldest])) / (n - 1);
     per_step += snapshot_per_step(budget, heatmaps_every);
     double eval_seconds = mean_evaluation(budget);
-    double left = BUDGET_AIM_WSD * budget->budget_seconds - (now - budget->start);
-    // R s + (R / E + 1) e = left: the evaluations every E steps, and the last
+    double left = aim * budget->budget_seconds - (now - budget->start);
+    // R s + (R / E + 1) e = left
     double steps = (left - eval_seconds) / (per_step + eval_seconds / (eval_every > 0 ? eval_every : 1));
     if (budget->max_steps > 0 && steps > budget->max_steps - step) steps = budget->max_steps - step;
     if (!(steps > 0)) steps = 0;
     if (steps > BUDGET_MAX_ITERS - step) steps = BUDGET_MAX_ITERS - step;
+    *per_step_out = per_step;
+    return steps;
+}
+
+int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
+                          int heatmaps_every, int warmup, float fraction, int *iters) {
+    if (step < warmup) return 0;
+    double per_step;
+    double steps = steps_that_fit(budget, step, now, eval_every, heatmaps_every, BUDGET_AIM_WSD,
+                                  &per_step);
     if (steps > fraction * (step + steps)) return 0;
     *iters = (int)(step + lround(steps));
+    return 1;
+}
+
+int time_budget_replan(TimeBudget *budget, long step, double now, int eval_every,
+                       int heatmaps_every, int iters, int *new_iters) {
+    if (now - budget->planned_at < BUDGET_RECENT_FRACTION * budget->budget_seconds) return 0;
+    double per_step;
+    double steps = steps_that_fit(budget, step, now, eval_every, heatmaps_every, BUDGET_AIM,
+                                  &per_step);
+    double off = fabs((double)iters - (double)step - steps) * per_step;
+    if (!(off > BUDGET_REPLAN_OFF * budget->budget_seconds)) return 0;
+    long end = step + lround(steps);
+    *new_iters = (int)(end > step ? end : step + 1);
+    if (*new_iters == iters) return 0;
+    budget->planned_at = now;
     return 1;
 }

@@ -62,6 +62,9 @@ void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_
 // budget, at most this many.
 #define BUDGET_RECENT_STEPS 4096
 #define BUDGET_RECENT_FRACTION 0.05
+// The cosine re-plans when its end, at the recent steps' speed, would miss
+// the plan's aim by more than this share of the budget.
+#define BUDGET_REPLAN_OFF 0.01
 
 typedef struct {
     double budget_seconds;  // --minutes in seconds, 0 when off
@@ -87,6 +90,11 @@ typedef struct {
     // then trains no more passes than the recipe was measured for, where
     // the time's extra steps would learn the text by heart.
     double max_steps;
+    // When the cosine was last planned or re-planned: it re-plans again
+    // only once the recent steps (the last BUDGET_RECENT_FRACTION of the
+    // budget) all ran after it, so one change of speed is one re-plan, not
+    // one per step while the recent steps fill with the new speed.
+    double planned_at;
 } TimeBudget;
 
 // A budget of `minutes` counted from `start` (0 minutes: off). A resumed
@@ -141,5 +149,17 @@ void time_budget_plan(const TimeBudget *budget, long step, double now, int eval_
 // `warmup` steps (*iters then at least warmup).
 int time_budget_decay_now(const TimeBudget *budget, long step, double now, int eval_every,
                           int heatmaps_every, int warmup, float fraction, int *iters);
+// The cosine after the plan, at the end of step `step`, planned to end at
+// `iters`: whether to re-plan, because at the recent steps' speed (as
+// wsd's decision measures it) with the evaluations and snapshots still to
+// come, the run would end more than BUDGET_REPLAN_OFF of the budget away
+// from the plan's aim (97%: the first steps were slower or faster than
+// the rest, or the machine's load changed). Then *new_iters is the end
+// that fits (above `step`, at most --max-passes' steps), and the cosine
+// goes on towards it from where it is (schedule_replan, optim/adamw.h).
+// Not within BUDGET_RECENT_FRACTION of the budget after budget->planned_at
+// (which the plan sets, and each re-plan).
+int time_budget_replan(TimeBudget *budget, long step, double now, int eval_every,
+                       int heatmaps_every, int iters, int *new_iters);
 
 #endif

@@ -208,6 +208,9 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
         if (option_named(table, "--decay-from")->given)
             usage_error("--minutes and --decay-from contradict each other (--minutes chooses "
                         "--decay-from from the time left)");
+        if (option_named(table, "--replans")->given)
+            usage_error("--minutes and --replans contradict each other (--minutes re-plans from "
+                        "the time left)");
     }
     if (o->resume && option_named(table, "--init-from")->given)
         usage_error("--init-from starts a run; --resume continues one");
@@ -329,6 +332,10 @@ static void check_flags_and_split_batch(Run *run) {
         usage_error("--decay-from is for --schedule wsd (the cosine decays from the warmup on)");
     if (!wsd && option_named(run->table, "--decay-fraction")->given)
         usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
+    if (wsd && o->replans) usage_error("--replans is for the cosine (wsd plans its decay once)");
+    AdamWConfig replanned = {.warmup = o->warmup, .iters = o->iters};
+    char err[512];
+    if (!schedule_parse_replans(&replanned, o->replans, err, sizeof err)) usage_error("%s", err);
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->decay_from > 0 && (o->decay_from < o->warmup || o->decay_from > o->iters))
         usage_error("--decay-from %d: must be between --warmup %d and --iters %d", o->decay_from,
@@ -636,6 +643,9 @@ void run_start(Run *run, int argc, char **argv) {
         .schedule = option_choice("--schedule", o->schedule, schedule_names, 2),
         .decay_from = o->decay_from > 0 ? o->decay_from
                                         : wsd_decay_from(o->iters, o->warmup, o->decay_fraction)};
+    char err[512];
+    if (!schedule_parse_replans(&run->adamw, o->replans, err, sizeof err)) usage_error("%s", err);
+    schedule_format_replans(&run->adamw, run->replans, sizeof run->replans);
     // Muon's final rate: as far below its peak as AdamW's
     run->muon_lr = o->muon_lr;
     run->muon_min_lr = o->lr > 0.0f ? o->muon_lr * (o->min_lr / o->lr) : 0.0f;

@@ -28,6 +28,7 @@ typedef struct {
     GPT model;
     AdamW opt;          // every parameter, or with Muon all but its matrices
     AdamWConfig adamw;  // its settings and the schedule's
+    char replans[SCHEDULE_MAX_REPLANS * 24]; // adamw's re-plans as --replans saves them
     OptimizerKind optimizer;
     BestModel best;     // the model file's step and validation loss (-1: no evaluation yet)
     Muon muon;          // --optimizer muon: the blocks' matrices

@@ -82,9 +82,11 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
         printf("gradient sums across %d processes: %.2f ms/iter\n", run->procs,
                steps_run > 0 ? 1e3 * run->reduce_seconds / steps_run : 0.0);
     if (budget->budget_seconds > 0 && budget->iters_fixed) {
-        char decay[64] = "";
+        char decay[sizeof run->replans + 32] = "";
         if (run->adamw.schedule == SCHEDULE_WSD)
             snprintf(decay, sizeof decay, " --decay-from %d", run->adamw.decay_from);
+        if (run->adamw.replans)
+            snprintf(decay, sizeof decay, " --replans %s", run->replans);
         printf("time budget %.3g minutes, used %.1f%%; to repeat this run step for step: --iters "
                "%d%s (with --eval-every %d for the same evaluations)\n",
                budget->budget_seconds / 60.0, 100.0 * run_seconds / budget->budget_seconds, o->iters,
@@ -158,6 +160,7 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
     distributed_broadcast(plan, sizeof plan);
     o->eval_every = plan[1];
     budget->planned = 1;
+    budget->planned_at = now;
     int wsd = run->adamw.schedule == SCHEDULE_WSD;
     if (!wsd) {
         o->iters = run->adamw.iters = plan[0];
@@ -208,6 +211,34 @@ static void start_decay(Run *run, TimeBudget *budget, int iters, int live) {
     printf("%stime budget: %.1f s left at step %ld, so the decay runs from here to step %d (add "
            "--iters %d --decay-from %ld to repeat this run exactly)\n",
            live ? "\n" : "", left, step, iters, iters, step);
+    fflush(stdout);
+}
+
+// The cosine with --minutes, after its plan: at the recent speed the run
+// would miss its aim, so it goes on from the rate reached towards a new
+// end (time_budget_replan); the saved flags hold the re-plans (--replans).
+static void replan_cosine(Run *run, TimeBudget *budget, int live) {
+    TrainOptions *o = &run->o;
+    long step = run->opt.step;
+    int decide[2] = {0, 0};
+    // not in the warmup, nor once the last step is taken
+    if (step > run->adamw.warmup && step + 1 < run->adamw.iters &&
+        (run->adamw.replans == 0 || step > run->adamw.replan_at[run->adamw.replans - 1]))
+        decide[0] = time_budget_replan(budget, step, now_seconds(), o->eval_every,
+                                       o->heatmaps_every, run->adamw.iters, &decide[1]);
+    if (run->procs > 1) distributed_broadcast(decide, sizeof decide);
+    if (!decide[0]) return;
+    int before = run->adamw.iters;
+    if (!schedule_replan(&run->adamw, step, decide[1])) return; // as many as it takes: planned on
+    o->iters = run->adamw.iters;
+    schedule_format_replans(&run->adamw, run->replans, sizeof run->replans);
+    o->replans = run->replans;
+    free(run->options_json);
+    run->options_json = train_options_to_json(run->table);
+    double left = budget->budget_seconds - (now_seconds() - budget->start);
+    printf("%stime budget: %.1f s left at step %ld, so the cosine ends at step %d, not %d (add "
+           "--iters %d --replans %s to repeat this run exactly)\n",
+           live ? "\n" : "", left, step, o->iters, before, o->iters, run->replans);
     fflush(stdout);
 }
 
@@ -266,6 +297,8 @@ int main(int argc, char **argv) {
                                               &decide[1]);
             if (run.procs > 1) distributed_broadcast(decide, sizeof decide);
             if (decide[0]) start_decay(&run, &budget, decide[1], live);
+        } else if (budget_on && budget.iters_fixed && run.adamw.schedule == SCHEDULE_COSINE) {
+            replan_cosine(&run, &budget, live);
         }
         int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
         if (budget_on && !budget.planned) is_eval = 0; // evaluations wait for the plan

@@ -112,6 +112,9 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--decay-from", "STEP", OPT_INT, &o->decay_from,
          "wsd: the step the decay starts at (0: from --decay-fraction, or with --minutes from the "
          "time left)", 0, 1e9, 0},
+        {"--replans", "STEP:END,...", OPT_STRING, &o->replans,
+         "cosine: at each STEP, go on from the rate reached towards the END given next (the last "
+         "to --iters); what a --minutes run whose speed changed did, to repeat it", 0, -1, 0},
         {"--beta1", "BETA", OPT_FLOAT, &o->beta1, "AdamW beta1", 0, 0.999999, 0},
         {"--beta2", "BETA", OPT_FLOAT, &o->beta2, "AdamW beta2", 0, 0.999999, 0},
         {"--weight-decay", "DECAY", OPT_FLOAT, &o->weight_decay, "AdamW decoupled weight decay", 0, 10, 0},
@@ -180,7 +183,7 @@ static const char *const model_flags[] = {
     "--qk-norm", "--untie", "--softcap", "--zero-init-proj", "--init-from", NULL};
 static const char *const training_flags[] = {
     "--recipe", "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer",
-    "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--beta1", "--beta2",
+    "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--replans", "--beta1", "--beta2",
     "--weight-decay", "--grad-clip", "--dropout", "--seed", "--threads", "--precision", NULL};
 static const char *const budget_flags[] = {"--minutes", "--max-passes", "--stop-at", NULL};
 static const char *const output_flags[] = {

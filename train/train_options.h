@@ -26,6 +26,7 @@ typedef struct {
     const char *schedule;  // schedule_names (optim/adamw.h)
     float decay_fraction;
     int decay_from;        // 0: from --decay-fraction (or, with --minutes, the time left)
+    const char *replans;   // the cosine's re-plans, "STEP:END,..." (adamw.h), or NULL
     int skip_bad_files;
     // the block (gpt.h's GPTConfig): names of gpt_norm_names, gpt_pos_names, gpt_mlp_names
     const char *norm, *pos, *mlp;
@@ -35,7 +36,7 @@ typedef struct {
     const char *recipe;    // --recipe NAME (recipes.h's named recipes), or NULL
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 48
+#define NUM_TRAIN_OPTIONS 49
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
