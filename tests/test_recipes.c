@@ -612,10 +612,10 @@ static void test_recipe_optimizer(void) {
     const struct {
         const char *flags, *name, *line;
     } runs[] = {{"--minutes 1", "one", "--optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02 --max-passes 8 --pos rope\n"},
-                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02 --max-passes 8 --pos rope\n"},
-                {"--minutes 60", "sixty", "--dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02\n"},
-                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw --max-passes 8 --pos rope\n"}};
+                {"--minutes 5", "five", "--optimizer muon --muon-lr 0.02 --max-passes 12 --pos rope\n"},
+                {"--minutes 15", "fifteen", "--optimizer muon --muon-lr 0.02 --max-passes 26 --pos rope\n"},
+                {"--minutes 60", "sixty", "--dropout 0.1 --weight-decay 0.1 --optimizer muon --muon-lr 0.02 --max-passes 26 --pos rope\n"},
+                {"--minutes 5 --optimizer adamw", "given", "--optimizer adamw --max-passes 12 --pos rope\n"}};
     char dir[600], capture[600], flags[1024];
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -638,29 +638,111 @@ static void test_recipe_optimizer(void) {
     }
 }
 
+// ---- the recipe's model by passes
+
+// A made-up machine for recipe_for: every model's step takes
+// fake_step_seconds; it counts the models timed.
+static double fake_step_seconds;
+static int fake_models_timed;
+static double fake_step_timer(const Recipe *r, void *ctx) {
+    (void)r, (void)ctx;
+    fake_models_timed++;
+    return fake_step_seconds;
+}
+
+// The 15 minutes' rows on small texts, by passes: a machine whose steps
+// would give the wider model at least its passes gets it; a slower one the
+// row with dropout while its model makes its passes, and the first row
+// below that; without a timer nothing is timed. The passes are the
+// budget's steps (less a tenth) of batch x context characters over the
+// text. Then through bin/train, on a text small enough that any machine
+// makes the passes: the recipe line names the wider model and the passes
+// timed.
+static void test_recipe_by_passes(void) {
+    const size_t chars = 1003854; // Shakespeare's training split
+    const Recipe *first = recipe_for(15.0f, chars, NULL, NULL, NULL);
+    fake_step_seconds = 1e-4, fake_models_timed = 0;
+    double passes = 0;
+    const Recipe *wider = recipe_for(15.0f, chars, fake_step_timer, NULL, &passes);
+    CHECK(first && wider && first->from_passes == 0.0f);
+    if (!first || !wider) return;
+    CHECK_MSG(wider != first && wider->from_passes > 0 && wider->dim > first->dim &&
+                  wider->dropout > 0 && wider->minutes == 15.0f && fake_models_timed == 2,
+              "%d models timed; dim %d", fake_models_timed, wider->dim);
+    double expected = 0.9 * 900.0 / 1e-4 * wider->batch * wider->context / (double)chars;
+    CHECK_NEAR(passes, expected, 1e-9 * expected);
+    CHECK(recipe_passes(wider, 15.0f, chars, 1e-4) == passes);
+    // the thresholds: a step time giving 1% more passes than a row asks
+    // takes it, 1% fewer the row before
+    double at = 0.9 * 900.0 * wider->batch * wider->context / (chars * (double)wider->from_passes);
+    fake_step_seconds = at / 1.01;
+    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, &passes) == wider &&
+          passes >= wider->from_passes);
+    fake_step_seconds = at * 1.01;
+    const Recipe *dropout = recipe_for(15.0f, chars, fake_step_timer, NULL, &passes);
+    CHECK(dropout != first && dropout != wider && dropout->dim == first->dim &&
+          dropout->dropout > 0 && dropout->max_passes >= dropout->from_passes &&
+          passes >= dropout->from_passes);
+    at = 0.9 * 900.0 * dropout->batch * dropout->context / (chars * (double)dropout->from_passes);
+    fake_step_seconds = at * 1.01;
+    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, &passes) == first && passes == 0.0);
+    // a budget with one row per corpus times nothing
+    fake_models_timed = 0;
+    CHECK(recipe_for(1.0f, chars, fake_step_timer, NULL, NULL)->minutes == 1.0f &&
+          recipe_for(15.0f, LARGE_CORPUS_CHARS, fake_step_timer, NULL, NULL)->from_chars ==
+              LARGE_CORPUS_CHARS &&
+          fake_models_timed == 0);
+
+    // through bin/train: 30,000 characters, so the wider model's passes are
+    // many times its threshold however slow (or busy) the machine
+    const char *tmp = make_temp_dir();
+    const char *corpus = make_corpus(tmp, "small.txt", 30000);
+    char dir[600], capture[600], flags[1024], expect[128];
+    snprintf(dir, sizeof dir, "%s/run", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    snprintf(flags, sizeof flags, "--data %s --minutes 15 --stop-at 1 --threads 1 --sample-chars 0",
+             corpus);
+    CHECK(run_train(flags, dir, capture) == 0);
+    char *console = read_text_file(capture);
+    snprintf(expect, sizeof expect, "--dim %d ", wider->dim);
+    CHECK_MSG(console && strstr(console, expect) &&
+                  strstr(console, "passes over the training text in the budget (timed just now)"),
+              "%s", console ? console : "");
+    free(console);
+    remove_tree(tmp);
+}
+
 // The recipe by budget and corpus size: a budget's rows from the smallest
 // corpora up, a budget between rows takes the rows of the one below, a
 // budget with one row serves every size; and bin/train reads the corpus
 // before it picks, saying which size's recipe it took.
 static void test_recipe_by_corpus_size(void) {
-    const Recipe *small = recipe_for(15.0f, 1000000), *large = recipe_for(15.0f, LARGE_CORPUS_CHARS);
+    const Recipe *small = recipe_for(15.0f, 1000000, NULL, NULL, NULL),
+                 *large = recipe_for(15.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL);
     CHECK(small && small->minutes == 15.0f && small->from_chars == 0);
     CHECK(large && large->minutes == 15.0f && large->from_chars == LARGE_CORPUS_CHARS);
     CHECK(large->dim > small->dim); // a large text is not learned by heart
-    CHECK(recipe_for(15.0f, LARGE_CORPUS_CHARS - 1) == small);
-    CHECK(recipe_for(20.0f, 500000000) == large);
-    CHECK(recipe_for(14.9f, 500000000)->minutes == 5.0f);
-    CHECK(recipe_for(5.0f, 500000000) == recipe_for(5.0f, 0));
-    CHECK(recipe_for(0.5f, 500000000)->minutes == 1.0f);
-    CHECK(recipe_for(59.9f, 0) == small);
-    CHECK(recipe_for(59.9f, 500000000) == large);
-    const Recipe *hour = recipe_for(60.0f, 0), *hour_large = recipe_for(60.0f, LARGE_CORPUS_CHARS);
+    CHECK(recipe_for(15.0f, LARGE_CORPUS_CHARS - 1, NULL, NULL, NULL) == small);
+    CHECK(recipe_for(20.0f, 500000000, NULL, NULL, NULL) == large);
+    CHECK(recipe_for(14.9f, 500000000, NULL, NULL, NULL)->minutes == 5.0f);
+    CHECK(recipe_for(5.0f, 500000000, NULL, NULL, NULL) == recipe_for(5.0f, 0, NULL, NULL, NULL));
+    CHECK(recipe_for(0.5f, 500000000, NULL, NULL, NULL)->minutes == 1.0f);
+    CHECK(recipe_for(59.9f, 0, NULL, NULL, NULL) == small);
+    CHECK(recipe_for(59.9f, 500000000, NULL, NULL, NULL) == large);
+    const Recipe *hour = recipe_for(60.0f, 0, NULL, NULL, NULL),
+                 *hour_large = recipe_for(60.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL);
     CHECK(hour && hour->minutes == 60.0f && hour->from_chars == 0);
-    CHECK(hour->dropout > 0.0f); // an hour reads a small text often enough to learn it by heart
+    // an hour reads a small text often enough to learn it by heart: the
+    // wider model, with dropout, on a machine fast enough for its passes
+    fake_step_seconds = 1e-4;
+    const Recipe *hour_wide = recipe_for(60.0f, 1000000, fake_step_timer, NULL, NULL);
+    CHECK(hour_wide->minutes == 60.0f && hour_wide->dropout > 0.0f && hour_wide->dim > hour->dim &&
+          hour_wide->max_passes > 0);
     CHECK(hour_large && hour_large->minutes == 60.0f && hour_large->from_chars == LARGE_CORPUS_CHARS);
     CHECK(hour_large->dropout == 0.0f);
-    CHECK(recipe_for(600.0f, 0) == hour); // the largest budget's rows serve every longer one
-    CHECK(recipe_for(600.0f, 500000000) == hour_large);
+    // the largest budget's rows serve every longer one
+    CHECK(recipe_for(600.0f, 0, NULL, NULL, NULL) == hour);
+    CHECK(recipe_for(600.0f, 500000000, NULL, NULL, NULL) == hour_large);
 
     // through bin/train: a training split of just over LARGE_CORPUS_CHARS
     const char *tmp = make_temp_dir();
@@ -1405,6 +1487,7 @@ void suite_recipes(void) {
              test_time_budget_after_the_tuner_moved);
     run_test("recipes: the recipes train with Muon, kept on resume; --optimizer wins",
              test_recipe_optimizer);
+    run_test("recipes: the recipe's model by the passes this machine makes", test_recipe_by_passes);
     run_test("recipes: the recipe by budget and corpus size (a large text, a wider model)",
              test_recipe_by_corpus_size);
     run_test("recipes: --minutes stopped before its plan keeps its budget on resume",

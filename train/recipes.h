@@ -26,18 +26,37 @@ typedef struct {
     float max_passes;      // the most passes over the training text (0: any)
     const char *pos;       // positions: "learned" or "rope" (the block's other choices
                            // stay GPT-2's: each measured worse here, docs/training.md)
+    float from_passes;     // 0: the budget's first row; else the row is taken when its model
+                           // makes at least this many passes over the training text in the
+                           // budget at the speed measured on this machine (and, of such rows,
+                           // the last)
 } Recipe;
 
+// Seconds one training step of recipe r's model takes on this machine
+// (with the block's and batch's flags the user gave); ctx is the caller's.
+typedef double (*RecipeStepTimer)(const Recipe *r, void *ctx);
+
 // The recipe for a budget and a corpus: of the largest budget <= minutes
-// (the smallest budget below it), the one for the largest corpus size <=
-// train_chars.
-const Recipe *recipe_for(float minutes, size_t train_chars);
+// (the smallest budget below it), the rows for the largest corpus size <=
+// train_chars; of those, the first, or the last row with from_passes whose
+// model makes at least that many passes in `minutes` at the step time
+// `timer` measures (each such row's model timed once; none without a
+// timer). *passes: the passes of the row chosen, when it was timed (else 0).
+const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer, void *ctx,
+                         double *passes);
+// Passes over train_chars characters that recipe r's model makes in
+// `minutes` at step_seconds a step: the budget's steps, less a tenth
+// for start-up, evaluations and the plan's aim, each step reading
+// batch x context characters.
+double recipe_passes(const Recipe *r, float minutes, size_t train_chars, double step_seconds);
 
 // With --minutes and no shape flag (--layers, --heads, --dim, --context)
 // given: set every recipe setting the user did not give, from the recipe
-// for the budget and the training split's train_chars. Returns the recipe
+// for the budget and the training split's train_chars (recipe_for, with
+// timer, ctx and *passes). Returns the recipe
 // applied, or NULL (no --minutes, or a shape flag given).
-const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars);
+const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
+                           RecipeStepTimer timer, void *ctx, double *passes);
 
 // ---- recipes by name (named_recipes.h): setting one up
 

@@ -471,7 +471,8 @@ static void open_run_log(Run *run) {
 
 // The run's summary on stdout: corpus, fine-tuning, recipe, model, batch split, resume.
 // sample_cache: the bytes of the sampler's KV cache, as allocated.
-static void print_summary(const Run *run, const Recipe *recipe, const NamedRecipe *named,
+static void print_summary(const Run *run, const Recipe *recipe, double recipe_passes_measured,
+                          const NamedRecipe *named,
                           const CorpusLoaded *loaded, const GPTConfig *cfg, double sample_cache) {
     const TrainOptions *o = &run->o;
     char files[64], skipped[32] = "";
@@ -507,6 +508,10 @@ static void print_summary(const Run *run, const Recipe *recipe, const NamedRecip
         if (o->max_passes > 0) printf(" --max-passes %g", (double)o->max_passes);
         if (strcmp(o->pos, "learned")) printf(" --pos %s", o->pos);
         printf("\n");
+        if (recipe_passes_measured > 0)
+            printf("recipe's model: this machine trains it about %.1f passes over the training "
+                   "text in the budget (timed just now), at least the %g it takes\n",
+                   recipe_passes_measured, (double)recipe->from_passes);
     }
     if (named) {
         char length[64];
@@ -587,6 +592,60 @@ static void note_label_font(const Run *run) {
                 pictures[0], n == 2 ? " and " : "", n == 2 ? pictures[1] : "");
 }
 
+// ---- the recipe's model by passes: timing a candidate on this machine
+
+// A row's model with the flags given (the block's, --batch, --precision,
+// --threads), and the corpus's vocabulary.
+typedef struct {
+    const Run *run;
+    Precision precision;
+} RecipeTiming;
+
+// Seconds a training step of recipe r's model takes here: forward,
+// backward and the update (Muon's when the recipe's optimizer is Muon), the
+// median of 3 steps after one that warms the caches, on random tokens.
+// Every process takes rank 0's figure, so all choose the same recipe.
+static double time_recipe_step(const Recipe *r, void *ctx) {
+    const RecipeTiming *timing = ctx;
+    const Run *run = timing->run;
+    TrainOptions o = run->o;
+    if (!train_option_given(run->table, "--pos")) o.pos = r->pos;
+    int B = train_option_given(run->table, "--batch") ? o.batch : r->batch, T = r->context;
+    GPTConfig cfg = with_block((GPTConfig){.vocab_size = run->corpus.vocab.size, .context = T,
+                                           .layers = r->layers, .heads = r->heads, .dim = r->dim},
+                               &o);
+    GPT model;
+    gpt_build(&model, &cfg);
+    gpt_init_params(&model, 1);
+    gpt_set_precision(&model, timing->precision, run->bf16_kernel);
+    gpt_alloc_training(&model, B, T);
+    int muon = train_option_given(run->table, "--optimizer") ? !strcmp(o.optimizer, "muon")
+                                                             : !strcmp(r->optimizer, "muon");
+    Muon m;
+    muon_init(&m, model.num_params);
+    int *tokens = xmalloc(sizeof(int) * B * T * 2), *targets = tokens + B * T;
+    Rng rng;
+    rng_seed(&rng, 7);
+    for (int i = 0; i < 2 * B * T; i++) tokens[i] = (int)rng_below(&rng, cfg.vocab_size);
+    double seconds[4];
+    for (int step = 0; step < 4; step++) {
+        double start = now_seconds();
+        gpt_forward(&model, tokens, B, T,
+                    (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
+        gpt_zero_grad(&model, model.grads_memory);
+        gpt_backward(&model, tokens, NULL, model.grads_memory);
+        if (muon) muon_update(&m, &model, 0.0f, 0.0f, 1.0f);
+        seconds[step] = now_seconds() - start;
+    }
+    double a = seconds[1], b = seconds[2], c = seconds[3]; // the median of the last 3
+    double median = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+    free(tokens);
+    muon_free(&m);
+    gpt_free(&model);
+    distributed_broadcast(&median, sizeof median);
+    return median;
+}
+
 void run_start(Run *run, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     run->best.step = -1;
@@ -606,17 +665,20 @@ void run_start(Run *run, int argc, char **argv) {
     if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
     const NamedRecipe *named = use_named_recipe(run);
     CorpusLoaded loaded = read_corpus(run);
+    omp_set_num_threads(o->threads);
+    Precision precision = option_choice("--precision", o->precision, precision_names, 2);
+    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     // a named recipe's model is the one trained, whatever the budget
-    const Recipe *recipe =
-        o->resume || named ? NULL : recipe_apply(o, run->table, corpus_train(&run->corpus).len);
+    RecipeTiming timing = {run, precision};
+    double recipe_passes_measured = 0.0;
+    const Recipe *recipe = o->resume || named ? NULL
+                           : recipe_apply(o, run->table, corpus_train(&run->corpus).len,
+                                          time_recipe_step, &timing, &recipe_passes_measured);
     GPT init = {0};
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
     check_flags_and_split_batch(run);
-    omp_set_num_threads(o->threads);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
-    Precision precision = option_choice("--precision", o->precision, precision_names, 2);
-    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
 
@@ -653,7 +715,7 @@ void run_start(Run *run, int argc, char **argv) {
     run->val = corpus_val(&run->corpus);
     size_t before_cache = xalloc_total_bytes();
     kv_cache_init(&run->sample_cache, &run->model);
-    print_summary(run, recipe, named, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
+    print_summary(run, recipe, recipe_passes_measured, named, &loaded, &cfg, (double)(xalloc_total_bytes() - before_cache));
     skipped_files_free(&loaded.skipped);
     note_label_font(run);
     sampler_init(&run->sampler, cfg.vocab_size, 0.8f, 0, 1.0f, 42);
