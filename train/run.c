@@ -594,8 +594,9 @@ static void note_label_font(const Run *run) {
 
 // ---- the recipe's model by passes: timing a candidate on this machine
 
-// A row's model with the flags given (the block's, --batch, --precision,
-// --threads), and the corpus's vocabulary.
+// What timing a recipe's model needs of the run: its flags (the block's,
+// --batch and --optimizer when given), the corpus's vocabulary, the
+// precision and bf16 kernel it will train with (and the OpenMP threads set).
 typedef struct {
     const Run *run;
     Precision precision;
