@@ -290,6 +290,15 @@ static void test_time_budget(void) {
 
 static int same_weights(const char *dir_a, const char *dir_b);
 
+// A row of log_columns' 4 columns (step, train loss, val loss or nothing,
+// learning rate): its step and rate, or 0 for another line.
+static int logged_rate(const char *row, long *step, float *lr) {
+    float train;
+    char val[64];
+    return sscanf(row, "%ld,%f,%63[^,],%f", step, &train, val, lr) == 4 ||
+           sscanf(row, "%ld,%f,,%f", step, &train, lr) == 3;
+}
+
 // --replans: the rates logged are the re-planned cosine's, and a run
 // stopped after a re-plan and resumed trains the same steps as one that
 // was not stopped (the saved flags hold the re-plans).
@@ -313,11 +322,8 @@ static void test_replans_resume(void) {
     int checked = 0;
     for (const char *row = log ? strchr(log, '\n') : NULL; row && row[1]; row = strchr(row + 1, '\n')) {
         long s;
-        float train, lr;
-        char val[64];
-        if (sscanf(row + 1, "%ld,%f,%63[^,],%f", &s, &train, val, &lr) != 4 &&
-            sscanf(row + 1, "%ld,%f,,%f", &s, &train, &lr) != 3)
-            continue;
+        float lr;
+        if (!logged_rate(row + 1, &s, &lr)) continue;
         double expected = lr_at(&schedule, s - 1);
         CHECK_MSG(fabs(lr - expected) <= 1e-3 * expected, "step %ld: lr %g, expected %g", s, lr,
                   expected);
@@ -354,11 +360,8 @@ static void test_time_budget_wsd(void) {
         int checked = 0;
         for (const char *row = strchr(log, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
             long s;
-            float train, lr;
-            char val[64];
-            if (sscanf(row + 1, "%ld,%f,%63[^,],%f", &s, &train, val, &lr) != 4 &&
-                sscanf(row + 1, "%ld,%f,,%f", &s, &train, &lr) != 3)
-                continue;
+            float lr;
+            if (!logged_rate(row + 1, &s, &lr)) continue;
             long it = s - 1;
             double expected = it < 5 ? 1e-3 * (it + 1) / 6.0
                               : it < from ? 1e-3
