@@ -415,7 +415,13 @@ static void test_bad_muon_and_schedule_flags(void) {
                  {"--decay-from 100", "--decay-from is for --schedule wsd"},
                  {"--schedule wsd --decay-from 50 --warmup 100", "--decay-from 50: must be between"},
                  {"--schedule wsd --decay-from 3000", "--decay-from 3000: must be between"},
-                 {"--schedule wsd --minutes 1 --decay-from 300", "--minutes and --decay-from contradict"}};
+                 {"--schedule wsd --minutes 1 --decay-from 300", "--minutes and --decay-from contradict"},
+                 {"--replans 500", "--replans 500: expected STEP:END pairs"},
+                 {"--replans 500:400", "--replans 500:400: 500:400: each STEP must be past"},
+                 {"--replans 500:900,400:1000", "each STEP must be past --warmup 100 and the STEP before"},
+                 {"--replans 2500:3000", "the last re-plan, at step 2500, is not below --iters 2000"},
+                 {"--schedule wsd --replans 500:900", "--replans is for the cosine"},
+                 {"--minutes 1 --replans 500:900", "--minutes and --replans contradict"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "bin/train %s --out %s/run", cases[i].flags, dir);
@@ -442,6 +448,6 @@ void suite_muon(void) {
     run_test("muon: a resumed run equals the straight one", test_muon_resume_equals_straight_run);
     run_test("muon: a resumed run with another optimizer is refused; AdamW files resume",
              test_resume_with_other_optimizer_refused);
-    run_test("muon: bad --optimizer, --schedule, --muon-lr, --decay-from are refused",
+    run_test("muon: bad --optimizer, --schedule, --muon-lr, --decay-from, --replans are refused",
              test_bad_muon_and_schedule_flags);
 }
