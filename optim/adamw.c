@@ -178,7 +178,9 @@ void schedule_format_replans(const AdamWConfig *cfg, char *text, size_t len) {
 }
 
 int schedule_replan(AdamWConfig *cfg, long step, int end) {
-    if (cfg->replans == SCHEDULE_MAX_REPLANS) return 0;
+    long before = cfg->replans ? cfg->replan_at[cfg->replans - 1] : cfg->warmup;
+    if (cfg->replans == SCHEDULE_MAX_REPLANS || step <= before || step >= cfg->iters || end <= step)
+        return 0;
     cfg->replan_at[cfg->replans] = (int)step;
     cfg->replan_end[cfg->replans++] = cfg->iters;
     cfg->iters = end;

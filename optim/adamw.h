@@ -62,8 +62,10 @@ int wsd_decay_from(int iters, int warmup, float fraction);
 int schedule_parse_replans(AdamWConfig *cfg, const char *text, char *err, size_t err_len);
 // cfg's re-plans in --replans' form ("" when none).
 void schedule_format_replans(const AdamWConfig *cfg, char *text, size_t len);
-// Re-plan the cosine at step `step` to end at `end` (> step): the rate at
-// `step` stays what it was. Returns 0 when the re-plans are full.
+// Re-plan the cosine at step `step` to end at `end`: the rate at `step`
+// stays what it was. Returns 0, changing nothing, for a re-plan that
+// --replans would refuse (step not past the warmup and the last re-plan,
+// not below iters, or end not past step) or when the re-plans are full.
 int schedule_replan(AdamWConfig *cfg, long step, int end);
 
 // sqrt(sum of squared gradients), summed in a fixed order, so the same for

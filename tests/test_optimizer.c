@@ -177,6 +177,13 @@ static void test_cosine_replans(void) {
     AdamWConfig parsed = {.lr = 3e-3f, .min_lr = 3e-5f, .warmup = 100, .iters = 2600};
     CHECK(schedule_parse_replans(&parsed, text, err, sizeof err));
     for (long it = 0; it < 2700; it++) CHECK(lr_at(&parsed, it) == lr_at(&cfg, it));
+    // what --replans would refuse is refused and changes nothing: in the
+    // warmup, not past the last re-plan, at or past the end, an end not
+    // past its step
+    AdamWConfig kept = cfg;
+    CHECK(!schedule_replan(&cfg, 100, 3000) && !schedule_replan(&cfg, 2500, 3000) &&
+          !schedule_replan(&cfg, 2600, 3000) && !schedule_replan(&cfg, 2550, 2550));
+    CHECK(!memcmp(&kept, &cfg, sizeof cfg));
     // full: the 33rd re-plan is refused and changes nothing
     AdamWConfig full = {.warmup = 0, .iters = 100000};
     for (int k = 0; k < SCHEDULE_MAX_REPLANS; k++) CHECK(schedule_replan(&full, 10 + k, 100000));

@@ -333,9 +333,6 @@ static void check_flags_and_split_batch(Run *run) {
     if (!wsd && option_named(run->table, "--decay-fraction")->given)
         usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
     if (wsd && o->replans) usage_error("--replans is for the cosine (wsd plans its decay once)");
-    AdamWConfig replanned = {.warmup = o->warmup, .iters = o->iters};
-    char err[512];
-    if (!schedule_parse_replans(&replanned, o->replans, err, sizeof err)) usage_error("%s", err);
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
     if (o->decay_from > 0 && (o->decay_from < o->warmup || o->decay_from > o->iters))
         usage_error("--decay-from %d: must be between --warmup %d and --iters %d", o->decay_from,
@@ -350,6 +347,23 @@ static void check_flags_and_split_batch(Run *run) {
                     run->accum);
     }
     run->micro_rows = o->batch / (run->procs * run->accum);
+}
+
+// AdamW's settings and the schedule, from the flags as they stand after
+// check_flags_and_split_batch; a bad --replans dies before anything is
+// written.
+static void set_schedule(Run *run) {
+    const TrainOptions *o = &run->o;
+    run->adamw = (AdamWConfig){
+        .lr = o->lr, .min_lr = o->min_lr, .warmup = o->warmup, .iters = o->iters,
+        .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f, .weight_decay = o->weight_decay,
+        .grad_clip = o->grad_clip,
+        .schedule = option_choice("--schedule", o->schedule, schedule_names, 2),
+        .decay_from = o->decay_from > 0 ? o->decay_from
+                                        : wsd_decay_from(o->iters, o->warmup, o->decay_fraction)};
+    char err[512];
+    if (!schedule_parse_replans(&run->adamw, o->replans, err, sizeof err)) usage_error("%s", err);
+    schedule_format_replans(&run->adamw, run->replans, sizeof run->replans);
 }
 
 // --recipe NAME: its settings, for the flags not given, before the corpus
@@ -679,6 +693,7 @@ void run_start(Run *run, int argc, char **argv) {
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
     check_flags_and_split_batch(run);
+    set_schedule(run);
     thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
     const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
@@ -699,16 +714,6 @@ void run_start(Run *run, int argc, char **argv) {
     if (o->heatmaps_every > 0) make_heatmap_probe(run, &cfg); // a bad --probe: nothing written
     distributed_agree("the corpus or the flags", run_fingerprint(run));
     open_run_log(run);
-    run->adamw = (AdamWConfig){
-        .lr = o->lr, .min_lr = o->min_lr, .warmup = o->warmup, .iters = o->iters,
-        .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8f, .weight_decay = o->weight_decay,
-        .grad_clip = o->grad_clip,
-        .schedule = option_choice("--schedule", o->schedule, schedule_names, 2),
-        .decay_from = o->decay_from > 0 ? o->decay_from
-                                        : wsd_decay_from(o->iters, o->warmup, o->decay_fraction)};
-    char err[512];
-    if (!schedule_parse_replans(&run->adamw, o->replans, err, sizeof err)) usage_error("%s", err);
-    schedule_format_replans(&run->adamw, run->replans, sizeof run->replans);
     // Muon's final rate: as far below its peak as AdamW's
     run->muon_lr = o->muon_lr;
     run->muon_min_lr = o->lr > 0.0f ? o->muon_lr * (o->min_lr / o->lr) : 0.0f;

@@ -221,15 +221,14 @@ static void replan_cosine(Run *run, TimeBudget *budget, int live) {
     TrainOptions *o = &run->o;
     long step = run->opt.step;
     int decide[2] = {0, 0};
-    // not in the warmup, nor once the last step is taken
-    if (step > run->adamw.warmup && step + 1 < run->adamw.iters &&
-        (run->adamw.replans == 0 || step > run->adamw.replan_at[run->adamw.replans - 1]))
+    // not once the last step is taken (schedule_replan refuses the warmup)
+    if (step + 1 < run->adamw.iters)
         decide[0] = time_budget_replan(budget, step, now_seconds(), o->eval_every,
                                        o->heatmaps_every, run->adamw.iters, &decide[1]);
     if (run->procs > 1) distributed_broadcast(decide, sizeof decide);
     if (!decide[0]) return;
     int before = run->adamw.iters;
-    if (!schedule_replan(&run->adamw, step, decide[1])) return; // as many as it takes: planned on
+    if (!schedule_replan(&run->adamw, step, decide[1])) return; // full, or in the warmup: planned on
     o->iters = run->adamw.iters;
     schedule_format_replans(&run->adamw, run->replans, sizeof run->replans);
     o->replans = run->replans;
