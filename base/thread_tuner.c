@@ -4,6 +4,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "util.h"
+
 #define FIRST_INTERVAL 20
 #define LONGEST_INTERVAL 640
 #define TRIAL_STEPS 2
@@ -34,13 +36,7 @@ static double recent_median(const ThreadTuner *tuner) {
     double sorted[TUNER_RECENT];
     int n = tuner->recent_count < TUNER_RECENT ? tuner->recent_count : TUNER_RECENT;
     memcpy(sorted, tuner->recent, (size_t)n * sizeof *sorted);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
-            double swap = sorted[j];
-            sorted[j] = sorted[j - 1];
-            sorted[j - 1] = swap;
-        }
-    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    return median_in_place(sorted, n);
 }
 
 // The neighbour to try: the other side from last time where both exist.

@@ -109,3 +109,13 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+double median_in_place(double *values, int n) {
+    for (int i = 1; i < n; i++) // insertion sort: a handful of step times
+        for (int j = i; j > 0 && values[j - 1] > values[j]; j--) {
+            double swap = values[j];
+            values[j] = values[j - 1];
+            values[j - 1] = swap;
+        }
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}

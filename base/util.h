@@ -57,4 +57,8 @@ float rng_normal(Rng *rng);
 // Wall-clock seconds from a monotonic clock.
 double now_seconds(void);
 
+// The median of n > 0 values (the mean of the middle two when n is even),
+// sorting them in place.
+double median_in_place(double *values, int n);
+
 #endif

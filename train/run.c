@@ -652,8 +652,7 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
         if (muon) muon_update(&m, &model, 0.0f, 0.0f, 1.0f);
         seconds[step] = now_seconds() - start;
     }
-    double a = seconds[1], b = seconds[2], c = seconds[3]; // the median of the last 3
-    double median = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+    double median = median_in_place(seconds + 1, 3); // the first warmed the caches
     free(tokens);
     muon_free(&m);
     gpt_free(&model);
