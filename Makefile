@@ -112,7 +112,7 @@ DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c
 INTERPRET_SRC = interpret/interpret.c
-INTERPRET_SRC += interpret/patching.c
+INTERPRET_SRC += interpret/patching.c interpret/head_scores.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/induction_measures.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 VIZ_SRC += viz/patching_chart.c

@@ -81,48 +81,65 @@ float *ablation_means(GPT *model, const int *tokens, int W, int T) {
     return means;
 }
 
-// The unit being ablated, and how.
+// The units being ablated (off: one flag per unit, interpret.h's order),
+// and how.
 typedef struct {
-    int layer, head; // head -1: the whole attention, -2: the MLP
-    int hs, C;
+    const unsigned char *off;
+    int L, NH, hs, C;
     AblationKind kind;
     const float *means;
 } Ablation;
 
 static void ablate_head(const ForwardHooks *h, int l, float *att_out, int rows) {
     const Ablation *a = h->state;
-    if (l != a->layer || a->head < 0) return;
-    const float *mean = a->means + ((long)l * NUM_MEANS + MEAN_ATT_OUT) * a->C + a->head * a->hs;
-    for (int r = 0; r < rows; r++) {
-        float *slice = att_out + (long)r * a->C + a->head * a->hs;
-        for (int d = 0; d < a->hs; d++) slice[d] = a->kind == ABLATE_MEAN ? mean[d] : 0.0f;
+    for (int head = 0; head < a->NH; head++) {
+        if (!a->off[l * a->NH + head]) continue;
+        const float *mean = a->means + ((long)l * NUM_MEANS + MEAN_ATT_OUT) * a->C + head * a->hs;
+        for (int r = 0; r < rows; r++) {
+            float *slice = att_out + (long)r * a->C + head * a->hs;
+            for (int d = 0; d < a->hs; d++) slice[d] = a->kind == ABLATE_MEAN ? mean[d] : 0.0f;
+        }
     }
 }
 
 static void ablate_sublayer(const ForwardHooks *h, int l, Sublayer s, float *out, int rows) {
     const Ablation *a = h->state;
-    int which = s == SUBLAYER_ATTENTION ? -1 : -2;
-    if (l != a->layer || a->head != which) return;
+    if (!a->off[a->L * a->NH + 2 * l + (s == SUBLAYER_MLP)]) return;
     const float *mean =
-        a->means + ((long)l * NUM_MEANS + (which == -1 ? MEAN_ATTENTION : MEAN_MLP)) * a->C;
+        a->means + ((long)l * NUM_MEANS + (s == SUBLAYER_ATTENTION ? MEAN_ATTENTION : MEAN_MLP)) * a->C;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < a->C; c++)
             out[(long)r * a->C + c] = a->kind == ABLATE_MEAN ? mean[c] : 0.0f;
 }
 
-double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, int T, int unit,
-                    AblationKind kind, const float *means, float *position_losses) {
-    const GPTConfig *cfg = &model->config;
-    Ablation a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .kind = kind, .means = means};
+static Ablation ablation_of(const GPTConfig *cfg, const unsigned char *off, AblationKind kind,
+                            const float *means) {
+    return (Ablation){.off = off, .L = cfg->layers, .NH = cfg->heads, .hs = cfg->dim / cfg->heads,
+                      .C = cfg->dim, .kind = kind, .means = means};
+}
+
+double ablated_set_loss(GPT *model, const int *tokens, const int *targets, int W, int T,
+                        const unsigned char *off, AblationKind kind, const float *means,
+                        float *position_losses) {
+    Ablation a = ablation_of(&model->config, off, kind, means);
     ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
                           .state = &a};
-    if (kind != ABLATE_NONE) ablation_unit(cfg, unit, &a.layer, &a.head);
     float *losses = position_losses ? position_losses : xmalloc(sizeof(float) * W * T);
     run_windows(model, tokens, targets, W, T, kind == ABLATE_NONE ? NULL : &hooks, losses);
     double sum = 0;
-    for (long i = 0; i < (long)W * T; i++) sum += losses[i];
+    if (targets)
+        for (long i = 0; i < (long)W * T; i++) sum += losses[i];
     if (!position_losses) free(losses);
-    return sum / ((double)W * T);
+    return targets ? sum / ((double)W * T) : NAN;
+}
+
+double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, int T, int unit,
+                    AblationKind kind, const float *means, float *position_losses) {
+    unsigned char *off = xcalloc((size_t)ablation_units(&model->config), 1);
+    if (kind != ABLATE_NONE) off[unit] = 1;
+    double loss = ablated_set_loss(model, tokens, targets, W, T, off, kind, means, position_losses);
+    free(off);
+    return loss;
 }
 
 // The stream at every depth, (L+1,R,C), of a forward over R rows
@@ -144,13 +161,14 @@ static void copy_stream(const ForwardHooks *h, int depth, const float *x, int ro
 // ablate_sublayer read the same state.
 typedef struct {
     Ablation a;
+    int layer; // the ablated unit's
     const float *clean_probs;
     long layer_size;
 } FrozenAblation;
 
 static void freeze_probs(const ForwardHooks *h, int l, float *probs, int B, int T) {
     const FrozenAblation *f = h->state;
-    if (l > f->a.layer) memcpy(probs, f->clean_probs + l * f->layer_size, sizeof(float) * f->layer_size);
+    if (l > f->layer) memcpy(probs, f->clean_probs + l * f->layer_size, sizeof(float) * f->layer_size);
     (void)B, (void)T;
 }
 
@@ -160,7 +178,8 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
                                             double *zero_loss, double *mean_loss) {
     const GPTConfig *cfg = &model->config;
     int units = ablation_units(cfg), B = model->batch_size, L = cfg->layers, NH = cfg->heads;
-    FrozenAblation frozen = {.a = {.hs = cfg->dim / cfg->heads, .C = cfg->dim, .means = means}};
+    unsigned char *off = xcalloc((size_t)units, 1);
+    FrozenAblation frozen = {.a = ablation_of(cfg, off, ABLATE_NONE, means)};
     Ablation *a = &frozen.a;
     ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
                           .attention_probs = freeze ? freeze_probs : NULL, .state = &frozen};
@@ -184,19 +203,22 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
         if (freeze) memcpy(clean_probs, model->acts.att_probs, sizeof(float) * L * frozen.layer_size);
         // each unit's forward starts at its block, from the unchanged stream into it
         for (int u = 0; u < units; u++) {
-            ablation_unit(cfg, u, &a->layer, &a->head);
+            int head;
+            ablation_unit(cfg, u, &frozen.layer, &head);
+            off[u] = 1;
             for (int k = 0; k < 2; k++) {
                 a->kind = k == 0 ? ABLATE_ZERO : ABLATE_MEAN;
                 gpt_forward(model, tokens + at, n, T,
                             (ForwardArgs){.targets = targets + at,
                                           .attention = ATTENTION_KEEP_PROBS,
                                           .hooks = &hooks,
-                                          .first_layer = a->layer,
+                                          .first_layer = frozen.layer,
                                           .start_stream = clean_stream.x +
-                                                          a->layer * clean_stream.depth_size});
+                                                          frozen.layer * clean_stream.depth_size});
                 double *sum = &sums[k * units + u];
                 for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
             }
+            off[u] = 0;
         }
     }
     double positions = (double)W * T;
@@ -205,6 +227,7 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
         mean_loss[u] = sums[units + u] / positions;
     }
     free(sums);
+    free(off);
     free(clean_stream.x);
     free(clean_probs);
     return clean / positions;

@@ -65,6 +65,14 @@ double frozen_ablation_losses(GPT *model, const int *tokens, const int *targets,
 double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, int T, int unit,
                     AblationKind kind, const float *means, float *position_losses);
 
+// The same with a set of units ablated together: off (units) nonzero for
+// each unit switched off, all of them `kind` (ABLATE_NONE: none). With
+// targets NULL only the forward (the model's probabilities and attention
+// then hold the last window's), and NAN returned.
+double ablated_set_loss(GPT *model, const int *tokens, const int *targets, int W, int T,
+                        const unsigned char *off, AblationKind kind, const float *means,
+                        float *position_losses);
+
 // ---- the logit lens
 //
 // At depth d (0: after the embeddings, d: after block d-1, up to L) the
