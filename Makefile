@@ -103,7 +103,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
-BASE_SRC += base/gguf.c base/deflate.c base/png.c
+BASE_SRC += base/gguf.c base/deflate.c base/png.c base/base64.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
@@ -131,6 +131,59 @@ ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
 PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
 # bin/export: a checkpoint as GGUF for llama.cpp, or in Hugging Face's layout (docs/export.md)
 PROGRAMS += $(BIN)/export
+
+.DEFAULT_GOAL := all
+
+# ---- the model in the page: bin/explore writes one HTML file holding the
+# model's weights and the forward compiled to WebAssembly from the same C
+# sources (page/page_model.c calls them; docs/explore.md). The module is
+# built with clang's wasm32-wasi target against Debian's wasi-libc (the
+# packages clang, lld, wasi-libc, libclang-rt-14-dev-wasm32): portable
+# kernels (no x86 variant runs there), one thread (OpenMP's calls answered
+# by base/no_openmp/omp.h), WebAssembly's 128-bit SIMD. bin/explore is
+# built with the other programs where that toolchain is installed, and
+# `make explore` says what is missing where it is not. The page's HTML, CSS
+# and JavaScript (page/explore.*) and the module are embedded in bin/explore
+# as byte arrays (page/embed.sh).
+WASM_CC ?= clang
+WASM_SYSROOT ?= /usr
+WASM_FLAGS = --target=wasm32-wasi --sysroot=$(WASM_SYSROOT) -mexec-model=reactor -O2 -msimd128 \
+             -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra \
+             -Ibase/no_openmp -Wno-unknown-pragmas -Wno-unused-function
+WASM_SRC = base/util.c $(KERNELS_SRC) $(MODEL_SRC) infer/sampler.c infer/kv_cache.c \
+           interpret/interpret.c interpret/head_scores.c page/page_model.c
+WASM_TOOLCHAIN := $(shell command -v $(WASM_CC) >/dev/null 2>&1 && \
+                    echo 'int main(void){return 0;}' | $(WASM_CC) $(WASM_FLAGS) -x c - -o /dev/null \
+                    >/dev/null 2>&1 && echo yes)
+PAGE_ASSETS = page/explore.html page/explore.css page/explore.js
+ifeq ($(WASM_TOOLCHAIN),yes)
+PROGRAMS += $(BIN)/explore
+endif
+
+$(BUILD)/page/model.wasm: $(WASM_SRC) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(WASM_CC) $(WASM_FLAGS) $(WASM_SRC) -o $@ -lm
+
+$(BUILD)/page/assets.c: page/embed.sh $(PAGE_ASSETS) $(BUILD)/page/model.wasm
+	page/embed.sh $@ explore_html page/explore.html explore_css page/explore.css \
+	    explore_js page/explore.js explore_wasm $(BUILD)/page/model.wasm
+
+$(BUILD)/page/assets.o: $(BUILD)/page/assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BIN)/explore: $(BUILD)/explore/explore.o $(BUILD)/page/assets.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+ifeq ($(WASM_TOOLCHAIN),yes)
+explore: $(BIN)/explore
+else
+explore:
+	@echo "make explore: no WebAssembly toolchain ($(WASM_CC) --target=wasm32-wasi with wasi-libc); install it:" >&2
+	@echo "  apt-get install -y --no-install-recommends clang lld wasi-libc libclang-rt-14-dev-wasm32" >&2
+	@exit 1
+endif
+.PHONY: explore
 
 # ---- make MPI=1: also bin-mpi/train, built with Debian's mpicc and
 # -DUSE_MPI (train/distributed.c; see docs/distributed.md), its objects in

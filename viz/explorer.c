@@ -6,23 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/base64.h"
 #include "../base/files.h"
 #include "heatmap.h"
-
-static void base64_floats(FILE *out, const float *values, size_t n) {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *bytes = (const unsigned char *)values; // little-endian (x86, ARM)
-    size_t len = n * sizeof(float);
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)bytes[i] << 16;
-        if (i + 1 < len) v |= (unsigned)bytes[i + 1] << 8;
-        if (i + 2 < len) v |= bytes[i + 2];
-        fputc(digits[(v >> 18) & 63], out);
-        fputc(digits[(v >> 12) & 63], out);
-        fputc(i + 1 < len ? digits[(v >> 6) & 63] : '=', out);
-        fputc(i + 2 < len ? digits[v & 63] : '=', out);
-    }
-}
 
 static void json_number(FILE *out, double v) {
     if (isnan(v) || isinf(v)) fputs("null", out);
@@ -406,7 +392,8 @@ int explorer_write(const char *path, int L, int NH, const ExplorerView *views, i
             fputs("]", out);
         }
         fputs(",\"attn\":\"", out);
-        base64_floats(out, view->attn, (size_t)L * NH * view->T * view->T);
+        // little-endian floats (x86, ARM)
+        base64_write(out, view->attn, sizeof(float) * L * NH * view->T * view->T);
         fputs("\"}", out);
     }
     fputs("]", out);
