@@ -99,6 +99,7 @@ SUITE(suite_attn_modern);
 SUITE(suite_first_hour);
 SUITE(suite_patching);
 SUITE(suite_induction);
+SUITE(suite_explore);
 
 static int wanted(const char *suite, char **names, int count) {
     for (int i = 0; i < count; i++)
@@ -144,7 +145,8 @@ int main(int argc, char **argv) {
                   {"muon", suite_muon}, {"user-files", suite_user_files},
                   {"modern", suite_modern}, {"attn-modern", suite_attn_modern},
                   {"export", suite_export}, {"first-hour", suite_first_hour},
-                  {"patching", suite_patching}, {"induction", suite_induction}};
+                  {"patching", suite_patching}, {"induction", suite_induction},
+                  {"explore", suite_explore}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);

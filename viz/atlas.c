@@ -14,6 +14,7 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../data/vocab.h"
+#include "../infer/checkpoint.h"
 #include "../base/safetensors.h"
 #include "font.h"
 #include "heatmap.h"
@@ -866,6 +867,19 @@ static int write_induction_probe(const char *attn_dir, const int *ids, int P,
     return atomic_file_commit(&af, err, err_len);
 }
 
+// The model's weights as they are at this step, ATTN/step_N/model.safetensors,
+// a checkpoint as bin/train's (bin/explore replays a text through them).
+static int save_snapshot_weights(const char *attn_dir, const GPT *model, long step,
+                                 const uint32_t *code_points, char *err, size_t err_len) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/step_%ld/model.safetensors", attn_dir, step);
+    Vocab vocab;
+    if (!vocab_from_ids(&vocab, code_points, model->config.vocab_size, err, err_len)) return 0;
+    int ok = gpt_save(path, model, &vocab, err, err_len);
+    vocab_free(&vocab);
+    return ok;
+}
+
 int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, char *err,
                    size_t err_len) {
     const uint32_t *chars = in->chars;
@@ -906,6 +920,7 @@ int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, cha
     int ok = write_snapshot(path, L, NH, attn, chars, T, scores, k_table, position_loss, positions,
                             step, loss, err, err_len);
     free(attn);
+    if (ok) ok = save_snapshot_weights(attn_dir, model, step, in->code_points, err, err_len);
     if (ok && P >= 2) ok = write_induction_probe(attn_dir, ids, P, in->code_points, err, err_len);
     if (ok)
         ok = rebuild(attn_dir, L, NH, step, loss, scores, k_table, position_loss, positions,
