@@ -115,6 +115,16 @@ static int same_config(const GPTConfig *a, const GPTConfig *b) {
            a->untie == b->untie && a->softcap == b->softcap;
 }
 
+// The weights of count models of num_params each fit in a page, or die
+// saying how much they make.
+static void check_page_size(size_t num_params, int count) {
+    double bytes = (double)count * sizeof(float) * num_params;
+    if (bytes > PAGE_MAX_WEIGHT_BYTES)
+        die("%d model%s of %zu parameters make %.0f MB of weights; a page holds at most %.0f MB%s",
+            count, count > 1 ? "s" : "", num_params, bytes / 1e6, PAGE_MAX_WEIGHT_BYTES / 1e6,
+            count > 1 ? " (fewer --max-snapshots, or 0)" : "");
+}
+
 // The snapshots of dir (DIR/step_N/model.safetensors; the steps whose
 // folder has none are left out), at most max spread evenly, after the
 // checkpoint in models[0] (room for 1 + max). Returns the number of models.
@@ -123,6 +133,7 @@ static int load_snapshots(const char *dir, int given, int max, const Vocab *voca
     char err[2048];
     long *steps = NULL;
     int count = 0;
+    check_page_size(models[0].model.num_params, 1);
     if (max == 0 || !file_exists(dir)) {
         if (given && max > 0) die("--snapshots %s: no such folder", dir);
         return 1;
@@ -141,6 +152,7 @@ static int load_snapshots(const char *dir, int given, int max, const Vocab *voca
             "--heatmaps-every writes them)", dir);
     int *chosen = xcalloc((size_t)usable + 1, sizeof(int));
     int n = spread_evenly(usable, max, chosen);
+    check_page_size(models[0].model.num_params, 1 + n);
     for (int i = 0; i < n; i++) {
         PageModel *m = &models[1 + i];
         char path[4400];
@@ -317,7 +329,6 @@ int main(int argc, char **argv) {
     Vocab vocab;
     if (!gpt_load(o.ckpt, &models[0].model, &vocab, err, sizeof err)) die("%s", err);
     models[0].step = -1;
-    weight_scores(&models[0]);
     char default_dir[4200];
     const char *dir = o.snapshots;
     if (!dir) {
@@ -327,12 +338,7 @@ int main(int argc, char **argv) {
         dir = default_dir;
     }
     int count = load_snapshots(dir, o.snapshots != NULL, o.max_snapshots, &vocab, models);
-    double weight_bytes = (double)count * sizeof(float) * models[0].model.num_params;
-    if (weight_bytes > PAGE_MAX_WEIGHT_BYTES)
-        die("%s: %d model%s of %zu parameters make %.0f MB of weights; a page holds at most %.0f "
-            "MB (fewer --max-snapshots, or 0)",
-            o.ckpt, count, count > 1 ? "s" : "", models[0].model.num_params, weight_bytes / 1e6,
-            PAGE_MAX_WEIGHT_BYTES / 1e6);
+    weight_scores(&models[0]);
     AtomicFile af;
     if (!atomic_file_open(&af, o.out, err, sizeof err)) die("%s", err);
     write_page(af.file, o.ckpt, &vocab, text, text_len, models, count);

@@ -84,7 +84,7 @@ static void test_explore_refuses(void) {
     const char *ckpt = save_text_model(TEXT, 16, weights);
     const char *dir = make_temp_dir();
     char cmd[4096];
-    const char *capture = path_in(dir, "out.txt");
+    const char *capture = keep_path(path_in(dir, "out.txt"));
     struct {
         const char *args, *says;
     } cases[] = {
@@ -146,6 +146,40 @@ static void test_explore_refuses(void) {
     CHECK_MSG(strstr(out, "is the checkpoint itself"), "%s", out);
     free(out);
     CHECK(file_size(ckpt) == before);
+    // a model too large for a page: one line with the size and the limit,
+    // before anything else is loaded (8 snapshots, links to one checkpoint)
+    GPTConfig big = {.vocab_size = 7, .context = 8, .layers = 1, .heads = 4, .dim = 800};
+    GPT model;
+    build_model(&model, &big, (RandomWeights){1, 0, 0});
+    const char *run = keep_path(path_in(dir, "big"));
+    mkdir(run, 0755);
+    const char *big_ckpt = keep_path(path_in(run, "model.safetensors"));
+    char err[512];
+    Vocab vocab;
+    uint32_t chars[7] = {'a', 'b', 'c', 'd', 'e', 'f', 'g'};
+    CHECK(vocab_from_code_points(&vocab, chars, 7, err, sizeof err));
+    CHECK_MSG(gpt_save(big_ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    vocab_free(&vocab);
+    gpt_free(&model);
+    mkdir(path_in(run, "attn"), 0755);
+    for (int s = 1; s <= 8; s++) {
+        char step[64], path[600];
+        snprintf(step, sizeof step, "attn/step_%d", 10 * s);
+        mkdir(path_in(run, step), 0755);
+        snprintf(path, sizeof path, "%s/%s/model.safetensors", run, step);
+        CHECK(link(big_ckpt, path) == 0);
+        snprintf(path, sizeof path, "%s/%s/atlas.safetensors", run, step);
+        write_file_bytes(path, "", 0);
+    }
+    snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/big.html", big_ckpt, dir);
+    CHECK(run_command(cmd, capture) != 0);
+    out = output_of(capture);
+    CHECK_MSG(strstr(out, "9 models of 7") && strstr(out, "a page holds at most 268 MB") &&
+              count_lines(out) == 1, "%s", out);
+    free(out);
+    CHECK(!file_exists(path_in(dir, "big.html")));
+    snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/big.html --max-snapshots 2", big_ckpt, dir);
+    CHECK_MSG(run_command(cmd, capture) == 0, "3 models of 31 MB refused");
     // with --force a page of ours is replaced
     snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/mine.html --force", ckpt, dir);
     CHECK(run_command(cmd, NULL) == 0);
