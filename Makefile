@@ -370,6 +370,20 @@ $(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(SAN)/obj/export/export.o $(SAN_L
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 sanitize: $(SAN)/bin/export
 
+# bin/explore where the WebAssembly toolchain is (its module and page, as
+# the plain build's, linked with the sanitized objects).
+$(SAN)/obj/page/assets.o: $(BUILD)/page/assets.c
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) -c $< -o $@
+
+$(SAN)/bin/explore: $(SAN)/obj/no_leak_check.o $(SAN)/obj/explore/explore.o $(SAN)/obj/page/assets.o \
+                    $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
+ifeq ($(WASM_TOOLCHAIN),yes)
+sanitize: $(SAN)/bin/explore
+endif
+
 $(SAN)/bin/tests: $(TEST_SRC:%.c=$(SAN)/obj/%.o) $(SAN_TRAIN_OBJ) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)

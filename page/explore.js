@@ -160,6 +160,7 @@ function el(tag, attrs, text) {
 // skipped (as bin/attn --skip-unknown); past the context, the last T stay.
 
 function readText() {
+  const caret = S.pos === -2;
   const all = Array.from($('text').value, ch => ch.codePointAt(0));
   const known = [];
   all.forEach((c, i) => { if (idOf.has(c)) known.push(i); });
@@ -177,6 +178,7 @@ function readText() {
   }
   if (cut) notes.push('longer than the context: the model reads the last ' + T + ' characters');
   $('textnote').textContent = notes.join('; ');
+  if (caret) S.pos = caretPosition();
   if (S.pos >= S.ids.length) S.pos = -1;
 }
 
@@ -191,7 +193,18 @@ const chosen = () => (S.pos >= 0 && S.pos < S.ids.length ? S.pos : S.ids.length 
 
 // ---- running the model: everything it shows, then every drawing
 
+// Keystrokes come faster than a large model runs: an input asks for a run,
+// and the run, when it comes, reads the text as it is then.
+let pending = false;
+function schedule() {
+  if (pending) return;
+  pending = true;
+  setTimeout(() => { if (pending) run(); }, 0);
+}
+function flush() { if (pending) run(); }
+
 function run() {
+  pending = false;
   readText();
   const n = S.ids.length;
   document.body.dataset.n = n;
@@ -548,11 +561,11 @@ $('stop').addEventListener('click', stopWriting);
 
 window.explorer = {
   config: cfg, models: D.models,
-  ids: () => S.ids.slice(),
-  attention: (l, h) => Array.from(main.attention(l, h)),
-  loss: () => +$('lossline').dataset.loss,
-  cleanLoss: () => +$('lossline').dataset.cleanLoss,
-  probs: t => Array.from(main.probs(t)),
+  ids: () => { flush(); return S.ids.slice(); },
+  attention: (l, h) => { flush(); return Array.from(main.attention(l, h)); },
+  loss: () => { flush(); return +$('lossline').dataset.loss; },
+  cleanLoss: () => { flush(); return +$('lossline').dataset.cleanLoss; },
+  probs: t => { flush(); return Array.from(main.probs(t)); },
   // ms of the forward alone over the text, the median of `reps`
   timeForward(reps) {
     main.setTokens(S.ids);
@@ -609,10 +622,11 @@ async function start() {
     run();
   };
   ['compare', 'comparehead', 'comparemodel'].forEach(id => $(id).addEventListener('change', compare));
-  $('text').addEventListener('input', () => { S.pos = caretPosition(); run(); });
-  ['click', 'keyup'].forEach(ev => $('text').addEventListener(ev, () => {
+  $('text').addEventListener('input', () => { S.pos = -2; schedule(); });
+  ['click', 'keyup'].forEach(ev => $('text').addEventListener(ev, () => {   // the caret moved
+    if (pending) { S.pos = -2; return; }
     const p = caretPosition();
-    if (p !== S.pos && S.ids.length) { S.pos = p; run(); }
+    if (S.ids.length && (p < 0 ? S.ids.length - 1 : p) !== chosen()) { S.pos = p; schedule(); }
   }));
   $('text').value = String.fromCodePoint(...D.text);
   if (!D.text.length) {   // no text given: a line the model writes itself, greedily

@@ -129,14 +129,24 @@ static void run_lens(Page *p, int n) {
     free(targets);
 }
 
+// The mean of the first n - 1 position losses, summed in double in
+// position order (interpret.c's ablated_set_loss sums the same way).
+static double mean_of_predictions(const float *losses, int n) {
+    double sum = 0;
+    for (int t = 0; t < n - 1; t++) sum += losses[t];
+    return n >= 2 ? sum / (n - 1) : NAN;
+}
+
 // Everything the page shows of the text tokens[0..n): the logit lens; the
-// loss of each of its n - 1 predictions, unchanged and with the units in
-// page_ablated switched off (kind: interpret.h's AblationKind; mean
-// ablation's means over this text, as bin/attn --ablate's over its
-// window); then the forward over all n characters with the ablation, whose
-// attention (page_attention) and next-character probabilities
-// (page_probs) the model keeps, and every head's scores on it. Returns the
-// ablated mean loss (NAN for n < 2).
+// forward over all n characters with the units in page_ablated switched off
+// (kind: interpret.h's AblationKind; mean ablation's means over the text's
+// n - 1 predictions, as bin/attn --ablate's over its window), whose
+// attention (page_attention) and next-character probabilities (page_probs)
+// the model keeps, each of the n - 1 predictions' loss (position t's target
+// the character after it; the last position's, its own, is not counted),
+// and every head's scores; with something ablated, the same forward
+// unchanged first for the losses without it. Returns the mean loss of the
+// predictions (NAN for n < 2).
 EXPORT(page_run) double page_run(Page *p, int n, int kind) {
     GPT *m = &p->model;
     int H = m->config.layers * m->config.heads, NH = m->config.heads;
@@ -146,19 +156,16 @@ EXPORT(page_run) double page_run(Page *p, int n, int kind) {
     p->n = n;
     run_lens(p, n);
     free(p->means);
-    p->means = NULL;
-    p->loss = p->clean_loss = NAN;
-    if (n >= 2) {
-        if (kind == ABLATE_MEAN) p->means = ablation_means(m, p->tokens, 1, n - 1);
-        p->clean_loss = ablated_set_loss(m, p->tokens, p->tokens + 1, 1, n - 1, p->off, ABLATE_NONE,
-                                         NULL, p->clean_losses);
-        p->loss = kind == ABLATE_NONE ? p->clean_loss
-                                      : ablated_set_loss(m, p->tokens, p->tokens + 1, 1, n - 1,
-                                                         p->off, (AblationKind)kind, p->means,
-                                                         p->losses);
-        if (kind == ABLATE_NONE) memcpy(p->losses, p->clean_losses, sizeof(float) * (n - 1));
-    }
-    ablated_set_loss(m, p->tokens, NULL, 1, n, p->off, (AblationKind)kind, p->means, NULL);
+    p->means = kind == ABLATE_MEAN && n >= 2 ? ablation_means(m, p->tokens, 1, n - 1) : NULL;
+    int *targets = xcalloc((size_t)n, sizeof(int));
+    for (int t = 0; t < n; t++) targets[t] = p->tokens[t + 1 < n ? t + 1 : t];
+    if (kind != ABLATE_NONE)
+        ablated_set_loss(m, p->tokens, targets, 1, n, p->off, ABLATE_NONE, NULL, p->clean_losses);
+    ablated_set_loss(m, p->tokens, targets, 1, n, p->off, (AblationKind)kind, p->means, p->losses);
+    if (kind == ABLATE_NONE) memcpy(p->clean_losses, p->losses, sizeof(float) * n);
+    free(targets);
+    p->loss = mean_of_predictions(p->losses, n);
+    p->clean_loss = mean_of_predictions(p->clean_losses, n);
     for (int h = 0; h < H; h++) {
         head_scores(gpt_attention_probs(m, h / NH, h % NH, 0), p->tokens, n, &p->scores[h]);
         p->scores[h].value[SCORE_INDUCTION] = p->induction[2 * h];

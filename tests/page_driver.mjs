@@ -6,7 +6,9 @@
 //
 //   node tests/page_driver.mjs --browser chromium|firefox --page FILE --text TEXT
 //        [--ablate UNIT --kind 1|2] [--write N --temperature T --seed S]
-//        [--snapshots] [--time] [--screenshot FILE]
+//        [--paste] [--snapshots] [--time] [--screenshot FILE]
+//
+// --paste puts the text in at once (one input event) instead of typing it.
 //
 // Output: {ready, resources, error, n, ids, attention: [L*NH arrays of n*n],
 // loss, cleanLoss, ablated: {loss, cleanLoss}, written: text, snapshots:
@@ -15,8 +17,10 @@ import {createRequire} from 'node:module';
 import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join, resolve} from 'node:path';
+import {fileURLToPath} from 'node:url';
 
-const require = createRequire(resolve('build-node') + '/');
+// puppeteer-core from the checkout's build-node/ (.ci/run installs it there)
+const require = createRequire(fileURLToPath(new URL('../build-node/', import.meta.url)));
 const puppeteer = require('puppeteer-core');
 
 function args() {
@@ -24,7 +28,7 @@ function args() {
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '');
-    if (['time', 'snapshots'].includes(k)) a[k] = true;
+    if (['time', 'snapshots', 'paste'].includes(k)) a[k] = true;
     else a[k] = argv[++i];
   }
   return a;
@@ -62,7 +66,9 @@ try {
   // type the text, as a user does
   await page.click('#text');
   await page.evaluate(() => { const t = document.getElementById('text'); t.value = ''; t.dispatchEvent(new Event('input')); });
-  if (a.text) await page.type('#text', a.text);
+  if (a.text && a.paste) {    // all at once, as a paste: one input event
+    await page.evaluate(text => { const t = document.getElementById('text'); t.value = text; t.dispatchEvent(new Event('input')); }, a.text);
+  } else if (a.text) await page.type('#text', a.text);
   if (a.ablate !== undefined) {
     await page.select('#kind', String(a.kind));
     await page.click('td[data-unit="' + a.ablate + '"]');
