@@ -318,7 +318,7 @@ function selectHead(l, h) { S.layer = l; S.head = h; run(); }
 // One head large, the characters along both axes.
 function headGeometry() {
   const n = S.ids.length;
-  return {cell: Math.max(4, Math.min(18, Math.floor(560 / n))), x0: 22, y0: 22};
+  return {cell: Math.max(4, Math.min(16, Math.floor(440 / n))), x0: 22, y0: 22};
 }
 
 function drawHeadOn(id, model, l, h, title) {
