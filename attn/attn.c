@@ -1173,6 +1173,16 @@ static void write_patching(const AttnOptions *o, const PatchPair *pair,
     snprintf(path, sizeof path, "%s/patching.png", o->out);
     if (!patching_write_png(path, picture, err, sizeof err)) die("%s", err);
 
+    // The recovery measures how much of the way from the corrupted run's LD
+    // to the clean run's comes back: it assumes the clean run prefers its
+    // answer (LD > 0) and the corrupted run less so.
+    if (!(p->clean_diff > 0 && p->clean_diff > p->corrupt_diff))
+        fprintf(stderr,
+                "warning: --patch: LD is %.4f clean and %.4f corrupted: the clean run does not "
+                "prefer '%s' over '%s' more than the corrupted run does, so recoveries say little "
+                "(give --clean and --corrupt texts whose next characters differ)\n",
+                p->clean_diff, p->corrupt_diff, char_shown(clean_answer, a),
+                char_shown(corrupt_answer, b));
     printf("patching: LD = logit('%s') - logit('%s') at the last position, %.4f clean, %.4f "
            "corrupted; recovery (LD patched - LD corrupted) / (LD clean - LD corrupted):\n",
            char_shown(clean_answer, a), char_shown(corrupt_answer, b), p->clean_diff,

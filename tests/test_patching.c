@@ -602,6 +602,35 @@ static void test_attn_patch(void) {
     check_patching_csv(ckpt, keep_path(path_in(dir, "given")), given_clean, given_corrupt);
 }
 
+// The default pair on models of several seeds: a warning exactly when the
+// clean run's LD is not positive and above the corrupted run's (what the
+// recovery assumes), and the models give both kinds, so the check can fail
+// either way.
+static void test_attn_patch_warns(void) {
+    const char *dir = make_temp_dir();
+    int warned = 0, fine = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        const char *ckpt = save_text_model(VOCAB_TEXT, 16, (RandomWeights){seed, 0.5f, seed + 100});
+        char cmd[2048], log[800];
+        snprintf(log, sizeof log, "%s/log%d.txt", dir, (int)seed);
+        snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s --patch --out %s/p%d", ckpt, dir, (int)seed);
+        if (run_command(cmd, log) != 0) continue; // a pair whose LDs are equal is refused
+        char *said = output_of(log);
+        const char *at = strstr(said, "at the last position, ");
+        double clean = NAN, corrupt = NAN;
+        CHECK_MSG(at && sscanf(at, "at the last position, %lf clean, %lf corrupted", &clean, &corrupt) == 2,
+                  "%s", said);
+        int wrong_way = !(clean > 0 && clean > corrupt), warning = strstr(said, "warning: --patch: LD is") != NULL;
+        CHECK_MSG(warning == wrong_way, "seed %d: LD %.4f clean, %.4f corrupted, warning %d: %s", (int)seed,
+                  clean, corrupt, warning, said);
+        warned += warning;
+        fine += !warning;
+        free(said);
+    }
+    CHECK_MSG(warned > 0 && fine > 0, "%d pairs warned, %d did not: the seeds cover one kind only", warned,
+              fine);
+}
+
 // --ablate --freeze-patterns: two more columns of ablation.csv, the frozen
 // losses computed here; the table on stdout.
 static void test_attn_freeze_patterns(void) {
@@ -836,6 +865,8 @@ void suite_patching(void) {
     run_test("patching: the picture's cells on their recovery's colour", test_patching_picture);
     run_test("patching: bin/attn --patch, the default pair and a given one, read back",
              test_attn_patch);
+    run_test("patching: bin/attn --patch warns when the clean run's LD is not above the corrupted's",
+             test_attn_patch_warns);
     run_test("patching: bin/attn --ablate --freeze-patterns read back", test_attn_freeze_patterns);
     run_test("patching: bin/attn --patch's files the same for 1 and 2 threads",
              test_attn_patch_threads);
