@@ -14,6 +14,7 @@
 #include "../base/util.h"
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
+#include "../viz/atlas.h"
 #include "../viz/circuits.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
@@ -954,7 +955,100 @@ static void test_explorer_in_chromium(void) {
     }
 }
 
+// ---- the timeline's and the phase change's layout
+
+// Fake snapshots of L x NH heads, scores and model measures moving with the step.
+static Snapshot *fake_snapshots(int count, int L, int NH) {
+    Snapshot *snaps = xcalloc((size_t)count, sizeof(Snapshot));
+    for (int i = 0; i < count; i++) {
+        snaps[i].step = 100L * (i + 1);
+        snaps[i].loss = 3.0 - 0.1 * i;
+        snaps[i].icl = -0.05 * i;
+        snaps[i].sink_rate = 0.1 * i;
+        snaps[i].sink_uniform = 0.05;
+        snaps[i].scores = xcalloc((size_t)L * NH, sizeof(HeadScores));
+        for (int h = 0; h < L * NH; h++)
+            for (int k = 0; k < NUM_SCORES; k++) {
+                snaps[i].scores[h].value[k] = 0.02 * (h + 1) * (i + 1);
+                snaps[i].scores[h].uniform[k] = 0.05;
+            }
+    }
+    return snaps;
+}
+
+static void free_snapshots(Snapshot *snaps, int count) {
+    for (int i = 0; i < count; i++) free(snaps[i].scores);
+    free(snaps);
+}
+
+static int is_white(const Image *image, int x, int y) {
+    const uint8_t *p = image->rgb + 3 * ((long)y * image->width + x);
+    return p[0] == 255 && p[1] == 255 && p[2] == 255;
+}
+
+static long pixels_of(const Image *image, const uint8_t rgb[3]) {
+    long n = 0;
+    for (long i = 0; i < (long)image->width * image->height; i++)
+        n += !memcmp(image->rgb + 3 * i, rgb, 3);
+    return n;
+}
+
+// A 2-layer model's timeline: nothing runs off the right edge (the title
+// was cut), the first row has its three panels (loss, ICL, the sink rate it
+// announces), and the model's lines are not head 0's colour.
+static void test_timeline_layout(void) {
+    int count = 5, L = 2, NH = 4;
+    Snapshot *snaps = fake_snapshots(count, L, NH);
+    Image image;
+    timeline_render(&image, snaps, count, L, NH);
+    int clipped = 0;
+    for (int y = 0; y < image.height; y++)
+        for (int x = image.width - 4; x < image.width; x++) clipped += !is_white(&image, x, y);
+    CHECK_MSG(clipped == 0, "%d pixels drawn in the last 4 columns (%d wide): something runs off the edge",
+              clipped, image.width);
+    // the first row's panels: frames across the width, three of them
+    int frames = 0, y = -1;
+    for (int row = 0; row < image.height && y < 0; row++) { // the first row of frame pixels
+        long dark = 0;
+        for (int x = 0; x < image.width; x++)
+            dark += !memcmp(image.rgb + 3 * ((long)row * image.width + x), FRAME, 3);
+        if (dark > 200) y = row;
+    }
+    CHECK(y >= 0);
+    for (int x = 1; y >= 0 && x < image.width; x++)
+        frames += !memcmp(image.rgb + 3 * ((long)y * image.width + x), FRAME, 3) &&
+                  memcmp(image.rgb + 3 * ((long)y * image.width + x - 1), FRAME, 3);
+    CHECK_MSG(frames == 3, "the first row has %d panels, want the loss, ICL and sink rate's 3", frames);
+    static const uint8_t head0[3] = {31, 119, 180}, model[3] = {40, 40, 40};
+    CHECK_MSG(pixels_of(&image, model) > 100, "the model's lines are not in their own colour");
+    image_free(&image);
+    free_snapshots(snaps, count);
+    // one head: its lines are the only ones in head 0's colour
+    snaps = fake_snapshots(count, 1, 1);
+    phase_change_render(&image, snaps, count, 1, 1);
+    long blue = pixels_of(&image, head0);
+    CHECK(pixels_of(&image, model) > 100 && blue > 0);
+    // nothing crosses the gap between the panels and the legend on the right:
+    // the columns just left of the legend's first swatch are white in every row
+    int right = 0, legend = -1; // the panels' right edge (their frames), then the first swatch past it
+    for (int x = 0; x < image.width; x++)
+        for (int row = 0; row < image.height; row++)
+            if (!memcmp(image.rgb + 3 * ((long)row * image.width + x), FRAME, 3)) right = x;
+    for (int x = image.width - 1; x > right; x--)
+        for (int row = 0; row < image.height; row++)
+            if (!memcmp(image.rgb + 3 * ((long)row * image.width + x), head0, 3)) legend = x;
+    CHECK(legend > 0);
+    int crossing = 0;
+    for (int row = 0; legend > 0 && row < image.height; row++)
+        for (int x = legend - 16; x < legend - 2; x++) crossing += !is_white(&image, x, row);
+    CHECK_MSG(crossing == 0, "%d pixels between the panels and the legend (a title runs into it)", crossing);
+    image_free(&image);
+    free_snapshots(snaps, count);
+}
+
 void suite_atlas(void) {
+    run_test("atlas: the timeline and the phase change: nothing clipped or overlapping, the model's lines "
+             "in their own colour", test_timeline_layout);
     run_test("atlas: scores of hand-built attention (previous-token 1, uniform = baseline)",
              test_scores_known_answers);
     run_test("atlas: the induction probe and score", test_induction);

@@ -180,6 +180,8 @@ static const uint8_t palette[20][3] = {
     {174, 199, 232}, {255, 187, 120}, {152, 223, 138}, {255, 152, 150}, {197, 176, 213},
     {196, 156, 148}, {247, 182, 210}, {199, 199, 199}, {219, 219, 141}, {158, 218, 229}};
 static const uint8_t GRID[3] = {225, 225, 225};
+// The model's own lines (its loss, ICL score, sink rate): a colour no head has.
+static const uint8_t MODEL_LINE[3] = {40, 40, 40};
 
 // Ticks at round values: the first multiple of *step at or above lo, *step
 // being 1, 2 or 5 times a power of ten giving at most `most` ticks in lo..hi.
@@ -267,8 +269,9 @@ static int timeline_header(int NH) {
     return TITLE_LINE + 2 * (FONT_H + 4) + (NH + 7) / 8 * (FONT_H + 5) + 8;
 }
 
+// At least three columns: the first row's three panels (loss, ICL, sink).
 static void timeline_size(int L, int NH, int *width, int *height) {
-    int columns = L > 2 ? L : 2;
+    int columns = L > 3 ? L : 3;
     *width = PAD + PANEL_LEFT + columns * (PANEL_W + PANEL_GAP_X) + PAD;
     *height = PAD + timeline_header(NH) + (NUM_SCORES + 1) * (PANEL_TITLE + PANEL_H + PANEL_GAP_Y) + PAD;
 }
@@ -304,9 +307,8 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
         draw_text(image, text, x + 24, y, 1);
     }
     // the first row: the loss, the ICL score and the sink rate, one line each
-    int model_panels = L > 2 ? 3 : 2;
     double lo, hi;
-    for (int panel = 0; panel < model_panels; panel++) {
+    for (int panel = 0; panel < 3; panel++) {
         lo = INFINITY, hi = -INFINITY;
         for (int i = 0; i < count; i++) {
             series[i] = panel == 0 ? snaps[i].loss : panel == 1 ? snaps[i].icl : snaps[i].sink_rate;
@@ -322,7 +324,7 @@ void timeline_render(Image *image, const Snapshot *snaps, int count, int L, int 
                              : panel == 1 ? "ICL score (loss late - early)"
                                           : "attention-sink rate");
         if (panel) draw_baseline(image, &p, snaps, count, baseline);
-        draw_series(image, &p, snaps, count, series, palette[0]);
+        draw_series(image, &p, snaps, count, series, MODEL_LINE);
     }
     for (int score = 0; score < NUM_SCORES; score++) {
         // one y range for the row, so a layer's panel compares with the
@@ -582,8 +584,8 @@ void phase_change_render(Image *image, const Snapshot *snaps, int count, int L, 
                    hi + margin, snaps[0].step, snaps[count - 1].step, PHASE_W, PHASE_H};
         if (!(p.hi > p.lo)) p.hi = p.lo + 1;
         const char *title = row == 0 ? "training loss (the batch at each snapshot)"
-                            : row == 1 ? "in-context learning score: validation loss at a late position "
-                                         "minus at an early one (below 0: the context helps)"
+                            : row == 1 ? "ICL score: validation loss late in the context minus early "
+                                         "(below 0: the context helps)"
                                        : "induction score of each head on the probe (dashed grey: "
                                          "uniform attention; dotted: the bar)";
         draw_axes(image, &p, title);
@@ -595,7 +597,7 @@ void phase_change_render(Image *image, const Snapshot *snaps, int count, int L, 
         }
         for (int h = 0; h < lines; h++)
             draw_series(image, &p, snaps, count, series + (size_t)h * count,
-                        row == 2 ? palette[h % 20] : palette[0]);
+                        row == 2 ? palette[h % 20] : MODEL_LINE);
         if (formed >= 0) draw_step_marker(image, &p, snaps[formed].step, marker);
         if (row == 0) // the heads' colours, down the right of all three panels
             for (int h = 0; h < H; h++) {
