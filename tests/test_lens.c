@@ -17,7 +17,10 @@
 #include "../infer/checkpoint.h"
 #include "../model/gpt.h"
 #include "../interpret/interpret.h"
+#include "../viz/ablation_grid.h"
+#include "../viz/attribution_chart.h"
 #include "../viz/circuits.h"
+#include "../viz/font.h"
 #include "../viz/position_circuit.h"
 #include "../viz/unifont.h"
 #include "check.h"
@@ -891,7 +894,52 @@ static void test_explorer_no_break_space(void) {
     }
 }
 
+static long count_rgb(const Image *image, uint8_t r, uint8_t g, uint8_t b) {
+    long n = 0;
+    for (long i = 0; i < (long)image->width * image->height; i++) {
+        const uint8_t *p = image->rgb + 3 * i;
+        n += p[0] == r && p[1] == g && p[2] == b;
+    }
+    return n;
+}
+
+// ablation.png: the heads and the whole layers on two scales, each in its
+// own colours, so that one colour never stands for two values (their tops
+// 10x apart here: a head at the heads' top is full red, a layer's MLP at
+// the layers' top full orange). attribution.png: the characters it names
+// stand apart from the words before them (at least 4 blank columns).
+static void test_picture_colours_and_spacing(void) {
+    int L = 1, NH = 2;
+    double zero[4] = {1.1, 1.05, 1.5, 2.0}, mean[4] = {1.1, 1.05, 1.5, 2.0}; // loss 1.0: +0.1 .. +1.0
+    AblationPicture p = {.layers = L, .heads = NH, .loss = 1.0, .zero_loss = zero, .mean_loss = mean,
+                         .positions = 10, .windows = 1};
+    Image image;
+    ablation_render(&image, &p);
+    CHECK_MSG(count_rgb(&image, 178, 24, 43) > 100, "no head's cell in full red");
+    CHECK_MSG(count_rgb(&image, 230, 97, 1) > 100, "no layer's cell in full orange: one red for two scales");
+    image_free(&image);
+
+    double heads[2] = {0.5, -0.25}, mlps[1] = {0.125};
+    Attribution a = {.layers = 1, .num_heads = 2, .position = 3, .target = 1, .other = 2,
+                     .heads = heads, .mlps = mlps, .token_embedding = 0.25, .position_part = 1,
+                     .position_embedding = 0.0625, .norm_bias = 1, .rest = 0.03125};
+    a.logit_diff = a.capped_logit_diff = attribution_total(&a);
+    attribution_render(&image, &a, 'e', ' ', ',');
+    // the line under the title: "reading" from x = 8, at y = 8 + 24 + 4 (attribution_chart.c's
+    // PAD, TITLE_H): the columns after the word are blank for 4 pixels
+    int x0 = 8 + font_text_width(7, 1), ink = 0;
+    for (int y = 36 - 8; y < 36 + 16; y++)
+        for (int x = x0 + 1; x < x0 + 5; x++) {
+            const uint8_t *px = image.rgb + 3 * ((long)y * image.width + x);
+            ink += px[0] != 255 || px[1] != 255 || px[2] != 255;
+        }
+    CHECK_MSG(ink == 0, "%d pixels right after \"reading\": the character runs into the word", ink);
+    image_free(&image);
+}
+
 void suite_lens(void) {
+    run_test("lens: ablation.png's two scales in two colour pairs; attribution.png's characters apart "
+             "from the words", test_picture_colours_and_spacing);
     run_test("lens: hooks that change nothing leave the forward bit for bit", test_hooks_change_nothing);
     run_test("lens: ablated losses (every unit, zero and mean) against double precision",
              test_ablation_against_double);

@@ -67,10 +67,10 @@ static void ablation_layout(const AblationPicture *p, AblationLayout *l) {
 }
 
 // A value in a cell: diverging colour scaled by top, the value printed.
-static void draw_cell(Image *image, int x, int y, double value, double top) {
+static void draw_cell(Image *image, int x, int y, double value, double top, DivergingColours colours) {
     uint8_t rgb[3];
     double t = value / top;
-    diverging_rgb(t, rgb);
+    diverging_rgb_in(colours, t, rgb);
     fill_rect(image, x, y, CELL_W - 2, CELL_H - 2, rgb);
     char text[32];
     snprintf(text, sizeof text, "%+.3f", value);
@@ -97,16 +97,18 @@ static void draw_panel(Image *image, const AblationLayout *l, const AblationPict
         draw_text(image, text, x0, grid_y + layer * CELL_H + (CELL_H - 9) / 2, 1);
         for (int c = 0; c < NH + 2; c++)
             draw_cell(image, grid_x + c * CELL_W, grid_y + layer * CELL_H,
-                      losses[column_unit(layer, c, L, NH)] - p->loss, top[c >= NH]);
+                      losses[column_unit(layer, c, L, NH)] - p->loss, top[c >= NH],
+                      c >= NH ? DIVERGING_ORANGE_PURPLE : DIVERGING_RED_BLUE);
     }
     // the whole-layer columns stand apart: a line before them
     static const uint8_t grey[3] = {150, 150, 150};
     fill_rect(image, grid_x + NH * CELL_W - 2, grid_y - 2, 2, L * CELL_H + 2, grey);
 }
 
-static void draw_bar(Image *image, int x, int y, int h, double top, const char *label) {
+static void draw_bar(Image *image, DivergingColours colours, int x, int y, int h, double top,
+                     const char *label) {
     draw_text(image, label, x, y - LINE_H + 2, 1);
-    draw_diverging_bar(image, x, y, h, top);
+    draw_diverging_bar_in(image, colours, x, y, h, top);
 }
 
 static void draw_strips(Image *image, const AblationLayout *l, const AblationPicture *p) {
@@ -162,12 +164,14 @@ void ablation_render(Image *image, const AblationPicture *p) {
     snprintf(text, sizeof text, "ablation: loss %.4f unchanged, over %ld predictions in %d "
              "window%s", p->loss, p->positions, p->windows, p->windows == 1 ? "" : "s");
     draw_text(image, text, PAD, PAD, 2);
-    draw_text(image, "Cell: the loss increase when the head, or the layer's whole attention "
-              "(attn) or MLP (mlp), is ablated; red: worse, blue: better.", PAD, PAD + TITLE_H, 1);
+    draw_text(image, "Cell: the loss increase when the head (red: worse, blue: better), or the layer's "
+              "whole attention or MLP (on a scale of its own: orange worse, purple better), is "
+              "ablated.", PAD, PAD + TITLE_H, 1);
     draw_text(image, "Zero: its output set to 0 at every position; mean: set to its mean over "
               "the positions.", PAD, PAD + TITLE_H + LINE_H, 1);
-    // heads on one scale, whole layers on another: a layer's MLP costs far
-    // more than any head, and would leave the heads' cells all white
+    // heads on one scale, whole layers on another, in other colours: a
+    // layer's MLP costs far more than any head, and would leave the heads'
+    // cells all white
     int units = p->layers * (p->heads + 2), heads = p->layers * p->heads;
     double top[2] = {1e-9, 1e-9};
     for (int u = 0; u < units; u++) {
@@ -179,8 +183,9 @@ void ablation_render(Image *image, const AblationPicture *p) {
     draw_panel(image, &l, p, PAD + l.panel_w + PANEL_GAP / 2, p->mean_loss, top,
                "mean-ablated: loss increase");
     int bar_h = l.grid_h > 100 ? l.grid_h : 100;
-    draw_bar(image, l.bar_x, l.grids_y + 2 * LINE_H, bar_h, top[0], "heads");
-    draw_bar(image, l.bar_x + BAR_SPACING, l.grids_y + 2 * LINE_H, bar_h, top[1], "attn, mlp");
+    draw_bar(image, DIVERGING_RED_BLUE, l.bar_x, l.grids_y + 2 * LINE_H, bar_h, top[0], "heads");
+    draw_bar(image, DIVERGING_ORANGE_PURPLE, l.bar_x + BAR_SPACING, l.grids_y + 2 * LINE_H, bar_h,
+             top[1], "attn, mlp");
     if (l.lines) draw_strips(image, &l, p);
 }
 

@@ -2,10 +2,11 @@
 // computes the losses). Two grids side by side, zero ablation and mean
 // ablation: row l = layer l, columns head 0..NH-1 then "attn" and "mlp"
 // (the layer's whole attention and MLP), each cell coloured by the loss
-// increase over the unchanged model (diverging: red worse, white no change,
-// blue better) with the increase printed in it. The heads' cells of both
-// grids share one scale (their largest |increase|), the whole layers'
-// another, each with its colour bar. Under them, for the heads whose mean ablation
+// increase over the unchanged model (diverging: white no change; the heads
+// red worse, blue better) with the increase printed in it. The heads' cells
+// of both grids share one scale (their largest |increase|), the whole
+// layers' another in other colours (orange worse, purple better), so that no
+// colour stands for two values; each scale with its colour bar. Under them, for the heads whose mean ablation
 // hurts most, a strip along the text: each character the window predicts,
 // and under it, for each of those heads, how much worse (red) or better
 // (blue) its prediction got, on a scale of its own.

@@ -57,13 +57,19 @@ static int bars_of(const Attribution *a, Bar *bars) {
 }
 
 // text, then a character's label glyph in quotes; returns the x after it.
+// text, a space, then the character in quotes, in the label font (which
+// draws any script), apart from the text so that neither reads into the other.
 static int draw_text_char(Image *image, const char *text, uint32_t cp, int x, int y) {
     draw_text(image, text, x, y, 1);
-    x += font_text_width((int)strlen(text), 1) + 3;
+    x += font_text_width((int)strlen(text), 1) + FONT_ADVANCE;
+    draw_text(image, "'", x, y, 1);
+    x += FONT_ADVANCE;
     LabelGlyph g;
     label_font_glyph(cp, &g);
     draw_label_glyph(image, &g, x, y + 7 - g.h * 13 / 16, 1, INK); // baselines level
-    return x + g.w + 8;
+    x += g.w + 1;
+    draw_text(image, "'", x, y, 1);
+    return x + FONT_ADVANCE + 8;
 }
 
 void attribution_render(Image *image, const Attribution *a, uint32_t current, uint32_t next,

@@ -178,18 +178,25 @@ void circuit_ov_singular_values(const GPT *model, int layer, int head, double *v
 
 // ---- the picture
 
-void diverging_rgb(double value, uint8_t rgb[3]) {
-    // white at 0, to (33,102,172) blue at -1 and (178,24,43) red at +1
-    static const double blue[3] = {33, 102, 172}, red[3] = {178, 24, 43};
+void diverging_rgb_in(DivergingColours colours, double value, uint8_t rgb[3]) {
+    // white at 0, to the negative end at -1 and the positive end at +1
+    static const double ends[2][2][3] = {{{33, 102, 172}, {178, 24, 43}},  // blue, red
+                                         {{84, 39, 136}, {230, 97, 1}}};   // purple, orange
     double t = value < -1 ? 1 : value > 1 ? 1 : fabs(value);
-    const double *end = value < 0 ? blue : red;
+    const double *end = ends[colours][value >= 0];
     for (int c = 0; c < 3; c++) rgb[c] = (uint8_t)lrint(255 + t * (end[c] - 255));
 }
 
+void diverging_rgb(double value, uint8_t rgb[3]) { diverging_rgb_in(DIVERGING_RED_BLUE, value, rgb); }
+
 void draw_diverging_bar(Image *image, int x, int y, int h, double top) {
+    draw_diverging_bar_in(image, DIVERGING_RED_BLUE, x, y, h, top);
+}
+
+void draw_diverging_bar_in(Image *image, DivergingColours colours, int x, int y, int h, double top) {
     uint8_t rgb[3];
     for (int r = 0; r < h; r++) {
-        diverging_rgb(1.0 - 2.0 * r / (h - 1), rgb);
+        diverging_rgb_in(colours, 1.0 - 2.0 * r / (h - 1), rgb);
         fill_rect(image, x, y + r, DIVERGING_BAR_W, 1, rgb);
     }
     draw_frame(image, x, y, DIVERGING_BAR_W, h);

@@ -60,11 +60,17 @@ void circuit_render(Image *image, const GPT *model, int layer, int head, const i
 int circuits_write(const char *dir, const GPT *model, int only_layer, int only_head,
                    const int *ids, const uint32_t *chars, int n, char *err, size_t err_len);
 
-// The diverging colour for a value in [-1, 1] (clamped).
+// Diverging colours: white at 0, to red at +1 and blue at -1; or, for a
+// second scale in the same picture (so that one colour never stands for two
+// values), to orange at +1 and purple at -1.
+typedef enum { DIVERGING_RED_BLUE, DIVERGING_ORANGE_PURPLE } DivergingColours;
+// The diverging colour for a value in [-1, 1] (clamped), red and blue.
 void diverging_rgb(double value, uint8_t rgb[3]);
+void diverging_rgb_in(DivergingColours colours, double value, uint8_t rgb[3]);
 // Its colour bar, DIVERGING_BAR_W wide and h high at (x, y): +top at the
 // top, 0 in the middle, -top at the bottom, labelled on its right.
 #define DIVERGING_BAR_W 16
 void draw_diverging_bar(Image *image, int x, int y, int h, double top);
+void draw_diverging_bar_in(Image *image, DivergingColours colours, int x, int y, int h, double top);
 
 #endif
