@@ -307,10 +307,16 @@ function drawOverview() {
   }
 }
 
-$('overview').addEventListener('click', e => {
+// The head under the pointer: [layer, head], or null.
+function tileAt(e) {
   const g = overviewGeometry(), r = e.target.getBoundingClientRect();
   const h = Math.floor((e.clientX - r.left - g.x0) / g.tile), l = Math.floor((e.clientY - r.top - g.y0) / g.tile);
-  if (h >= 0 && l >= 0 && h < NH && l < L) selectHead(l, h);
+  return h >= 0 && l >= 0 && h < NH && l < L ? [l, h] : null;
+}
+$('overview').addEventListener('click', e => { const t = tileAt(e); if (t) selectHead(t[0], t[1]); });
+$('overview').addEventListener('dblclick', e => {   // switch the head off (or on again)
+  const t = tileAt(e);
+  if (t) { S.off[t[0] * NH + t[1]] ^= 1; run(); }
 });
 
 function selectHead(l, h) { S.layer = l; S.head = h; run(); }
