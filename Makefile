@@ -103,7 +103,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
-BASE_SRC += base/gguf.c base/deflate.c base/png.c base/base64.c
+BASE_SRC += base/gguf.c base/deflate.c base/png.c base/base64.c base/page_template.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
@@ -126,7 +126,11 @@ TEST_SRC = $(wildcard tests/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 ATTN_LIB_SRC = $(VIZ_SRC)
-ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o)
+# bin/attn --html's explorer: its HTML, CSS and JavaScript (page/attn_*),
+# embedded as byte arrays by page/embed.sh (viz/explorer.c fills them in).
+ATTN_PAGE = page/attn_explorer.html page/attn_explorer.css page/attn_explorer.js \
+            page/attn_analyses.js page/attn_attribution_note.js
+ATTN_LIB_OBJ = $(ATTN_LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/page/attn_assets.o
 
 PROGRAMS = $(BIN)/train $(BIN)/sample $(BIN)/attn
 # bin/export: a checkpoint as GGUF for llama.cpp, or in Hugging Face's layout (docs/export.md)
@@ -169,6 +173,15 @@ $(BUILD)/page/assets.c: page/embed.sh $(PAGE_ASSETS) $(BUILD)/page/model.wasm
 	    explore_js page/explore.js explore_wasm $(BUILD)/page/model.wasm
 
 $(BUILD)/page/assets.o: $(BUILD)/page/assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/page/attn_assets.c: page/embed.sh $(ATTN_PAGE)
+	@mkdir -p $(dir $@)
+	page/embed.sh $@ attn_explorer_html page/attn_explorer.html attn_explorer_css page/attn_explorer.css \
+	    attn_explorer_js page/attn_explorer.js attn_analyses_js page/attn_analyses.js \
+	    attn_attribution_note_js page/attn_attribution_note.js
+
+$(BUILD)/page/attn_assets.o: $(BUILD)/page/attn_assets.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BIN)/explore: $(BUILD)/explore/explore.o $(BUILD)/page/assets.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
@@ -341,7 +354,7 @@ SAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sa
              -DGPT_CHECK_BUFFER_LIVES
 SAN_LIB_OBJ = $(LIB_SRC:%.c=$(SAN)/obj/%.o)
 SAN_TRAIN_OBJ = $(TRAIN_LIB_SRC:%.c=$(SAN)/obj/%.o)
-SAN_ATTN_OBJ = $(ATTN_LIB_SRC:%.c=$(SAN)/obj/%.o)
+SAN_ATTN_OBJ = $(ATTN_LIB_SRC:%.c=$(SAN)/obj/%.o) $(SAN)/obj/page/attn_assets.o
 SAN_ENV = ASAN_OPTIONS=exitcode=99 UBSAN_OPTIONS=print_stacktrace=1:exitcode=99 \
           OMP_WAIT_POLICY=passive
 
@@ -370,9 +383,10 @@ $(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(SAN)/obj/export/export.o $(SAN_L
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 sanitize: $(SAN)/bin/export
 
-# bin/explore where the WebAssembly toolchain is (its module and page, as
-# the plain build's, linked with the sanitized objects).
-$(SAN)/obj/page/assets.o: $(BUILD)/page/assets.c
+# The pages' embedded files, as the plain build makes them; bin/explore where
+# the WebAssembly toolchain is (its module and page, linked with the
+# sanitized objects).
+$(SAN)/obj/page/%.o: $(BUILD)/page/%.c
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) -c $< -o $@
 

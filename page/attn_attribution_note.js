@@ -1,0 +1,1 @@
+(function(){const b=document.getElementById('attribution'),n=D.analyses.attributionNote;if(!b||!n)return;const p=document.createElement('p');p.id='attribution-note';p.className='u';p.textContent=n;b.parentNode.insertBefore(p,b);})();
