@@ -6,10 +6,11 @@
 // network request: everything is in the file, and its Content-Security-
 // Policy forbids fetching anything.
 //
-// The page's template holds @STYLE@, @SCRIPT@, @DATA@, @MODULE@ and
-// @WEIGHTS@ where the CSS, the JavaScript, the model's description (JSON),
-// the module (base64) and the weights (base64 little-endian float32, one
-// script element a model: the checkpoint, then each snapshot) go.
+// The page's template (base/page_template.h) holds @STYLE@, @SCRIPT@,
+// @DATA@, @MODULE@ and @WEIGHTS@ where the CSS, the JavaScript, the model's
+// description (JSON), the module (base64) and the weights (base64
+// little-endian float32, one script element a model: the checkpoint, then
+// each snapshot) go.
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include "../base/base64.h"
 #include "../base/files.h"
 #include "../base/options.h"
+#include "../base/page_template.h"
 #include "../base/util.h"
 #include "../data/vocab.h"
 #include "../infer/checkpoint.h"
@@ -239,43 +241,45 @@ static void write_data(FILE *out, const char *ckpt, const Vocab *vocab, const ui
     fputs("]}", out);
 }
 
-// The template with each @NAME@ replaced by what it stands for.
-static void write_page(FILE *out, const char *ckpt, const Vocab *vocab, const uint32_t *text,
-                       int text_len, const PageModel *models, int count) {
-    const char *at = (const char *)explore_html;
-    for (;;) {
-        const char *mark = strchr(at, '@');
-        const char *end = mark ? strchr(mark + 1, '@') : NULL;
-        if (!mark || !end) {
-            fputs(at, out);
-            return;
-        }
-        fwrite(at, 1, (size_t)(mark - at), out);
-        size_t len = (size_t)(end - mark - 1);
-        const char *name = mark + 1;
-        if (len == 5 && !strncmp(name, "STYLE", len)) {
-            fwrite(explore_css, 1, explore_css_len, out);
-        } else if (len == 6 && !strncmp(name, "SCRIPT", len)) {
-            fwrite(explore_js, 1, explore_js_len, out);
-        } else if (len == 4 && !strncmp(name, "DATA", len)) {
-            write_data(out, ckpt, vocab, text, text_len, models, count);
-        } else if (len == 6 && !strncmp(name, "MODULE", len)) {
-            base64_write(out, explore_wasm, explore_wasm_len);
-        } else if (len == 7 && !strncmp(name, "WEIGHTS", len)) {
-            for (int i = 0; i < count; i++) {
-                // little-endian floats, as WebAssembly's memory holds them (x86, ARM)
-                fprintf(out, "<script class=\"weights\" type=\"text/plain\" data-model=\"%d\">", i);
-                base64_write(out, models[i].model.params_memory,
-                             sizeof(float) * models[i].model.num_params);
-                fputs("</script>\n", out);
-            }
-        } else { // an @ of the page's own
-            fwrite(mark, 1, (size_t)(end - mark), out);
-            at = end;
-            continue;
-        }
-        at = end + 1;
+// What bin/explore puts in the page.
+typedef struct {
+    const char *ckpt;
+    const Vocab *vocab;
+    const uint32_t *text;
+    int text_len;
+    const PageModel *models;
+    int count;
+} PageData;
+
+static void write_data_slot(FILE *out, const void *context) {
+    const PageData *d = context;
+    write_data(out, d->ckpt, d->vocab, d->text, d->text_len, d->models, d->count);
+}
+
+static void write_module(FILE *out, const void *context) {
+    (void)context;
+    base64_write(out, explore_wasm, explore_wasm_len);
+}
+
+// Each model's weights, little-endian floats as WebAssembly's memory holds
+// them (x86, ARM): a script element a model.
+static void write_weights(FILE *out, const void *context) {
+    const PageData *d = context;
+    for (int i = 0; i < d->count; i++) {
+        fprintf(out, "<script class=\"weights\" type=\"text/plain\" data-model=\"%d\">", i);
+        base64_write(out, d->models[i].model.params_memory,
+                     sizeof(float) * d->models[i].model.num_params);
+        fputs("</script>\n", out);
     }
+}
+
+static void write_page(FILE *out, const PageData *data) {
+    TemplateSlot slots[] = {
+        {"STYLE", (const char *)explore_css, NULL}, {"SCRIPT", (const char *)explore_js, NULL},
+        {"DATA", NULL, write_data_slot},           {"MODULE", NULL, write_module},
+        {"WEIGHTS", NULL, write_weights},
+    };
+    template_write(out, (const char *)explore_html, slots, sizeof slots / sizeof slots[0], data);
 }
 
 // --out must be a new file or, with --force, a regular file that is not the
@@ -341,7 +345,8 @@ int main(int argc, char **argv) {
     weight_scores(&models[0]);
     AtomicFile af;
     if (!atomic_file_open(&af, o.out, err, sizeof err)) die("%s", err);
-    write_page(af.file, o.ckpt, &vocab, text, text_len, models, count);
+    PageData data = {o.ckpt, &vocab, text, text_len, models, count};
+    write_page(af.file, &data);
     if (ferror(af.file)) atomic_file_write_failed(&af);
     if (!atomic_file_commit(&af, err, sizeof err)) die("%s", err);
     struct stat st;
