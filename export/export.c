@@ -18,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../base/files.h"
 #include "../base/gguf.h"
@@ -786,16 +790,119 @@ static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *voca
     free(tokenizer);
 }
 
-// ---- main
+// ---- main: what --out may replace
+
+// The files of a --to hf folder: a folder holding nothing else (or their
+// temporaries, "name.tmp.PID") is one bin/export wrote, which --force may
+// replace.
+static const char *const hf_files[] = {"model.safetensors", "config.json", "tokenizer.json",
+                                       "tokenizer_config.json"};
+#define NUM_HF_FILES (int)(sizeof hf_files / sizeof hf_files[0])
+
+// bin/train's record of what it wrote into its run folder (train/run_folder.h)
+#define TRAIN_RECORD ".written-by-bin-train"
+
+static int is_hf_file(const char *name) {
+    for (int i = 0; i < NUM_HF_FILES; i++) {
+        size_t len = strlen(hf_files[i]);
+        if (!strncmp(name, hf_files[i], len) &&
+            (name[len] == '\0' || !strncmp(name + len, ".tmp.", 5)))
+            return 1;
+    }
+    return 0;
+}
+
+// What a non-regular file is, for a message.
+static const char *kind_of(mode_t mode) {
+    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+           : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+// The first entry of folder dir that is not one of a --to hf folder's
+// files, in *first; 0 when there is none.
+static int foreign_in_hf_folder(const char *dir, char *first, size_t first_len) {
+    DIR *d = opendir(dir);
+    if (!d) die("%s: cannot read the folder: %s", dir, strerror(errno));
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || is_hf_file(e->d_name)) continue;
+        snprintf(first, first_len, "%s", e->d_name);
+        found = 1;
+    }
+    closedir(d);
+    return found;
+}
+
+// Whether the folder `dir` (st) is the checkpoint's folder or one above it.
+static int holds_checkpoint(const struct stat *dir, const char *ckpt) {
+    char *real = realpath(ckpt, NULL);
+    if (!real) return 0;
+    int held = 0;
+    for (char *slash; !held && (slash = strrchr(real, '/'));) {
+        slash[slash == real] = '\0'; // "/a/b" -> "/a" -> "/"
+        struct stat st;
+        held = stat(real, &st) == 0 && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino;
+        if (slash == real) break;
+    }
+    free(real);
+    return held;
+}
+
+// Whether path names a file bin/train lists in its run folder's record.
+static int written_by_train(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    FileList record = {0};
+    char err[4400];
+    int listed = written_record_read(dir, TRAIN_RECORD, &record, err, sizeof err) &&
+                 file_list_find(&record, name) != NULL;
+    file_list_free(&record);
+    return listed;
+}
 
 // Refuse, before anything is read, an output that is there without
-// --force, or of the wrong kind (a folder for a file, a file for a folder).
+// --force, or that --force must not replace: of another kind than the
+// target writes (a folder for a file, a FIFO, a device, a symbolic link),
+// the checkpoint itself or a folder holding it, a training run's folder or
+// one of its files, a folder with files bin/export does not write.
 static void check_output(const ExportOptions *o, Target target) {
-    struct stat st;
-    if (stat(o->out, &st) != 0) return;
-    int is_dir = S_ISDIR(st.st_mode);
+    struct stat st, link, in;
+    if (lstat(o->out, &link) != 0) return;
+    if (stat(o->out, &st) != 0)
+        die("%s: is a symbolic link to nothing; --out takes a %s itself", o->out,
+            target == TARGET_GGUF ? "file" : "folder");
+    int is_dir = S_ISDIR(st.st_mode), is_file = S_ISREG(st.st_mode);
+    const char *expected = target == TARGET_GGUF ? "--to gguf writes a regular file"
+                                                 : "--to hf writes a folder";
     if (target == TARGET_GGUF && is_dir) die("%s: is a folder; --to gguf writes a file", o->out);
-    if (target == TARGET_HF && !is_dir) die("%s: is a file; --to hf writes a folder", o->out);
+    if (target == TARGET_HF && is_file) die("%s: is a file; --to hf writes a folder", o->out);
+    if (!is_dir && !is_file) die("%s: is %s; %s, and replaces nothing else", o->out, kind_of(st.st_mode), expected);
+    if (S_ISLNK(link.st_mode))
+        die("%s: is a symbolic link; %s and would replace the link, not what it points to", o->out,
+            expected);
+    if (stat(o->ckpt, &in) == 0) {
+        if (is_file && st.st_dev == in.st_dev && st.st_ino == in.st_ino)
+            die("%s: is the checkpoint --ckpt reads (%s); export to another file", o->out, o->ckpt);
+        if (is_dir && holds_checkpoint(&st, o->ckpt))
+            die("%s: holds the checkpoint --ckpt reads (%s); export to another folder", o->out,
+                o->ckpt);
+    }
+    char first[512], record[4200];
+    snprintf(record, sizeof record, "%s/%s", o->out, TRAIN_RECORD);
+    if (is_file && written_by_train(o->out))
+        die("%s: is a file of a training run (its folder's %s lists it); export to another file",
+            o->out, TRAIN_RECORD);
+    if (is_dir && file_exists(record))
+        die("%s: is a training run's folder (it holds %s); export to another folder", o->out,
+            TRAIN_RECORD);
+    if (is_dir && foreign_in_hf_folder(o->out, first, sizeof first))
+        die("%s: holds %s, which bin/export does not write; --to hf replaces only a folder of its "
+            "own", o->out, first);
     if (!o->force) die("%s: exists (--force overwrites it)", o->out);
 }
 

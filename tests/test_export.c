@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../base/gguf.h"
 #include "../base/safetensors.h"
@@ -1046,6 +1048,109 @@ static void test_bad_input(void) {
     CHECK_MSG(run_command(command, NULL) == 0, "GPT-2's own choices named in the config: refused");
 }
 
+// bin/export with these arguments must exit 1 saying one line that holds
+// `word` (no copy of --out is made: it may be a FIFO, which a read blocks).
+static void expect_refused_line(const char *args, const char *word) {
+    const char *capture = path_in(make_temp_dir(), "capture.txt");
+    char command[2048];
+    snprintf(command, sizeof command, "bin/export %s", args);
+    int status = run_command(command, capture);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 1, "%s: exit %d, expected 1: %s", command, status, said);
+    CHECK_MSG(strstr(said, word), "%s said '%s', not '%s'", command, said, word);
+    CHECK_MSG(count_lines(said) == 1, "%s said %d lines: %s", command, count_lines(said), said);
+    free(said);
+}
+
+// The mode bits of what is at path itself (a link not followed); 0 if nothing.
+static mode_t mode_at(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 ? st.st_mode : 0;
+}
+
+// --out that --force must not replace, with or without --force: a FIFO, a
+// symbolic link to one or to a device (/dev/null, which is never opened
+// here), a symbolic link to nothing; each left as it was. And the input
+// itself: the checkpoint (by another path to the same file, a hard link),
+// a folder holding it, a training run's folder or a file it lists, a
+// folder of the user's.
+static void test_output_not_replaced(void) {
+    const char *ckpt = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir());
+    const char *fifo = keep_path(path_in(dir, "fifo.gguf"));
+    const char *to_fifo = keep_path(path_in(dir, "to_fifo.gguf"));
+    const char *to_null = keep_path(path_in(dir, "to_null.gguf"));
+    const char *dangling = keep_path(path_in(dir, "dangling.gguf"));
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(symlink(fifo, to_fifo) == 0);
+    CHECK(symlink("/dev/null", to_null) == 0);
+    CHECK(symlink(path_in(dir, "absent"), dangling) == 0);
+    char args[2048];
+    for (int force = 0; force < 2; force++)
+        for (int hf = 0; hf < 2; hf++) {
+            const char *to = hf ? "hf" : "gguf", *f = force ? " --force" : "";
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, fifo, f);
+            expect_refused_line(args, "is a FIFO");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, to_fifo, f);
+            expect_refused_line(args, "is a FIFO");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, to_null, f);
+            expect_refused_line(args, "is a character device");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, dangling, f);
+            expect_refused_line(args, "is a symbolic link to nothing");
+        }
+    CHECK(S_ISFIFO(mode_at(fifo)));
+    CHECK(S_ISLNK(mode_at(to_fifo)) && S_ISLNK(mode_at(to_null)) && S_ISLNK(mode_at(dangling)));
+    CHECK(count_temp_files(dir) == 0);
+
+    // the checkpoint itself, by its path, another path and a hard link
+    const char *run = keep_path(make_temp_dir());
+    const char *model = keep_path(path_in(run, "model.safetensors"));
+    const char *before = keep_path(path_in(dir, "before.safetensors"));
+    copy_file(ckpt, model);
+    copy_file(ckpt, before);
+    const char *linked = keep_path(path_in(dir, "linked.safetensors"));
+    CHECK(link(model, linked) == 0);
+    const char *outs[] = {model, path_in(run, "./model.safetensors"), linked};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "--ckpt %s --to gguf --out %s --force", model, outs[i]);
+        expect_refused_line(args, "is the checkpoint --ckpt reads");
+        CHECK(same_bytes(model, before));
+    }
+    // a folder that holds it, at any depth
+    const char *deep = keep_path(path_in(run, "sub"));
+    CHECK(mkdir(deep, 0755) == 0);
+    copy_file(ckpt, path_in(deep, "model.safetensors"));
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", model, run);
+    expect_refused_line(args, "holds the checkpoint --ckpt reads");
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", path_in(deep, "model.safetensors"), run);
+    expect_refused_line(args, "holds the checkpoint --ckpt reads");
+    CHECK(same_bytes(model, before) && same_bytes(path_in(deep, "model.safetensors"), before));
+    CHECK(file_exists(path_in(run, "sub")) && !file_exists(path_in(run, "config.json")));
+
+    // a training run's folder and its files, with another checkpoint
+    const char *trained = keep_path(path_in(make_temp_dir(), "run"));
+    const char *corpus = make_corpus(make_temp_dir(), "corpus.txt", 4000);
+    snprintf(args, sizeof args, "bin/train " TINY_ONE_THREAD " --iters 2 --data %s --out %s", corpus,
+             trained);
+    CHECK(run_command(args, NULL) == 0);
+    const char *log = keep_path(path_in(trained, "log.csv")), *log_before = path_in(dir, "log.before");
+    copy_file(log, log_before);
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", ckpt, trained);
+    expect_refused_line(args, "is a training run's folder");
+    snprintf(args, sizeof args, "--ckpt %s --to gguf --out %s --force", ckpt, log);
+    expect_refused_line(args, "is a file of a training run");
+    CHECK(same_bytes(log, log_before));
+    CHECK(!file_exists(path_in(trained, "config.json")));
+
+    // a folder of the user's
+    const char *mine = keep_path(path_in(dir, "mine"));
+    CHECK(mkdir(mine, 0755) == 0);
+    write_file_bytes(path_in(mine, "notes.txt"), "mine", 4);
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", ckpt, mine);
+    expect_refused_line(args, "holds notes.txt, which bin/export does not write");
+    CHECK(!file_exists(path_in(mine, "config.json")));
+}
+
 // Every block a target does not express, refused by the option that
 // departs from what the target has, in one line, exit 1, nothing written:
 // a soft-cap; LayerNorm with RoPE, RMSNorm with learned positions; an MLP
@@ -1443,6 +1548,8 @@ void suite_export(void) {
              test_gguf_layout);
     run_test("export hf: GPT-2's and Llama's names, layouts, config and tokenizer", test_hf_layout);
     run_test("export: bad input refused in one line, nothing written", test_bad_input);
+    run_test("export: --out that is not a regular file, or is the input, never replaced",
+             test_output_not_replaced);
     run_test("export: a block a target does not express refused by its option, nothing written",
              test_unexpressible_refused);
     run_test("export gguf: llama.cpp writes our greedy text (Shakespeare)", test_llama_cpp_shakespeare);
