@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -756,42 +758,6 @@ static char *hf_tokenizer_json(const Vocab *vocab) {
     return text;
 }
 
-static void write_text(const char *dir, const char *name, const char *text) {
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!write_file_atomic(path, text, strlen(text), err, sizeof err)) die("%s", err);
-}
-
-static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab, const Format *f) {
-    Exported *exported;
-    int n = make_tensors(o->ckpt, model, f, &exported);
-    StTensor *tensors = xcalloc((size_t)n, sizeof(StTensor));
-    for (int i = 0; i < n; i++) {
-        const Exported *e = &exported[i];
-        tensors[i] = (StTensor){.name = e->name, .data = e->data, .ndim = e->is_matrix ? 2 : 1};
-        tensors[i].shape[0] = e->rows;
-        tensors[i].shape[1] = e->cols;
-    }
-    ensure_dir(o->out);
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/model.safetensors", o->out);
-    StMeta meta[] = {{"format", "pt"}}; // what save_pretrained writes
-    int ok = safetensors_write(path, tensors, n, meta, 1, err, sizeof err);
-    free(tensors);
-    free_tensors(exported, n);
-    if (!ok) die("%s", err);
-    char *config = hf_config_json(f, &model->config), *tokenizer = hf_tokenizer_json(vocab);
-    write_text(o->out, "config.json", config);
-    write_text(o->out, "tokenizer.json", tokenizer);
-    write_text(o->out, "tokenizer_config.json",
-               "{\n\t\"tokenizer_class\": \"PreTrainedTokenizerFast\",\n"
-               "\t\"model_max_length\": 1000000000\n}\n");
-    free(config);
-    free(tokenizer);
-}
-
-// ---- main: what --out may replace
-
 // The files of a --to hf folder: a folder holding nothing else (or their
 // temporaries, "name.tmp.PID") is one bin/export wrote, which --force may
 // replace.
@@ -811,6 +777,134 @@ static int is_hf_file(const char *name) {
     }
     return 0;
 }
+
+// The hf folder's files (hf_files, with their temporaries) removed from
+// dir, then dir itself; a folder holding anything else is left as it is.
+static void remove_hf_folder(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[8400];
+    while ((e = readdir(d)))
+        if (is_hf_file(e->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+// The hf folder's files are written into a folder beside --out,
+// "OUT.tmp.PID", which only when whole takes its place: renamed to OUT, or
+// with --force exchanged with the old folder (renameat2, Linux), which is
+// then removed; elsewhere the old folder is first renamed "OUT.old.PID".
+// A failure, or a kill, at any point leaves the old folder (or none) at
+// OUT, never a part of the new one.
+static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab,
+                     const Format *f) {
+    Exported *exported;
+    int n = make_tensors(o->ckpt, model, f, &exported);
+    StTensor *tensors = xcalloc((size_t)n, sizeof(StTensor));
+    for (int i = 0; i < n; i++) {
+        const Exported *e = &exported[i];
+        tensors[i] = (StTensor){.name = e->name, .data = e->data, .ndim = e->is_matrix ? 2 : 1};
+        tensors[i].shape[0] = e->rows;
+        tensors[i].shape[1] = e->cols;
+    }
+    const char *out = o->out;
+    char staging[4200], path[4400], err[8800];
+    snprintf(staging, sizeof staging, "%s.tmp.%ld", out, (long)getpid());
+    if (mkdir(staging, 0755) != 0) die("%s: cannot create folder %s: %s", out, staging, strerror(errno));
+    snprintf(path, sizeof path, "%s/model.safetensors", staging);
+    StMeta meta[] = {{"format", "pt"}}; // what save_pretrained writes
+    int ok = safetensors_write(path, tensors, n, meta, 1, err, sizeof err);
+    free(tensors);
+    free_tensors(exported, n);
+    char *config = hf_config_json(f, &model->config), *tokenizer = hf_tokenizer_json(vocab);
+    const char *texts[][2] = {
+        {"config.json", config},
+        {"tokenizer.json", tokenizer},
+        {"tokenizer_config.json", "{\n\t\"tokenizer_class\": \"PreTrainedTokenizerFast\",\n"
+                                  "\t\"model_max_length\": 1000000000\n}\n"},
+    };
+    for (int i = 0; i < 3 && ok; i++) {
+        snprintf(path, sizeof path, "%s/%s", staging, texts[i][0]);
+        ok = write_file_atomic(path, texts[i][1], strlen(texts[i][1]), err, sizeof err);
+    }
+    free(config);
+    free(tokenizer);
+    if (!ok) {
+        remove_hf_folder(staging);
+        die("%s", err);
+    }
+    struct stat st;
+    if (lstat(out, &st) != 0) {
+        ok = rename(staging, out) == 0;
+    } else {
+#ifdef RENAME_EXCHANGE
+        ok = renameat2(AT_FDCWD, staging, AT_FDCWD, out, RENAME_EXCHANGE) == 0;
+        if (ok) remove_hf_folder(staging); // the old folder, now here
+        else if (errno == EINVAL || errno == ENOSYS) // a filesystem without the exchange
+#endif
+        {
+            char old[4200];
+            snprintf(old, sizeof old, "%s.old.%ld", out, (long)getpid());
+            ok = rename(out, old) == 0 && rename(staging, out) == 0;
+            if (ok) remove_hf_folder(old);
+        }
+    }
+    if (!ok) {
+        int saved = errno;
+        remove_hf_folder(staging);
+        die("%s: cannot rename %s into place: %s", out, staging, strerror(saved));
+    }
+}
+
+// ---- stale temporaries
+//
+// A write killed before its rename (kill -9, a power cut) leaves its
+// temporary: "OUT.tmp.PID" beside OUT (a file, or --to hf's folder), and
+// where the folder exchange is missing, "OUT.old.PID". Those of processes
+// that are gone are removed before a new export of the same OUT.
+
+static int process_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+static void remove_stale_temporaries(const char *out) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? out + (slash - dir) + 1 : out;
+    if (slash == dir) dir[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    size_t base_len = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name, *suffix = name + base_len;
+        if (strncmp(name, base, base_len) != 0) continue;
+        int is_old = !strncmp(suffix, ".old.", 5);
+        if (strncmp(suffix, ".tmp.", 5) != 0 && !is_old) continue;
+        char *end;
+        long pid = strtol(suffix + 5, &end, 10);
+        if (*end || end == suffix + 5 || pid <= 0 || pid == (long)getpid() || process_alive(pid))
+            continue;
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (is_old && !file_exists(out)) continue; // the only copy of the old folder
+        if (S_ISREG(st.st_mode)) unlink(path);
+        else if (S_ISDIR(st.st_mode)) remove_hf_folder(path);
+        if (lstat(path, &st) != 0)
+            fprintf(stderr, "note: removed %s, left by an export that was cut short (process %ld "
+                    "is gone)\n", path, pid);
+    }
+    closedir(d);
+}
+
+// ---- main: what --out may replace
 
 // What a non-regular file is, for a message.
 static const char *kind_of(mode_t mode) {
@@ -912,6 +1006,11 @@ int main(int argc, char **argv) {
     int dtype = option_choice("--dtype", o.dtype, dtype_names, 3);
     if (target == TARGET_HF && dtype != 0)
         usage_error("--dtype %s: --to hf writes f32 (model.safetensors as our checkpoints)", o.dtype);
+    // "hf/" is the folder "hf": its temporary is "hf.tmp.PID" beside it, not in it
+    char out[4096];
+    snprintf(out, sizeof out, "%s", o.out);
+    for (size_t len = strlen(out); len > 1 && out[len - 1] == '/'; len--) out[len - 1] = '\0';
+    o.out = out;
     check_output(&o, target);
     check_config_keys(o.ckpt, target);
     GPT model;
@@ -924,6 +1023,7 @@ int main(int argc, char **argv) {
     if (non_finite)
         fprintf(stderr, "warning: %s has %zu non-finite (NaN or Inf) weights; exported as they are\n",
                 o.ckpt, non_finite);
+    remove_stale_temporaries(o.out);
     if (target == TARGET_GGUF) write_gguf(&o, &model, &vocab, format, dtype_types[dtype]);
     else write_hf(&o, &model, &vocab, format);
     const GPTConfig *c = &model.config;

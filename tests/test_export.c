@@ -1151,6 +1151,82 @@ static void test_output_not_replaced(void) {
     CHECK(!file_exists(path_in(mine, "config.json")));
 }
 
+// A pid that no process has now: a child's, after it exited and was reaped.
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    CHECK(pid > 0 && wait_exit(pid) == 0);
+    return (long)pid;
+}
+
+// --to hf writes its folder whole or not at all: a write that fails (the
+// file size limit, as a full disk) leaves no folder where there was none,
+// and with --force the old one as it was; nothing of the attempt stays
+// beside it. A forced export that succeeds replaces the old folder whole.
+static void test_hf_whole_or_nothing(void) {
+    const char *a = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *b = save_text_model(TEXT, 12, (RandomWeights){5, 0.3f, 6});
+    const char *dir = keep_path(make_temp_dir()), *hf = keep_path(path_in(dir, "hf"));
+    const char *probe = keep_path(path_in(dir, "probe"));
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s", a, probe) == 0);
+    long model_bytes = file_size(path_in(probe, "model.safetensors"));
+    CHECK(model_bytes > 1000);
+    SpawnOptions full = {.file_size_limit = model_bytes / 2};
+    const char *capture = keep_path(path_in(dir, "capture.txt"));
+    int status = RUN(capture, &full, "bin/export --ckpt %s --to hf --out %s", a, hf);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 1 && count_lines(said) == 1, "exit %d: %s", status, said);
+    free(said);
+    CHECK_MSG(!file_exists(hf), "a failed export left %s", hf);
+    CHECK(count_temp_files(dir) == 0);
+
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s/", a, hf) == 0);
+    const char *names[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"};
+    const char *saved = keep_path(make_temp_dir());
+    for (int i = 0; i < 4; i++) copy_file(path_in(hf, names[i]), path_in(saved, names[i]));
+    status = RUN(capture, &full, "bin/export --ckpt %s --to hf --out %s --force", b, hf);
+    CHECK(status == 1);
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(same_bytes(path_in(hf, names[i]), path_in(saved, names[i])), "%s changed", names[i]);
+    CHECK(count_temp_files(dir) == 0 && count_temp_files(hf) == 0);
+
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s --force", b, hf) == 0);
+    CHECK(!same_bytes(path_in(hf, "model.safetensors"), path_in(saved, "model.safetensors")));
+    CHECK(same_bytes(path_in(hf, "config.json"), path_in(saved, "config.json")));
+    CHECK(count_temp_files(dir) == 0 && count_temp_files(hf) == 0);
+}
+
+// What an export killed before its rename leaves (its process gone):
+// "OUT.tmp.PID", a GGUF file's temporary or an hf folder's, is removed by
+// the next export of OUT; a live process's, or another output's, stays.
+static void test_stale_temporaries_removed(void) {
+    const char *ckpt = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir());
+    char name[256];
+    long dead = dead_pid();
+    snprintf(name, sizeof name, "m.gguf.tmp.%ld", dead);
+    const char *stale = keep_path(path_in(dir, name));
+    snprintf(name, sizeof name, "m.gguf.tmp.%ld", (long)getpid());
+    const char *live = keep_path(path_in(dir, name));
+    snprintf(name, sizeof name, "other.gguf.tmp.%ld", dead);
+    const char *other = keep_path(path_in(dir, name));
+    write_file_bytes(stale, "GGUF", 4);
+    write_file_bytes(live, "GGUF", 4);
+    write_file_bytes(other, "GGUF", 4);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --out %s", ckpt, path_in(dir, "m.gguf")) == 0);
+    CHECK_MSG(!file_exists(stale), "%s is still there", stale);
+    CHECK(file_exists(live) && file_exists(other));
+
+    // an hf folder's, killed after its model: the rerun needs no --force
+    snprintf(name, sizeof name, "hf.tmp.%ld", dead);
+    const char *staging = keep_path(path_in(dir, name));
+    CHECK(mkdir(staging, 0755) == 0);
+    write_file_bytes(path_in(staging, "model.safetensors"), "x", 1);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s", ckpt, path_in(dir, "hf")) == 0);
+    CHECK_MSG(!file_exists(staging), "%s is still there", staging);
+    CHECK(file_exists(path_in(path_in(dir, "hf"), "tokenizer.json")));
+}
+
 // Every block a target does not express, refused by the option that
 // departs from what the target has, in one line, exit 1, nothing written:
 // a soft-cap; LayerNorm with RoPE, RMSNorm with learned positions; an MLP
@@ -1550,6 +1626,8 @@ void suite_export(void) {
     run_test("export: bad input refused in one line, nothing written", test_bad_input);
     run_test("export: --out that is not a regular file, or is the input, never replaced",
              test_output_not_replaced);
+    run_test("export hf: the folder written whole or not at all", test_hf_whole_or_nothing);
+    run_test("export: temporaries of a killed export removed by the next", test_stale_temporaries_removed);
     run_test("export: a block a target does not express refused by its option, nothing written",
              test_unexpressible_refused);
     run_test("export gguf: llama.cpp writes our greedy text (Shakespeare)", test_llama_cpp_shakespeare);
