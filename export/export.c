@@ -382,6 +382,38 @@ static void check_config_keys(const char *path, Target target) {
     safetensors_close(file);
 }
 
+// A checkpoint may hold tensors its config does not use (lm_head.weight
+// with a tied head, wpe with RoPE, query and key norms without --qk-norm):
+// the model loaded without them is what bin/sample runs, and what is
+// exported; a warning names them, so none is dropped unsaid. They are
+// looked for with the shape a config using them gives them.
+static void warn_unused_tensors(const char *path, const GPTConfig *cfg) {
+    GPTConfig using_all = *cfg;
+    using_all.pos = POS_LEARNED, using_all.norm = NORM_LAYERNORM;
+    using_all.qk_norm = 1, using_all.untie = 1;
+    char err[1024], names[1024] = "";
+    StFile *file = safetensors_open(path, err, sizeof err);
+    if (!file) die("%s", err);
+    int count = 0;
+    for (int p = 0; p < NUM_PARAM_TENSORS; p++) {
+        long rows, cols, shape[2];
+        param_shape(cfg, p, &rows, &cols);
+        if (rows > 0) continue;
+        param_shape(&using_all, p, &shape[0], &shape[1]);
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", param_specs[p].stacked ? "h.0." : "", param_specs[p].name);
+        if (shape[0] == 0 ||
+            !safetensors_check_f32(file, name, shape[1] ? 2 : 1, shape, err, sizeof err))
+            continue;
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", count++ ? ", " : "", name);
+    }
+    safetensors_close(file);
+    if (count)
+        fprintf(stderr, "warning: %s holds %s, which its config does not use; not exported (the "
+                "model bin/sample runs has %s)\n", path, names, count > 1 ? "none of them" : "no such tensor");
+}
+
 // ---- the tensors: each target tensor from ours
 
 // One target tensor, made: row-major fp32 data (a view into the model, or
@@ -393,6 +425,10 @@ typedef struct {
     float *owned;
     long rows, cols;
     int is_matrix;
+    // where its rows come from: parts[i] (of block `layer`, -1 when not
+    // per block) gives part_rows[i] rows, in order
+    int parts[3], num_parts, layer;
+    long part_rows[3];
 } Exported;
 
 static int param_index(const char *name) {
@@ -440,6 +476,10 @@ static Exported make_tensor(const GPT *model, const Format *f, const TargetTenso
         e.rows += taken[n];
     }
     if (e.rows == 0) return e;
+    memcpy(e.parts, parts, sizeof parts);
+    memcpy(e.part_rows, taken, sizeof taken);
+    e.num_parts = n;
+    e.layer = param_specs[parts[0]].stacked ? l : -1;
     e.cols = cols;
     e.is_matrix = cols > 0;
     if (param_specs[parts[0]].stacked) {
@@ -606,6 +646,27 @@ static int architecture_meta(const Format *f, const GPTConfig *cfg, char keys[MA
     return n;
 }
 
+// A finite weight beyond f16's largest, 65,504 (one that rounds to inf),
+// is refused, naming our tensor and the value: the exported
+// model would compute other numbers than ours. (A NaN or inf is already
+// one: main warns of those.) Only GGUF's f16 tensors need this, whose rows
+// are their parts' in order (no transposition).
+static void refuse_f16_overflow(const char *path, const Exported *e) {
+    long width = e->cols ? e->cols : 1, size = e->rows * width;
+    for (long i = 0; i < size; i++) {
+        float v = e->data[i];
+        if (!isfinite(v) || (gguf_f32_to_f16(v) & 0x7FFFu) != 0x7C00u) continue;
+        long row = i / width, part = 0;
+        while (part < e->num_parts - 1 && row >= e->part_rows[part]) row -= e->part_rows[part++];
+        char name[96];
+        if (e->layer >= 0)
+            snprintf(name, sizeof name, "h.%d.%s", e->layer, param_specs[e->parts[part]].name);
+        else snprintf(name, sizeof name, "%s", param_specs[e->parts[part]].name);
+        die("%s: tensor '%s' holds %g, beyond f16's largest, 65504: as %s in f16 it would be "
+            "%sinf; --dtype bf16 or f32 keeps it", path, name, (double)v, e->name, v < 0 ? "-" : "");
+    }
+}
+
 static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vocab,
                        const Format *f, GgmlType dtype) {
     int V = vocab->size;
@@ -641,6 +702,9 @@ static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vo
         tensors[i].shape[0] = e->rows;
         tensors[i].shape[1] = e->cols;
     }
+    if (dtype == GGML_TYPE_F16)
+        for (int i = 0; i < n; i++)
+            if (exported[i].is_matrix) refuse_f16_overflow(o->ckpt, &exported[i]);
     char err[1024];
     int ok = gguf_write(o->out, meta, num_meta, tensors, n, err, sizeof err);
     free(tensors);
@@ -1018,6 +1082,7 @@ int main(int argc, char **argv) {
     char err[2048];
     if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
     const Format *format = choose_format(o.ckpt, &model.config, target);
+    warn_unused_tensors(o.ckpt, &model.config);
     size_t non_finite = 0;
     for (size_t i = 0; i < model.num_params; i++) non_finite += !isfinite(model.params_memory[i]);
     if (non_finite)

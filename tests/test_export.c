@@ -1227,6 +1227,68 @@ static void test_stale_temporaries_removed(void) {
     CHECK(file_exists(path_in(path_in(dir, "hf"), "tokenizer.json")));
 }
 
+// --dtype f16 refuses a finite weight beyond f16's largest (65,504), which
+// would become inf, naming the tensor and the value (bf16 and f32 export
+// it); 65,504 itself exports. A checkpoint's tensors that its config does
+// not use (lm_head.weight with a tied head, wpe with RoPE) are named in a
+// warning, not dropped unsaid.
+static void test_f16_overflow_and_unused(void) {
+    Vocab vocab;
+    GPT model;
+    char err[512];
+    build_text_model(&model, &vocab, TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir()), *out = keep_path(path_in(dir, "m.gguf"));
+    const char *big = keep_path(path_in(dir, "big.safetensors"));
+    const char *edge = keep_path(path_in(dir, "edge.safetensors"));
+    float *w_k = param_tensor(&model.params, PARAM_w_k);
+    size_t per_block = model.param_sizes[PARAM_w_k] / (size_t)model.config.layers;
+    w_k[per_block + 5] = -70000.0f; // h.1.attn.w_k.weight, in gpt2's blk.1.attn_qkv.weight
+    CHECK_MSG(gpt_save(big, &model, &vocab, err, sizeof err), "%s", err);
+    w_k[per_block + 5] = 65504.0f;
+    CHECK_MSG(gpt_save(edge, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    char args[2048];
+    snprintf(args, sizeof args, "--ckpt %s --to gguf --dtype f16 --out %s", big, out);
+    expect_export_refused(args, 1, "tensor 'h.1.attn.w_k.weight' holds -70000, beyond f16's largest", out);
+    expect_export_refused(args, 1, "blk.1.attn_qkv.weight in f16 it would be -inf", out);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --dtype bf16 --out %s", big, out) == 0);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --dtype f16 --out %s --force", edge, out) == 0);
+    GgufFile *file = gguf_open(out, err, sizeof err);
+    CHECK_MSG(file, "%s", err);
+    gguf_close(file);
+
+    // unused tensors: an untied model's file told it is tied; a learned
+    // position model's (llama's block otherwise) told it has RoPE
+    const GPTConfig untied = {.untie = 1};
+    const char *tied = with_config(save_block_model(untied, 7, 0), dir, "tied.safetensors",
+                                   "{\"untie\": false}");
+    const GPTConfig learned = {.norm = NORM_RMSNORM, .pos = POS_LEARNED, .mlp = MLP_SWIGLU};
+    const char *rope = with_config(save_block_model(learned, 8, 0), dir, "rope.safetensors",
+                                   "{\"pos\": \"rope\", \"rope_base\": 10000}");
+    const char *capture = path_in(dir, "capture.txt");
+    const struct {
+        const char *ckpt, *to, *name;
+    } cases[] = {{tied, "gguf", "lm_head.weight"}, {tied, "hf", "lm_head.weight"},
+                 {rope, "gguf", "wpe"}, {rope, "hf", "wpe"}};
+    for (int i = 0; i < 4; i++) {
+        const char *target = path_in(make_temp_dir(), "out");
+        int status = RUN(capture, NULL, "bin/export --ckpt %s --to %s --out %s", cases[i].ckpt,
+                         cases[i].to, target);
+        char *said = output_of(capture), expected[256];
+        snprintf(expected, sizeof expected, "warning: %s holds %s, which its config does not use",
+                 cases[i].ckpt, cases[i].name);
+        CHECK_MSG(status == 0 && strstr(said, expected), "--to %s: exit %d: %s", cases[i].to, status,
+                  said);
+        free(said);
+    }
+    // a checkpoint holding only what its config uses: no warning
+    int status = RUN(capture, NULL, "bin/export --ckpt %s --to gguf --out %s --force", edge, out);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 0 && !strstr(said, "warning"), "exit %d: %s", status, said);
+    free(said);
+}
+
 // Every block a target does not express, refused by the option that
 // departs from what the target has, in one line, exit 1, nothing written:
 // a soft-cap; LayerNorm with RoPE, RMSNorm with learned positions; an MLP
@@ -1628,6 +1690,7 @@ void suite_export(void) {
              test_output_not_replaced);
     run_test("export hf: the folder written whole or not at all", test_hf_whole_or_nothing);
     run_test("export: temporaries of a killed export removed by the next", test_stale_temporaries_removed);
+    run_test("export: f16 overflow refused, unused tensors named", test_f16_overflow_and_unused);
     run_test("export: a block a target does not express refused by its option, nothing written",
              test_unexpressible_refused);
     run_test("export gguf: llama.cpp writes our greedy text (Shakespeare)", test_llama_cpp_shakespeare);
