@@ -95,7 +95,7 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
     return 0;
 }
 
-// Evaluate both splits, save, log, redraw OUT/loss.png and print a sample.
+// Evaluate both splits, log, save, redraw OUT/loss.png and print a sample.
 // Returns the validation loss.
 static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                                float tokens_per_s, int live) {
@@ -104,9 +104,13 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                                 &run->batch, run->micro_rows);
     float val_loss = evaluate(&run->model, run->val, run->B, run->T, o->eval_batches, &run->batch,
                               run->micro_rows);
-    int best = run_save(run, val_loss);
+    // The row before the save that makes this step done: a kill between
+    // the two leaves the row of a step the checkpoint has not reached,
+    // which --resume drops (open_log) and writes again; the other way
+    // round the row would be lost for good.
     log_eval_row(run->log.file, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
     run_log_flush(&run->log);
+    int best = run_save(run, val_loss);
     if (best)
         printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
                train_loss, val_loss, run->paths.model_path);
