@@ -124,6 +124,10 @@ static void test_more_usage_errors(void) {
         {"--recipe nope", "--recipe nope: no such recipe (the recipes: induction)"},
         {"--recipe=", "--recipe: empty value"},
         {"--recipe induction --resume", "--recipe starts a run; --resume continues it"},
+        {"--replans 150:4294967196", "--replans 150:4294967196: 4294967196 is out of range (at most 2147483647)"},
+        {"--replans 4294967396:4294967496", "4294967396 is out of range (at most 2147483647)"},
+        {"--replans 150:99999999999999999999999", "99999999999999999999999 is out of range"},
+        {"--replans 150:1e23", "--replans 150:1e23: expected STEP:END pairs"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = RUN(capture, NULL, "bin/train --data %s --out %s/run %s", corpus, dir, cases[i][0]);
