@@ -41,8 +41,8 @@ double recipe_passes(const Recipe *r, float minutes, size_t train_chars, double 
     return steps * r->batch * r->context / (double)(train_chars ? train_chars : 1);
 }
 
-const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer, void *ctx,
-                         double *passes) {
+const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer,
+                         RecipeUsable usable, void *ctx, double *passes) {
     float budget = recipes[0].minutes;
     for (int i = 0; i < NUM_RECIPES; i++)
         if (recipes[i].minutes <= minutes) budget = recipes[i].minutes;
@@ -52,11 +52,13 @@ const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer time
         if (recipes[i].minutes == budget && recipes[i].from_chars <= train_chars &&
             recipes[i].from_chars >= corpus)
             corpus = recipes[i].from_chars;
-    const Recipe *best = NULL;
+    const Recipe *best = NULL, *first = NULL;
     if (passes) *passes = 0.0;
     for (int i = 0; i < NUM_RECIPES; i++) {
         const Recipe *r = &recipes[i];
         if (r->minutes != budget || r->from_chars != corpus) continue;
+        if (!first) first = r;
+        if (usable && !usable(r, ctx)) continue;
         if (!best) {
             best = r;
         } else if (r->from_passes > 0 && timer) {
@@ -67,7 +69,7 @@ const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer time
             }
         }
     }
-    return best;
+    return best ? best : first;
 }
 
 // A recipe's settings: the flag, the option it sets, the recipe's value.
@@ -101,12 +103,12 @@ static void set_unless_given(Option table[NUM_TRAIN_OPTIONS], const IntSetting *
 }
 
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
-                           RecipeStepTimer timer, void *ctx, double *passes) {
+                           RecipeStepTimer timer, RecipeUsable usable, void *ctx, double *passes) {
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
         if (train_option_given(table, shape[i])) return NULL;
-    const Recipe *r = recipe_for(o->minutes, train_chars, timer, ctx, passes);
+    const Recipe *r = recipe_for(o->minutes, train_chars, timer, usable, ctx, passes);
     const IntSetting ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
                                {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
                                {"--batch", &o->batch, r->batch},      {"--warmup", &o->warmup, r->warmup}};

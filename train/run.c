@@ -424,11 +424,33 @@ static void check_corpus(Run *run, CorpusLoaded *loaded, const Vocab *ckpt_vocab
 // The model's shape (the corpus's vocabulary, the flags' sizes), refused
 // when invalid or when it and a micro-batch would not fit in the machine's
 // memory. Sets the batch's B x T.
+// SwiGLU's hidden width 8 dim/3 must be whole: the widths nearest --dim
+// that 3 and --heads divide (with RoPE, into even head sizes), one below
+// and one above, and whose --dim it is (the recipe's, when not given).
+static void refuse_swiglu_width(const Run *run, const GPTConfig *cfg) {
+    int step = cfg->pos == POS_ROPE ? 2 * cfg->heads : cfg->heads;
+    while (step % 3 != 0) step += cfg->pos == POS_ROPE ? 2 * cfg->heads : cfg->heads;
+    int below = cfg->dim / step * step, above = below + step;
+    char whose[96] = "";
+    if (train_option_given(run->table, "--dim")) whose[0] = '\0';
+    else if (run->o.recipe) snprintf(whose, sizeof whose, " (recipe %s's)", run->o.recipe);
+    else if (run->o.minutes > 0)
+        snprintf(whose, sizeof whose, " (the recipe's for --minutes %g)", (double)run->o.minutes);
+    else snprintf(whose, sizeof whose, " (the default)");
+    char choices[96];
+    if (below > 0) snprintf(choices, sizeof choices, "--dim %d or %d", below, above);
+    else snprintf(choices, sizeof choices, "--dim %d", above);
+    usage_error("--mlp swiglu: its hidden width 8 x dim / 3 must be whole, and --dim %d%s is not "
+                "divisible by 3; take %s (divisible by 3 and by --heads %d%s)", cfg->dim, whose,
+                choices, cfg->heads, cfg->pos == POS_ROPE ? " into even head sizes, for RoPE" : "");
+}
+
 static GPTConfig checked_model_shape(Run *run) {
     char err[2048];
     const TrainOptions *o = &run->o;
     GPTConfig cfg = with_block(
         (GPTConfig){.vocab_size = run->corpus.vocab.size, .context = o->context, .layers = o->layers, .heads = o->heads, .dim = o->dim}, o);
+    if (cfg.mlp == MLP_SWIGLU && cfg.dim % 3 != 0) refuse_swiglu_width(run, &cfg);
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
@@ -660,6 +682,20 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
     return median;
 }
 
+// Whether the block flags the user gave allow recipe r's model (SwiGLU's
+// width divisible by 3, RoPE's head size even): a row they do not is
+// skipped, whatever the machine's speed.
+static int recipe_usable(const Recipe *r, void *ctx) {
+    const Run *run = ((const RecipeTiming *)ctx)->run;
+    TrainOptions o = run->o;
+    if (!train_option_given(run->table, "--pos")) o.pos = r->pos;
+    GPTConfig cfg = with_block((GPTConfig){.vocab_size = 1, .context = r->context,
+                                           .layers = r->layers, .heads = r->heads, .dim = r->dim},
+                               &o);
+    char err[512];
+    return gpt_config_valid(&cfg, err, sizeof err);
+}
+
 void run_start(Run *run, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     run->best.step = -1;
@@ -687,7 +723,8 @@ void run_start(Run *run, int argc, char **argv) {
     double recipe_passes_measured = 0.0;
     const Recipe *recipe = o->resume || named ? NULL
                            : recipe_apply(o, run->table, corpus_train(&run->corpus).len,
-                                          time_recipe_step, &timing, &recipe_passes_measured);
+                                          time_recipe_step, recipe_usable, &timing,
+                                          &recipe_passes_measured);
     GPT init = {0};
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
