@@ -196,10 +196,63 @@ static void test_minutes_said_right(void) {
     remove_tree(dir);
 }
 
+// --rope-base with --resume or --init-from is checked against the
+// checkpoint's positions, not the default's: a RoPE run's own base is
+// taken, another base contradicts it (named, with the checkpoint's block),
+// and on learned positions the reason is that checkpoint's.
+static void test_rope_base_from_checkpoint(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *rope = keep_path(path_in(dir, "rope")), *learned = keep_path(path_in(dir, "learned"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --pos rope --rope-base 500 --data %s --out %s --stop-at 2",
+              corpus, rope) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --data %s --out %s --stop-at 2",
+              corpus, learned) == 0);
+    const char *rope_ckpt = keep_path(path_in(rope, "model.safetensors"));
+    const char *learned_ckpt = keep_path(path_in(learned, "model.safetensors"));
+    int status = RUN(capture, NULL, "bin/train --resume --out %s --rope-base 500 --stop-at 3", rope);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "resuming"), "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(checkpoint_step(rope, NULL) == 3);
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 5 --init-from %s --rope-base 500 "
+                 "--data %s --out %s/fine --stop-at 1", rope_ckpt, corpus, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 0, "exited %d:\n%s", status, out);
+    free(out);
+    struct {
+        const char *flags, *message;
+    } refused[] = {
+        {"--resume --out %s --rope-base 10000",
+         "--rope-base contradicts %s (--norm layernorm --pos rope --rope-base 500 --mlp gelu"},
+        {"--resume --out %s --rope-base 10000", "--rope-base is for --pos rope: %s has learned positions"},
+        {"--init-from %s --rope-base 10000", "--rope-base contradicts %s"},
+        {"--init-from %s --rope-base 10000", "--rope-base is for --pos rope: %s has learned"},
+    };
+    const char *args[] = {rope, learned, rope_ckpt, learned_ckpt};
+    const char *named[] = {rope_ckpt, learned_ckpt, rope_ckpt, learned_ckpt};
+    for (int i = 0; i < 4; i++) {
+        char flags[1024], message[1024];
+        snprintf(flags, sizeof flags, refused[i].flags, args[i]);
+        snprintf(message, sizeof message, refused[i].message, named[i]);
+        if (i >= 2) snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " --out %s/fine2", dir);
+        status = RUN(capture, NULL, "bin/train %s --data %s", flags, corpus);
+        out = output_of(capture);
+        CHECK_MSG(status == 1 && strstr(out, message) && count_lines(out) == 1, "'%s' exited %d:\n%s",
+                  flags, status, out);
+        free(out);
+    }
+    CHECK(!file_exists(path_in(dir, "fine2")));
+    CHECK(checkpoint_step(rope, NULL) == 3 && checkpoint_step(learned, NULL) == 2);
+}
+
 void suite_robust_bad_options(void) {
     run_test("robust: resume refuses another corpus, shape or a damaged state",
              test_resume_refuses_incompatible);
     run_test("robust: more usage errors exit 2 with one line", test_more_usage_errors);
+    run_test("robust: --rope-base with --resume or --init-from checked against the checkpoint",
+             test_rope_base_from_checkpoint);
     run_test("robust: --minutes in --help and in the recipe line", test_minutes_said_right);
     run_test("robust: a model too big for memory is refused before allocating",
              test_model_too_big_for_memory);

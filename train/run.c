@@ -48,18 +48,23 @@ static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTION
     } rows[] = {
         {"--norm", asked.norm != saved->norm},
         {"--pos", asked.pos != saved->pos},
-        {"--rope-base", saved->pos == POS_ROPE && asked.rope_base != saved->rope_base},
+        // the base given, whether or not --pos rope is (the checkpoint's pos is the run's)
+        {"--rope-base", saved->pos == POS_ROPE && o->rope_base != saved->rope_base},
         {"--mlp", asked.mlp != saved->mlp},
         {"--qk-norm", asked.qk_norm != saved->qk_norm},
         {"--untie", asked.untie != saved->untie},
         {"--softcap", asked.softcap != saved->softcap},
     };
+    char base[48] = "";
+    if (saved->pos == POS_ROPE) snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].differs && option_named(table, rows[i].flag)->given)
-            die("%s contradicts %s (--norm %s --pos %s --mlp %s%s%s --softcap %g): %s",
-                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos],
+            die("%s contradicts %s (--norm %s --pos %s%s --mlp %s%s%s --softcap %g): %s",
+                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos], base,
                 gpt_mlp_names[saved->mlp], saved->qk_norm ? " --qk-norm" : "",
                 saved->untie ? " --untie" : "", (double)saved->softcap, why);
+    if (saved->pos != POS_ROPE && option_named(table, "--rope-base")->given)
+        die("--rope-base is for --pos rope: %s has learned positions, which have no base", from);
     o->norm = gpt_norm_names[saved->norm];
     o->pos = gpt_pos_names[saved->pos];
     if (saved->pos == POS_ROPE) o->rope_base = saved->rope_base;
@@ -225,7 +230,10 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
     if (!(o->rope_base > 1.0f && o->rope_base <= 1e9f))
         usage_error("--rope-base %s: must be above 1 (and at most 1e9)", rope_base);
-    if (!rope && option_named(table, "--rope-base")->given)
+    // a resumed or fine-tuned run's positions are its checkpoint's
+    // (take_checkpoint_block checks --rope-base against them)
+    int block_from_checkpoint = o->resume || option_named(table, "--init-from")->given;
+    if (!rope && !block_from_checkpoint && option_named(table, "--rope-base")->given)
         usage_error("--rope-base is for --pos rope (learned positions have no base)");
     if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
         usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
