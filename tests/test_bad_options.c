@@ -128,6 +128,8 @@ static void test_more_usage_errors(void) {
         {"--replans 4294967396:4294967496", "4294967396 is out of range (at most 2147483647)"},
         {"--replans 150:99999999999999999999999", "99999999999999999999999 is out of range"},
         {"--replans 150:1e23", "--replans 150:1e23: expected STEP:END pairs"},
+        {"--max-passes 2", "--max-passes: give it with --minutes"},
+        {"--probe hello", "--probe: give it with --heatmaps-every"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = RUN(capture, NULL, "bin/train --data %s --out %s/run %s", corpus, dir, cases[i][0]);
@@ -247,12 +249,60 @@ static void test_rope_base_from_checkpoint(void) {
     CHECK(checkpoint_step(rope, NULL) == 3 && checkpoint_step(learned, NULL) == 2);
 }
 
+// Flags that would change nothing are refused (exit 2, one line, nothing
+// written), as bin/attn's --clean without --patch: --max-passes on a
+// resumed run past its plan, --probe on one without snapshots,
+// --zero-init-proj with --resume or --init-from. With what makes them
+// count (--heatmaps-every saved by the run) they are taken.
+static void test_ignored_flags_refused(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *run = keep_path(path_in(dir, "run")), *shots = keep_path(path_in(dir, "shots"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --data %s --out %s --stop-at 2",
+              corpus, run) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --iters 50 --heatmaps-every 2 --data %s --out %s "
+              "--stop-at 2", corpus, shots) == 0);
+    const char *ckpt = keep_path(path_in(run, "model.safetensors"));
+    copy_file(ckpt, path_in(dir, "model.before"));
+    struct {
+        const char *flags, *message;
+    } cases[] = {
+        {"--resume --out %s --max-passes 2", "--max-passes: give it with --minutes"},
+        {"--resume --out %s --probe hello", "--probe: give it with --heatmaps-every"},
+        {"--resume --out %s --zero-init-proj", "--zero-init-proj: it starts a fresh model's projections at "
+                                               "zero; with --resume the weights are the checkpoint's"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[1024];
+        snprintf(flags, sizeof flags, cases[i].flags, run);
+        int status = RUN(capture, NULL, "bin/train %s", flags);
+        char *out = output_of(capture);
+        CHECK_MSG(status == 2 && strstr(out, cases[i].message) && count_lines(out) == 1,
+                  "'%s' exited %d:\n%s", flags, status, out);
+        free(out);
+    }
+    int status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --iters 5 --init-from %s --zero-init-proj "
+                     "--data %s --out %s/fine", ckpt, corpus, dir);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 2 && strstr(out, "with --init-from the weights are the checkpoint's") &&
+                  count_lines(out) == 1, "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(!file_exists(path_in(dir, "fine")));
+    CHECK(same_bytes(ckpt, path_in(dir, "model.before")) && checkpoint_step(run, NULL) == 2);
+    status = RUN(capture, NULL, "bin/train --resume --out %s --probe hello --stop-at 3", shots);
+    out = output_of(capture);
+    CHECK_MSG(status == 0, "a run with snapshots took no --probe: exited %d:\n%s", status, out);
+    free(out);
+}
+
 void suite_robust_bad_options(void) {
     run_test("robust: resume refuses another corpus, shape or a damaged state",
              test_resume_refuses_incompatible);
     run_test("robust: more usage errors exit 2 with one line", test_more_usage_errors);
     run_test("robust: --rope-base with --resume or --init-from checked against the checkpoint",
              test_rope_base_from_checkpoint);
+    run_test("robust: flags that would change nothing refused", test_ignored_flags_refused);
     run_test("robust: --minutes in --help and in the recipe line", test_minutes_said_right);
     run_test("robust: a model too big for memory is refused before allocating",
              test_model_too_big_for_memory);

@@ -239,6 +239,22 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
         usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
 }
 
+// Flags that would change nothing, refused as bin/attn refuses --clean
+// without --patch: with the flags as they stand after a resume (the
+// budget it has left, its snapshots) and a named recipe.
+static void refuse_ignored_flags(const TrainOptions *o, const Option table[NUM_TRAIN_OPTIONS]) {
+    if (train_option_given(table, "--max-passes") && !(o->minutes > 0))
+        usage_error("--max-passes: give it with --minutes (it caps the steps a time budget's plan "
+                    "makes; without a budget --iters decides them%s)",
+                    o->resume ? ", and this resumed run is past its plan or had none" : "");
+    if (train_option_given(table, "--probe") && o->heatmaps_every <= 0)
+        usage_error("--probe: give it with --heatmaps-every (the probe is the text its snapshots "
+                    "show)");
+    if (train_option_given(table, "--zero-init-proj") && (o->resume || o->init_from))
+        usage_error("--zero-init-proj: it starts a fresh model's projections at zero; with %s the "
+                    "weights are the checkpoint's", o->resume ? "--resume" : "--init-from");
+}
+
 // --init-from: the checkpoint's model and vocabulary; its shape becomes the
 // run's (a contradicting shape flag dies). Nothing is written.
 static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT *init,
@@ -722,6 +738,7 @@ void run_start(Run *run, int argc, char **argv) {
     // (saved as --minutes), unless --iters is given now: that count wins.
     if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
     const NamedRecipe *named = use_named_recipe(run);
+    refuse_ignored_flags(o, run->table);
     CorpusLoaded loaded = read_corpus(run);
     omp_set_num_threads(o->threads);
     Precision precision = option_choice("--precision", o->precision, precision_names, 2);
