@@ -2,11 +2,13 @@
 // and one line naming the problem, before any work: usage errors, a model
 // too big for the machine's memory, and a resume with another corpus, shape
 // or a damaged optimizer state.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../infer/checkpoint.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -296,6 +298,73 @@ static void test_ignored_flags_refused(void) {
     free(out);
 }
 
+// bin/train on these flags must exit `code` with one line holding `word`.
+static void expect_train_says(const char *capture, const char *flags, int code, const char *word) {
+    int status = RUN(capture, NULL, "bin/train %s", flags);
+    char *out = output_of(capture);
+    const char *error = strstr(out, "error: ");
+    CHECK_MSG(status == code && strstr(out, word) && error && !strchr(strchr(error, '\n') + 1, '\n'),
+              "'%s' exited %d:\n%s", flags, status, out);
+    free(out);
+}
+
+// Messages that were not true: --init-from a checkpoint holding NaN failed
+// at step 1 naming "the last checkpoint in OUT" (there was none); one
+// whose weights overflow the loss names no checkpoint that is not there;
+// --max-passes ending the plan in its warmup blamed the time budget;
+// --data , named "all 0 skipped (the first: : )"; a file of /proc, whose
+// size reads 0, was an "empty corpus".
+static void test_messages_true(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    char *text = read_text_file(corpus);
+    GPT model;
+    Vocab vocab;
+    build_text_model(&model, &vocab, text, 16, (RandomWeights){1, 0.0f, 2});
+    free(text);
+    char err[512], flags[2048];
+    const char *nan_ckpt = keep_path(path_in(dir, "nan.safetensors"));
+    const char *huge_ckpt = keep_path(path_in(dir, "huge.safetensors"));
+    float *w_q = param_tensor(&model.params, PARAM_w_q);
+    w_q[3] = NAN;
+    CHECK_MSG(gpt_save(nan_ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    w_q[3] = 0.0f;
+    float *wte = param_tensor(&model.params, PARAM_wte);
+    for (size_t i = 0; i < model.param_sizes[PARAM_wte]; i++) wte[i] = i % 2 ? 3e38f : -3e38f;
+    CHECK_MSG(gpt_save(huge_ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    snprintf(flags, sizeof flags, "--batch 4 --sample-chars 0 --threads 1 --iters 5 --init-from %s "
+             "--data %s --out %s/nan", nan_ckpt, corpus, dir);
+    expect_train_says(capture, flags, 1, "parameter h.0.attn.w_q.weight is not finite (NaN or inf)");
+    CHECK(!file_exists(path_in(dir, "nan")));
+    snprintf(flags, sizeof flags, "--batch 4 --eval-batches 1 --sample-chars 0 --threads 1 --iters 5 "
+             "--init-from %s --data %s --out %s/huge", huge_ckpt, corpus, dir);
+    expect_train_says(capture, flags, 1, "holds no checkpoint of this run yet");
+    int status = RUN(capture, NULL, "bin/train %s", flags);
+    char *out = output_of(capture);
+    CHECK_MSG(!strstr(out, "is intact"), "%s", out);
+    free(out);
+
+    snprintf(flags, sizeof flags, "--data , --out %s/comma", dir);
+    expect_train_says(capture, flags, 1, "',': names no file (expected files, folders or patterns");
+    snprintf(flags, sizeof flags, TINY_ONE_THREAD " --context 8 --iters 2 --data /proc/self/status --out %s/proc",
+             dir);
+    status = RUN(capture, NULL, "bin/train %s", flags);
+    out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "corpus /proc/self/status (1 file): "), "exited %d:\n%s",
+              status, out);
+    free(out);
+
+    status = RUN(capture, NULL, "bin/train " TINY_ONE_THREAD " --warmup 100 --minutes 0.1 --max-passes 1e-9 "
+                 "--data %s --out %s/capped", corpus, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 0 && strstr(out, "note: --max-passes caps the run at ") &&
+                  !strstr(out, "time budget too short"), "exited %d:\n%s", status, out);
+    free(out);
+}
+
 void suite_robust_bad_options(void) {
     run_test("robust: resume refuses another corpus, shape or a damaged state",
              test_resume_refuses_incompatible);
@@ -303,6 +372,8 @@ void suite_robust_bad_options(void) {
     run_test("robust: --rope-base with --resume or --init-from checked against the checkpoint",
              test_rope_base_from_checkpoint);
     run_test("robust: flags that would change nothing refused", test_ignored_flags_refused);
+    run_test("robust: messages say what happened (--init-from NaN, --data ',', /proc, --max-passes)",
+             test_messages_true);
     run_test("robust: --minutes in --help and in the recipe line", test_minutes_said_right);
     run_test("robust: a model too big for memory is refused before allocating",
              test_model_too_big_for_memory);

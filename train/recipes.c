@@ -219,6 +219,17 @@ float time_budget_minutes_left(const TimeBudget *budget, double now) {
 int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int warmup,
                           double now, char *msg, size_t msg_len) {
     if (iters > warmup) return 1;
+    // --max-passes, not the time, ended the plan there
+    double left = BUDGET_AIM * budget->budget_seconds - (now - budget->start);
+    if (budget->max_steps > 0 && budget->max_steps < (double)iters + 1 && left > 0) {
+        snprintf(msg, msg_len,
+                 "--max-passes caps the run at %.3g steps, so it ends at step %d, within its "
+                 "warmup of %d steps, before the learning rate decays, with %.1f s of the time "
+                 "budget's %.1f s left (give a larger --max-passes or a shorter --warmup)",
+                 budget->max_steps, iters, warmup, budget->budget_seconds - (now - budget->start),
+                 budget->budget_seconds);
+        return 0;
+    }
     snprintf(msg, msg_len,
              "time budget too short for this model: start-up, %ld step%s and an evaluation took "
              "%.1f s of %.1f s, so the run ends at step %d, within its warmup of %d steps, before "

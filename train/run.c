@@ -262,6 +262,10 @@ static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT
     char err[2048];
     if (!file_exists(o->init_from)) die("--init-from %s: no such file", o->init_from);
     if (!gpt_load(o->init_from, init, init_vocab, err, sizeof err)) die("--init-from %s", err);
+    char bad[128];
+    if (gpt_first_non_finite(init, init->params_memory, bad, sizeof bad))
+        die("--init-from %s: parameter %s is not finite (NaN or inf); no model trains on from it",
+            o->init_from, bad);
     const GPTConfig *shape = &init->config;
     const struct {
         const char *flag;
@@ -800,9 +804,12 @@ static void stop_if_not_finite(const Run *run, float loss, float norm) {
         snprintf(bad, sizeof bad, "parameter %s", name);
     else if (isfinite(loss) && gpt_first_non_finite(model, model->grads_memory, name, sizeof name))
         snprintf(bad, sizeof bad, "gradient of %s", name);
+    char kept[4200];
+    if (file_exists(run->paths.model_path))
+        snprintf(kept, sizeof kept, "the last checkpoint in %s is intact", run->o.out);
+    else snprintf(kept, sizeof kept, "%s holds no checkpoint of this run yet", run->o.out);
     die("loss %g / gradient norm %g is not finite at step %ld (first: %s); "
-        "stopped without saving, the last checkpoint in %s is intact (try a lower --lr)",
-        loss, norm, run->opt.step + 1, bad, run->o.out);
+        "stopped without saving, %s (try a lower --lr)", loss, norm, run->opt.step + 1, bad, kept);
 }
 
 float train_step(Run *run, float lr, int stop_signal) {

@@ -67,10 +67,14 @@ void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab
                      const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
                      const BestModel *best, int model_is_best) {
     char err[1024], name[128];
-    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
-        die("parameters are not finite after step %ld (first: %s); not saved, the last "
-            "checkpoint in %s is intact (try a lower --lr)",
-            opt->step, name, paths->out);
+    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name)) {
+        char kept[4200];
+        if (file_exists(paths->model_path))
+            snprintf(kept, sizeof kept, "the last checkpoint in %s is intact", paths->out);
+        else snprintf(kept, sizeof kept, "%s holds no checkpoint of this run yet", paths->out);
+        die("parameters are not finite after step %ld (first: %s); not saved, %s (try a lower "
+            "--lr)", opt->step, name, kept);
+    }
     unlink(paths->prev_state_path);
     if (model_is_best)
         link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
