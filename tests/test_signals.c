@@ -184,6 +184,41 @@ static void test_sigint_saves_and_resumes_exactly(void) {
     free(lb);
 }
 
+// Stopped between two log.csv rows (--stop-at, or Ctrl-C, at a step that
+// is not a row's), the resumed run's first row averaged only the steps
+// since the resume. The steps before the stop are saved with the
+// checkpoint: the log's step and train_loss columns are an uninterrupted
+// run's, row for row.
+static void test_stop_between_rows_log_exact(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *straight = keep_path(path_in(dir, "straight")), *stopped = keep_path(path_in(dir, "stopped"));
+    const char *flags = TINY_ONE_THREAD " --log-every 5 --iters 1000000 --eval-every 100000";
+    CHECK(RUN(NULL, NULL, "bin/train %s --data %s --out %s --stop-at 40", flags, corpus, straight) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train %s --data %s --out %s --stop-at 7", flags, corpus, stopped) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 13", stopped) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 20", stopped) == 0);
+    // Ctrl-C wherever it lands, then on to step 40
+    pid_t pid = spawn(capture, NULL, "bin/train --resume --out %s --stop-at 400", stopped);
+    CHECK(wait_for_text(pid, capture, "resuming"));
+    sleep_ms(20);
+    kill(pid, SIGINT);
+    int status = wait_exit(pid);
+    long step = checkpoint_step(stopped, NULL);
+    CHECK_MSG(status == 130 || status == 0, "exited %d", status);
+    // both on to a row after the later of step 40 and where Ctrl-C landed
+    long end = (step < 40 ? 40 : step) / 5 * 5 + 5;
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at %ld", stopped, end) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at %ld", straight, end) == 0);
+    char *a = log_columns(straight, 2), *b = log_columns(stopped, 2);
+    CHECK(a && b && count_lines(a) == (int)(end / 5) + 1); // the header, steps 5, 10, ...
+    CHECK_MSG(a && b && !strcmp(a, b), "uninterrupted:\n%s\nstopped at 7, 13, 20 and %ld:\n%s",
+              a ? a : "", step, b ? b : "");
+    free(a);
+    free(b);
+}
+
 static void test_sigterm_saves_and_exits_143(void) {
     const char *dir = make_temp_dir();
     const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
@@ -338,6 +373,8 @@ void suite_robust_signals(void) {
     run_test("robust: resume after a save cut between its two files",
              test_resume_after_save_cut_between_files);
     run_test("robust: SIGINT saves, exits 130, resumes bit-exactly", test_sigint_saves_and_resumes_exactly);
+    run_test("robust: stopped between log rows, the log is an uninterrupted run's",
+             test_stop_between_rows_log_exact);
     run_test("robust: SIGTERM saves and exits 143", test_sigterm_saves_and_exits_143);
     run_test("robust: a second SIGINT exits at once, nothing torn", test_second_sigint_exits_at_once);
     run_test("robust: log.csv cut mid-row by a crash", test_log_cut_mid_row);

@@ -107,7 +107,7 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     char *saved_json;
     OptimizerKind saved = OPTIMIZER_ADAMW;
     load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json,
-               &run->best);
+               &run->best, &run->window);
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
                               &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
@@ -886,7 +886,7 @@ int run_save(Run *run, float val_loss) {
     if (run->rank == 0)
         save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt,
                         run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL, &run->rng,
-                        run->options_json, &run->best, is_best);
+                        run->options_json, &run->best, is_best, &run->window);
     return is_best;
 }
 
