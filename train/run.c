@@ -468,7 +468,7 @@ static void refuse_swiglu_width(const Run *run, const GPTConfig *cfg) {
     char choices[96];
     if (below > 0) snprintf(choices, sizeof choices, "--dim %d or %d", below, above);
     else snprintf(choices, sizeof choices, "--dim %d", above);
-    usage_error("--mlp swiglu: its hidden width 8 x dim / 3 must be whole, and --dim %d%s is not "
+    usage_error("--mlp swiglu: SwiGLU's hidden width 8 x dim / 3 must be whole, and --dim %d%s is not "
                 "divisible by 3; take %s (divisible by 3 and by --heads %d%s)", cfg->dim, whose,
                 choices, cfg->heads, cfg->pos == POS_ROPE ? " into even head sizes, for RoPE" : "");
 }
