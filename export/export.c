@@ -14,15 +14,14 @@
 // (SwiGLU's gate and up), its rows reordered where the target rotates other
 // pairs of channels than ours, or transposed (GPT-2's Conv1D).
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <errno.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -401,7 +400,8 @@ static void warn_unused_tensors(const char *path, const GPTConfig *cfg) {
         if (rows > 0) continue;
         param_shape(&using_all, p, &shape[0], &shape[1]);
         char name[96];
-        snprintf(name, sizeof name, "%s%s", param_specs[p].stacked ? "h.0." : "", param_specs[p].name);
+        snprintf(name, sizeof name, "%s%s", param_specs[p].stacked ? "h.0." : "",
+                 param_specs[p].name);
         if (shape[0] == 0 ||
             !safetensors_check_f32(file, name, shape[1] ? 2 : 1, shape, err, sizeof err))
             continue;
@@ -411,7 +411,8 @@ static void warn_unused_tensors(const char *path, const GPTConfig *cfg) {
     safetensors_close(file);
     if (count)
         fprintf(stderr, "warning: %s holds %s, which its config does not use; not exported (the "
-                "model bin/sample runs has %s)\n", path, names, count > 1 ? "none of them" : "no such tensor");
+                "model bin/sample runs has %s)\n",
+                path, names, count > 1 ? "none of them" : "no such tensor");
 }
 
 // ---- the tensors: each target tensor from ours
@@ -663,7 +664,8 @@ static void refuse_f16_overflow(const char *path, const Exported *e) {
             snprintf(name, sizeof name, "h.%d.%s", e->layer, param_specs[e->parts[part]].name);
         else snprintf(name, sizeof name, "%s", param_specs[e->parts[part]].name);
         die("%s: tensor '%s' holds %g, beyond f16's largest, 65504: as %s in f16 it would be "
-            "%sinf; --dtype bf16 or f32 keeps it", path, name, (double)v, e->name, v < 0 ? "-" : "");
+            "%sinf; --dtype bf16 or f32 keeps it",
+            path, name, (double)v, e->name, v < 0 ? "-" : "");
     }
 }
 
@@ -878,7 +880,8 @@ static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *voca
     const char *out = o->out;
     char staging[4200], path[4400], err[8800];
     snprintf(staging, sizeof staging, "%s.tmp.%ld", out, (long)getpid());
-    if (mkdir(staging, 0755) != 0) die("%s: cannot create folder %s: %s", out, staging, strerror(errno));
+    if (mkdir(staging, 0755) != 0)
+        die("%s: cannot create folder %s: %s", out, staging, strerror(errno));
     snprintf(path, sizeof path, "%s/model.safetensors", staging);
     StMeta meta[] = {{"format", "pt"}}; // what save_pretrained writes
     int ok = safetensors_write(path, tensors, n, meta, 1, err, sizeof err);
@@ -972,8 +975,12 @@ static void remove_stale_temporaries(const char *out) {
 
 // What a non-regular file is, for a message.
 static const char *kind_of(mode_t mode) {
-    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
-           : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+    return S_ISDIR(mode)    ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a regular file";
 }
 
 // The first entry of folder dir that is not one of a --to hf folder's
@@ -1039,7 +1046,8 @@ static void check_output(const ExportOptions *o, Target target) {
                                                  : "--to hf writes a folder";
     if (target == TARGET_GGUF && is_dir) die("%s: is a folder; --to gguf writes a file", o->out);
     if (target == TARGET_HF && is_file) die("%s: is a file; --to hf writes a folder", o->out);
-    if (!is_dir && !is_file) die("%s: is %s; %s, and replaces nothing else", o->out, kind_of(st.st_mode), expected);
+    if (!is_dir && !is_file)
+        die("%s: is %s; %s, and replaces nothing else", o->out, kind_of(st.st_mode), expected);
     if (S_ISLNK(link.st_mode))
         die("%s: is a symbolic link; %s and would replace the link, not what it points to", o->out,
             expected);

@@ -56,7 +56,8 @@ static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTION
         {"--softcap", asked.softcap != saved->softcap},
     };
     char base[48] = "";
-    if (saved->pos == POS_ROPE) snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
+    if (saved->pos == POS_ROPE)
+        snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].differs && option_named(table, rows[i].flag)->given)
             die("%s contradicts %s (--norm %s --pos %s%s --mlp %s%s%s --softcap %g): %s",
@@ -468,8 +469,8 @@ static void refuse_swiglu_width(const Run *run, const GPTConfig *cfg) {
     char choices[96];
     if (below > 0) snprintf(choices, sizeof choices, "--dim %d or %d", below, above);
     else snprintf(choices, sizeof choices, "--dim %d", above);
-    usage_error("--mlp swiglu: SwiGLU's hidden width 8 x dim / 3 must be whole, and --dim %d%s is not "
-                "divisible by 3; take %s (divisible by 3 and by --heads %d%s)", cfg->dim, whose,
+    usage_error("--mlp swiglu: SwiGLU's hidden width 8 x dim / 3 must be whole, and --dim %d%s is "
+                "not divisible by 3; take %s (divisible by 3 and by --heads %d%s)", cfg->dim, whose,
                 choices, cfg->heads, cfg->pos == POS_ROPE ? " into even head sizes, for RoPE" : "");
 }
 
