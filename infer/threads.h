@@ -11,8 +11,10 @@
 // omp_set_num_threads and returned: `threads` when it is above 0 (the
 // user's --threads); else up to every core, the count whose forwards of one
 // context-long window (on model's precision, keeping the attention
-// probabilities as the pictures' forwards do) were fastest just now (9
-// forwards). Leaves model's activations allocated for that window.
+// probabilities as the pictures' forwards do) were fastest just now: the
+// tuner from one thread up, over 8 steps of at least 20 ms each. Chosen
+// once: a load that comes or goes later is not followed, as bin/train's
+// steps follow it. Leaves model's activations allocated for that window.
 int forward_threads(GPT *model, int threads);
 
 #endif
