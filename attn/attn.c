@@ -124,8 +124,9 @@ static void option_table(AttnOptions *o, Option t[NUM_OPTIONS]) {
          "drop the characters of the texts that are not in the model's vocabulary (each named "
          "in a warning) instead of failing", 0, -1, 0},
         {"--threads", "N", OPT_INT, &o->threads,
-         "OpenMP threads; unset: up to every core, the count whose forwards were fastest at "
-         "start (timed as bin/train times its steps: fastest on a busy machine)", 1, 1024, 0},
+         "OpenMP threads; unset: OMP_NUM_THREADS when set, else up to every core, the count "
+         "whose forwards were fastest at start (timed as bin/train times its steps: fastest on "
+         "a busy machine)", 1, 1024, 0},
     };
     memcpy(t, table, sizeof table);
 }

@@ -21,6 +21,9 @@ int forward_threads(GPT *model, int threads) {
         omp_set_num_threads(threads);
         return threads;
     }
+    // the user's OMP_NUM_THREADS, as OpenMP read it, is a choice too
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) return omp_get_max_threads();
     int T = model->config.context;
     int *tokens = xcalloc((size_t)T, sizeof(int)); // what they are changes no time
     gpt_alloc_inference(model, 1, T);

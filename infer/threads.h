@@ -9,7 +9,8 @@
 
 // The thread count to run model's forwards on, set with
 // omp_set_num_threads and returned: `threads` when it is above 0 (the
-// user's --threads); else up to every core, the count whose forwards of one
+// user's --threads); else OpenMP's own when OMP_NUM_THREADS is set; else
+// up to every core, the count whose forwards of one
 // context-long window (on model's precision, keeping the attention
 // probabilities as the pictures' forwards do) were fastest just now: the
 // tuner from one thread up, over 8 steps of at least 20 ms each. Chosen

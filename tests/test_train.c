@@ -280,9 +280,18 @@ static void test_attn_threads(void) {
     char err[512];
     CHECK_MSG(gpt_load(ckpt, &model, &vocab, err, sizeof err), "%s", err);
     CHECK(forward_threads(&model, 3) == 3 && omp_get_max_threads() == 3);
+    // OMP_NUM_THREADS set is the user's choice (the suites run bin/attn on 1
+    // and 2 threads so); unset, the tuner's
+    char *env = getenv("OMP_NUM_THREADS");
+    char saved_env[64] = "";
+    if (env) snprintf(saved_env, sizeof saved_env, "%s", env);
+    setenv("OMP_NUM_THREADS", "2", 1);
+    CHECK(forward_threads(&model, 0) == 3); // OpenMP's setting, left as it is
+    unsetenv("OMP_NUM_THREADS");
     int tuned = forward_threads(&model, 0);
     CHECK_MSG(tuned >= 1 && tuned <= omp_get_num_procs() && omp_get_max_threads() == tuned,
               "tuned %d of %d cores; OpenMP set to %d", tuned, omp_get_num_procs(), omp_get_max_threads());
+    if (env) setenv("OMP_NUM_THREADS", saved_env, 1);
     gpt_free(&model);
     vocab_free(&vocab);
     omp_set_num_threads(saved);
