@@ -258,6 +258,22 @@ int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, Ski
     struct stat st;
     int is_path = stat(spec, &st) == 0;
     int one_file = is_path ? !S_ISDIR(st.st_mode) : !strchr(spec, ',') && !is_pattern(spec);
+    if (one_file && is_path && S_ISREG(st.st_mode) && st.st_size == 0) {
+        // a file of /proc or /sys says 0 bytes and holds text: read to its end
+        unsigned char *text = NULL;
+        size_t capacity = 0, got = read_one_file(spec, &text, 0, 0, &capacity, err, err_len);
+        if (!got && strstr(err, ": empty file")) set_error(err, err_len, "%s: empty corpus", spec);
+        int ok = got > 0;
+        if (ok && !(val_fraction >= 0.0 && val_fraction < 1.0)) {
+            set_error(err, err_len, "%s: validation fraction %g, expected a value in [0, 1)", spec,
+                      val_fraction);
+            ok = 0;
+        }
+        if (ok) ok = corpus_from_text(corpus, text, got, spec, val_fraction, err, err_len);
+        free(text);
+        if (ok) *num_files = 1;
+        return ok;
+    }
     if (one_file) {
         *num_files = 1;
         return corpus_load(corpus, spec, val_fraction, err, err_len); // one file, as always
@@ -290,7 +306,12 @@ int corpus_load_files(Corpus *corpus, const char *spec, double val_fraction, Ski
             ok = 0;
         }
     }
-    if (ok && files == 0) {
+    if (ok && list.count == 0) {
+        if (is_path) set_error(err, err_len, "%s: no file in this folder", spec);
+        else set_error(err, err_len, "'%s': names no file (expected files, folders or patterns, "
+                       "separated by commas)", spec);
+        ok = 0;
+    } else if (ok && files == 0) {
         set_error(err, err_len, "%s: no text file in it: all %d skipped (the first: %s: %s)", spec,
                   skipped ? skipped->count : 0, skipped && skipped->count ? skipped->paths[0] : "",
                   skipped && skipped->count ? skipped->reasons[0] : "");

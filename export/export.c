@@ -14,11 +14,16 @@
 // (SwiGLU's gate and up), its rows reordered where the target rotates other
 // pairs of channels than ours, or transposed (GPT-2's Conv1D).
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../base/files.h"
 #include "../base/gguf.h"
@@ -376,6 +381,40 @@ static void check_config_keys(const char *path, Target target) {
     safetensors_close(file);
 }
 
+// A checkpoint may hold tensors its config does not use (lm_head.weight
+// with a tied head, wpe with RoPE, query and key norms without --qk-norm):
+// the model loaded without them is what bin/sample runs, and what is
+// exported; a warning names them, so none is dropped unsaid. They are
+// looked for with the shape a config using them gives them.
+static void warn_unused_tensors(const char *path, const GPTConfig *cfg) {
+    GPTConfig using_all = *cfg;
+    using_all.pos = POS_LEARNED, using_all.norm = NORM_LAYERNORM;
+    using_all.qk_norm = 1, using_all.untie = 1;
+    char err[1024], names[1024] = "";
+    StFile *file = safetensors_open(path, err, sizeof err);
+    if (!file) die("%s", err);
+    int count = 0;
+    for (int p = 0; p < NUM_PARAM_TENSORS; p++) {
+        long rows, cols, shape[2];
+        param_shape(cfg, p, &rows, &cols);
+        if (rows > 0) continue;
+        param_shape(&using_all, p, &shape[0], &shape[1]);
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", param_specs[p].stacked ? "h.0." : "",
+                 param_specs[p].name);
+        if (shape[0] == 0 ||
+            !safetensors_check_f32(file, name, shape[1] ? 2 : 1, shape, err, sizeof err))
+            continue;
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", count++ ? ", " : "", name);
+    }
+    safetensors_close(file);
+    if (count)
+        fprintf(stderr, "warning: %s holds %s, which its config does not use; not exported (the "
+                "model bin/sample runs has %s)\n",
+                path, names, count > 1 ? "none of them" : "no such tensor");
+}
+
 // ---- the tensors: each target tensor from ours
 
 // One target tensor, made: row-major fp32 data (a view into the model, or
@@ -387,6 +426,10 @@ typedef struct {
     float *owned;
     long rows, cols;
     int is_matrix;
+    // where its rows come from: parts[i] (of block `layer`, -1 when not
+    // per block) gives part_rows[i] rows, in order
+    int parts[3], num_parts, layer;
+    long part_rows[3];
 } Exported;
 
 static int param_index(const char *name) {
@@ -434,6 +477,10 @@ static Exported make_tensor(const GPT *model, const Format *f, const TargetTenso
         e.rows += taken[n];
     }
     if (e.rows == 0) return e;
+    memcpy(e.parts, parts, sizeof parts);
+    memcpy(e.part_rows, taken, sizeof taken);
+    e.num_parts = n;
+    e.layer = param_specs[parts[0]].stacked ? l : -1;
     e.cols = cols;
     e.is_matrix = cols > 0;
     if (param_specs[parts[0]].stacked) {
@@ -600,6 +647,28 @@ static int architecture_meta(const Format *f, const GPTConfig *cfg, char keys[MA
     return n;
 }
 
+// A finite weight beyond f16's largest, 65,504 (one that rounds to inf),
+// is refused, naming our tensor and the value: the exported
+// model would compute other numbers than ours. (A NaN or inf is already
+// one: main warns of those.) Only GGUF's f16 tensors need this, whose rows
+// are their parts' in order (no transposition).
+static void refuse_f16_overflow(const char *path, const Exported *e) {
+    long width = e->cols ? e->cols : 1, size = e->rows * width;
+    for (long i = 0; i < size; i++) {
+        float v = e->data[i];
+        if (!isfinite(v) || (gguf_f32_to_f16(v) & 0x7FFFu) != 0x7C00u) continue;
+        long row = i / width, part = 0;
+        while (part < e->num_parts - 1 && row >= e->part_rows[part]) row -= e->part_rows[part++];
+        char name[96];
+        if (e->layer >= 0)
+            snprintf(name, sizeof name, "h.%d.%s", e->layer, param_specs[e->parts[part]].name);
+        else snprintf(name, sizeof name, "%s", param_specs[e->parts[part]].name);
+        die("%s: tensor '%s' holds %g, beyond f16's largest, 65504: as %s in f16 it would be "
+            "%sinf; --dtype bf16 or f32 keeps it",
+            path, name, (double)v, e->name, v < 0 ? "-" : "");
+    }
+}
+
 static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vocab,
                        const Format *f, GgmlType dtype) {
     int V = vocab->size;
@@ -635,6 +704,9 @@ static void write_gguf(const ExportOptions *o, const GPT *model, const Vocab *vo
         tensors[i].shape[0] = e->rows;
         tensors[i].shape[1] = e->cols;
     }
+    if (dtype == GGML_TYPE_F16)
+        for (int i = 0; i < n; i++)
+            if (exported[i].is_matrix) refuse_f16_overflow(o->ckpt, &exported[i]);
     char err[1024];
     int ok = gguf_write(o->out, meta, num_meta, tensors, n, err, sizeof err);
     free(tensors);
@@ -752,13 +824,50 @@ static char *hf_tokenizer_json(const Vocab *vocab) {
     return text;
 }
 
-static void write_text(const char *dir, const char *name, const char *text) {
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!write_file_atomic(path, text, strlen(text), err, sizeof err)) die("%s", err);
+// The files of a --to hf folder: a folder holding nothing else (or their
+// temporaries, "name.tmp.PID") is one bin/export wrote, which --force may
+// replace.
+static const char *const hf_files[] = {"model.safetensors", "config.json", "tokenizer.json",
+                                       "tokenizer_config.json"};
+#define NUM_HF_FILES (int)(sizeof hf_files / sizeof hf_files[0])
+
+// bin/train's record of what it wrote into its run folder (train/run_folder.h)
+#define TRAIN_RECORD ".written-by-bin-train"
+
+static int is_hf_file(const char *name) {
+    for (int i = 0; i < NUM_HF_FILES; i++) {
+        size_t len = strlen(hf_files[i]);
+        if (!strncmp(name, hf_files[i], len) &&
+            (name[len] == '\0' || !strncmp(name + len, ".tmp.", 5)))
+            return 1;
+    }
+    return 0;
 }
 
-static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab, const Format *f) {
+// The hf folder's files (hf_files, with their temporaries) removed from
+// dir, then dir itself; a folder holding anything else is left as it is.
+static void remove_hf_folder(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[8400];
+    while ((e = readdir(d)))
+        if (is_hf_file(e->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+// The hf folder's files are written into a folder beside --out,
+// "OUT.tmp.PID", which only when whole takes its place: renamed to OUT, or
+// with --force exchanged with the old folder (renameat2, Linux), which is
+// then removed; elsewhere the old folder is first renamed "OUT.old.PID".
+// A failure, or a kill, at any point leaves the old folder (or none) at
+// OUT, never a part of the new one.
+static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *vocab,
+                     const Format *f) {
     Exported *exported;
     int n = make_tensors(o->ckpt, model, f, &exported);
     StTensor *tensors = xcalloc((size_t)n, sizeof(StTensor));
@@ -768,34 +877,198 @@ static void write_hf(const ExportOptions *o, const GPT *model, const Vocab *voca
         tensors[i].shape[0] = e->rows;
         tensors[i].shape[1] = e->cols;
     }
-    ensure_dir(o->out);
-    char path[4096], err[1024];
-    snprintf(path, sizeof path, "%s/model.safetensors", o->out);
+    const char *out = o->out;
+    char staging[4200], path[4400], err[8800];
+    snprintf(staging, sizeof staging, "%s.tmp.%ld", out, (long)getpid());
+    if (mkdir(staging, 0755) != 0)
+        die("%s: cannot create folder %s: %s", out, staging, strerror(errno));
+    snprintf(path, sizeof path, "%s/model.safetensors", staging);
     StMeta meta[] = {{"format", "pt"}}; // what save_pretrained writes
     int ok = safetensors_write(path, tensors, n, meta, 1, err, sizeof err);
     free(tensors);
     free_tensors(exported, n);
-    if (!ok) die("%s", err);
     char *config = hf_config_json(f, &model->config), *tokenizer = hf_tokenizer_json(vocab);
-    write_text(o->out, "config.json", config);
-    write_text(o->out, "tokenizer.json", tokenizer);
-    write_text(o->out, "tokenizer_config.json",
-               "{\n\t\"tokenizer_class\": \"PreTrainedTokenizerFast\",\n"
-               "\t\"model_max_length\": 1000000000\n}\n");
+    const char *texts[][2] = {
+        {"config.json", config},
+        {"tokenizer.json", tokenizer},
+        {"tokenizer_config.json", "{\n\t\"tokenizer_class\": \"PreTrainedTokenizerFast\",\n"
+                                  "\t\"model_max_length\": 1000000000\n}\n"},
+    };
+    for (int i = 0; i < 3 && ok; i++) {
+        snprintf(path, sizeof path, "%s/%s", staging, texts[i][0]);
+        ok = write_file_atomic(path, texts[i][1], strlen(texts[i][1]), err, sizeof err);
+    }
     free(config);
     free(tokenizer);
+    if (!ok) {
+        remove_hf_folder(staging);
+        die("%s", err);
+    }
+    struct stat st;
+    if (lstat(out, &st) != 0) {
+        ok = rename(staging, out) == 0;
+    } else {
+#ifdef RENAME_EXCHANGE
+        ok = renameat2(AT_FDCWD, staging, AT_FDCWD, out, RENAME_EXCHANGE) == 0;
+        if (ok) remove_hf_folder(staging); // the old folder, now here
+        else if (errno == EINVAL || errno == ENOSYS) // a filesystem without the exchange
+#endif
+        {
+            char old[4200];
+            snprintf(old, sizeof old, "%s.old.%ld", out, (long)getpid());
+            ok = rename(out, old) == 0 && rename(staging, out) == 0;
+            if (ok) remove_hf_folder(old);
+        }
+    }
+    if (!ok) {
+        int saved = errno;
+        remove_hf_folder(staging);
+        die("%s: cannot rename %s into place: %s", out, staging, strerror(saved));
+    }
 }
 
-// ---- main
+// ---- stale temporaries
+//
+// A write killed before its rename (kill -9, a power cut) leaves its
+// temporary: "OUT.tmp.PID" beside OUT (a file, or --to hf's folder), and
+// where the folder exchange is missing, "OUT.old.PID". Those of processes
+// that are gone are removed before a new export of the same OUT.
+
+static int process_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+static void remove_stale_temporaries(const char *out) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", out);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? out + (slash - dir) + 1 : out;
+    if (slash == dir) dir[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    size_t base_len = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name, *suffix = name + base_len;
+        if (strncmp(name, base, base_len) != 0) continue;
+        int is_old = !strncmp(suffix, ".old.", 5);
+        if (strncmp(suffix, ".tmp.", 5) != 0 && !is_old) continue;
+        char *end;
+        long pid = strtol(suffix + 5, &end, 10);
+        if (*end || end == suffix + 5 || pid <= 0 || pid == (long)getpid() || process_alive(pid))
+            continue;
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (is_old && !file_exists(out)) continue; // the only copy of the old folder
+        if (S_ISREG(st.st_mode)) unlink(path);
+        else if (S_ISDIR(st.st_mode)) remove_hf_folder(path);
+        if (lstat(path, &st) != 0)
+            fprintf(stderr, "note: removed %s, left by an export that was cut short (process %ld "
+                    "is gone)\n", path, pid);
+    }
+    closedir(d);
+}
+
+// ---- main: what --out may replace
+
+// What a non-regular file is, for a message.
+static const char *kind_of(mode_t mode) {
+    return S_ISDIR(mode)    ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a regular file";
+}
+
+// The first entry of folder dir that is not one of a --to hf folder's
+// files, in *first; 0 when there is none.
+static int foreign_in_hf_folder(const char *dir, char *first, size_t first_len) {
+    DIR *d = opendir(dir);
+    if (!d) die("%s: cannot read the folder: %s", dir, strerror(errno));
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || is_hf_file(e->d_name)) continue;
+        snprintf(first, first_len, "%s", e->d_name);
+        found = 1;
+    }
+    closedir(d);
+    return found;
+}
+
+// Whether the folder `dir` (st) is the checkpoint's folder or one above it.
+static int holds_checkpoint(const struct stat *dir, const char *ckpt) {
+    char *real = realpath(ckpt, NULL);
+    if (!real) return 0;
+    int held = 0;
+    for (char *slash; !held && (slash = strrchr(real, '/'));) {
+        slash[slash == real] = '\0'; // "/a/b" -> "/a" -> "/"
+        struct stat st;
+        held = stat(real, &st) == 0 && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino;
+        if (slash == real) break;
+    }
+    free(real);
+    return held;
+}
+
+// Whether path names a file bin/train lists in its run folder's record.
+static int written_by_train(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    FileList record = {0};
+    char err[4400];
+    int listed = written_record_read(dir, TRAIN_RECORD, &record, err, sizeof err) &&
+                 file_list_find(&record, name) != NULL;
+    file_list_free(&record);
+    return listed;
+}
 
 // Refuse, before anything is read, an output that is there without
-// --force, or of the wrong kind (a folder for a file, a file for a folder).
+// --force, or that --force must not replace: of another kind than the
+// target writes (a folder for a file, a FIFO, a device, a symbolic link),
+// the checkpoint itself or a folder holding it, a training run's folder or
+// one of its files, a folder with files bin/export does not write.
 static void check_output(const ExportOptions *o, Target target) {
-    struct stat st;
-    if (stat(o->out, &st) != 0) return;
-    int is_dir = S_ISDIR(st.st_mode);
+    struct stat st, link, in;
+    if (lstat(o->out, &link) != 0) return;
+    if (stat(o->out, &st) != 0)
+        die("%s: is a symbolic link to nothing; --out takes a %s itself", o->out,
+            target == TARGET_GGUF ? "file" : "folder");
+    int is_dir = S_ISDIR(st.st_mode), is_file = S_ISREG(st.st_mode);
+    const char *expected = target == TARGET_GGUF ? "--to gguf writes a regular file"
+                                                 : "--to hf writes a folder";
     if (target == TARGET_GGUF && is_dir) die("%s: is a folder; --to gguf writes a file", o->out);
-    if (target == TARGET_HF && !is_dir) die("%s: is a file; --to hf writes a folder", o->out);
+    if (target == TARGET_HF && is_file) die("%s: is a file; --to hf writes a folder", o->out);
+    if (!is_dir && !is_file)
+        die("%s: is %s; %s, and replaces nothing else", o->out, kind_of(st.st_mode), expected);
+    if (S_ISLNK(link.st_mode))
+        die("%s: is a symbolic link; %s and would replace the link, not what it points to", o->out,
+            expected);
+    if (stat(o->ckpt, &in) == 0) {
+        if (is_file && st.st_dev == in.st_dev && st.st_ino == in.st_ino)
+            die("%s: is the checkpoint --ckpt reads (%s); export to another file", o->out, o->ckpt);
+        if (is_dir && holds_checkpoint(&st, o->ckpt))
+            die("%s: holds the checkpoint --ckpt reads (%s); export to another folder", o->out,
+                o->ckpt);
+    }
+    char first[512], record[4200];
+    snprintf(record, sizeof record, "%s/%s", o->out, TRAIN_RECORD);
+    if (is_file && written_by_train(o->out))
+        die("%s: is a file of a training run (its folder's %s lists it); export to another file",
+            o->out, TRAIN_RECORD);
+    if (is_dir && file_exists(record))
+        die("%s: is a training run's folder (it holds %s); export to another folder", o->out,
+            TRAIN_RECORD);
+    if (is_dir && foreign_in_hf_folder(o->out, first, sizeof first))
+        die("%s: holds %s, which bin/export does not write; --to hf replaces only a folder of its "
+            "own", o->out, first);
     if (!o->force) die("%s: exists (--force overwrites it)", o->out);
 }
 
@@ -805,6 +1078,11 @@ int main(int argc, char **argv) {
     int dtype = option_choice("--dtype", o.dtype, dtype_names, 3);
     if (target == TARGET_HF && dtype != 0)
         usage_error("--dtype %s: --to hf writes f32 (model.safetensors as our checkpoints)", o.dtype);
+    // "hf/" is the folder "hf": its temporary is "hf.tmp.PID" beside it, not in it
+    char out[4096];
+    snprintf(out, sizeof out, "%s", o.out);
+    for (size_t len = strlen(out); len > 1 && out[len - 1] == '/'; len--) out[len - 1] = '\0';
+    o.out = out;
     check_output(&o, target);
     check_config_keys(o.ckpt, target);
     GPT model;
@@ -812,11 +1090,13 @@ int main(int argc, char **argv) {
     char err[2048];
     if (!gpt_load(o.ckpt, &model, &vocab, err, sizeof err)) die("%s", err);
     const Format *format = choose_format(o.ckpt, &model.config, target);
+    warn_unused_tensors(o.ckpt, &model.config);
     size_t non_finite = 0;
     for (size_t i = 0; i < model.num_params; i++) non_finite += !isfinite(model.params_memory[i]);
     if (non_finite)
         fprintf(stderr, "warning: %s has %zu non-finite (NaN or Inf) weights; exported as they are\n",
                 o.ckpt, non_finite);
+    remove_stale_temporaries(o.out);
     if (target == TARGET_GGUF) write_gguf(&o, &model, &vocab, format, dtype_types[dtype]);
     else write_hf(&o, &model, &vocab, format);
     const GPTConfig *c = &model.config;

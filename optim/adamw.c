@@ -1,6 +1,7 @@
 // adamw.c: the AdamW update, the learning-rate schedule and the gradient norm.
 #include "adamw.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,12 +138,23 @@ int schedule_parse_replans(AdamWConfig *cfg, const char *text, char *err, size_t
     long before = cfg->warmup;
     while (*p) {
         char *end;
+        const char *at_text = p;
         long at = strtol(p, &end, 10), aimed;
         if (end == p || *end != ':') goto malformed;
+        int at_len = (int)(end - p);
         p = end + 1;
+        const char *aimed_text = p;
         aimed = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',')) goto malformed;
         if (*end == ',' && !end[1]) goto malformed; // a comma with nothing after it
+        // kept as int: a wider number is refused, not cut to 32 bits
+        if (at > INT_MAX || aimed > INT_MAX) {
+            int wide_at = at > INT_MAX;
+            snprintf(err, err_len, "--replans %s: %.*s is out of range (at most %d)", text,
+                     wide_at ? at_len : (int)(end - aimed_text), wide_at ? at_text : aimed_text,
+                     INT_MAX);
+            return 0;
+        }
         p = *end ? end + 1 : end;
         if (cfg->replans == SCHEDULE_MAX_REPLANS) {
             snprintf(err, err_len, "--replans %s: more than %d re-plans", text, SCHEDULE_MAX_REPLANS);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../base/gguf.h"
 #include "../base/safetensors.h"
@@ -1046,6 +1048,247 @@ static void test_bad_input(void) {
     CHECK_MSG(run_command(command, NULL) == 0, "GPT-2's own choices named in the config: refused");
 }
 
+// bin/export with these arguments must exit 1 saying one line that holds
+// `word` (no copy of --out is made: it may be a FIFO, which a read blocks).
+static void expect_refused_line(const char *args, const char *word) {
+    const char *capture = path_in(make_temp_dir(), "capture.txt");
+    char command[2048];
+    snprintf(command, sizeof command, "bin/export %s", args);
+    int status = run_command(command, capture);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 1, "%s: exit %d, expected 1: %s", command, status, said);
+    CHECK_MSG(strstr(said, word), "%s said '%s', not '%s'", command, said, word);
+    CHECK_MSG(count_lines(said) == 1, "%s said %d lines: %s", command, count_lines(said), said);
+    free(said);
+}
+
+// The mode bits of what is at path itself (a link not followed); 0 if nothing.
+static mode_t mode_at(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 ? st.st_mode : 0;
+}
+
+// --out that --force must not replace, with or without --force: a FIFO, a
+// symbolic link to one or to a device (/dev/null, which is never opened
+// here), a symbolic link to nothing; each left as it was. And the input
+// itself: the checkpoint (by another path to the same file, a hard link),
+// a folder holding it, a training run's folder or a file it lists, a
+// folder of the user's.
+static void test_output_not_replaced(void) {
+    const char *ckpt = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir());
+    const char *fifo = keep_path(path_in(dir, "fifo.gguf"));
+    const char *to_fifo = keep_path(path_in(dir, "to_fifo.gguf"));
+    const char *to_null = keep_path(path_in(dir, "to_null.gguf"));
+    const char *dangling = keep_path(path_in(dir, "dangling.gguf"));
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(symlink(fifo, to_fifo) == 0);
+    CHECK(symlink("/dev/null", to_null) == 0);
+    CHECK(symlink(path_in(dir, "absent"), dangling) == 0);
+    char args[2048];
+    for (int force = 0; force < 2; force++)
+        for (int hf = 0; hf < 2; hf++) {
+            const char *to = hf ? "hf" : "gguf", *f = force ? " --force" : "";
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, fifo, f);
+            expect_refused_line(args, "is a FIFO");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, to_fifo, f);
+            expect_refused_line(args, "is a FIFO");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, to_null, f);
+            expect_refused_line(args, "is a character device");
+            snprintf(args, sizeof args, "--ckpt %s --to %s --out %s%s", ckpt, to, dangling, f);
+            expect_refused_line(args, "is a symbolic link to nothing");
+        }
+    CHECK(S_ISFIFO(mode_at(fifo)));
+    CHECK(S_ISLNK(mode_at(to_fifo)) && S_ISLNK(mode_at(to_null)) && S_ISLNK(mode_at(dangling)));
+    CHECK(count_temp_files(dir) == 0);
+
+    // the checkpoint itself, by its path, another path and a hard link
+    const char *run = keep_path(make_temp_dir());
+    const char *model = keep_path(path_in(run, "model.safetensors"));
+    const char *before = keep_path(path_in(dir, "before.safetensors"));
+    copy_file(ckpt, model);
+    copy_file(ckpt, before);
+    const char *linked = keep_path(path_in(dir, "linked.safetensors"));
+    CHECK(link(model, linked) == 0);
+    const char *outs[] = {model, path_in(run, "./model.safetensors"), linked};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "--ckpt %s --to gguf --out %s --force", model, outs[i]);
+        expect_refused_line(args, "is the checkpoint --ckpt reads");
+        CHECK(same_bytes(model, before));
+    }
+    // a folder that holds it, at any depth
+    const char *deep = keep_path(path_in(run, "sub"));
+    CHECK(mkdir(deep, 0755) == 0);
+    copy_file(ckpt, path_in(deep, "model.safetensors"));
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", model, run);
+    expect_refused_line(args, "holds the checkpoint --ckpt reads");
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", path_in(deep, "model.safetensors"), run);
+    expect_refused_line(args, "holds the checkpoint --ckpt reads");
+    CHECK(same_bytes(model, before) && same_bytes(path_in(deep, "model.safetensors"), before));
+    CHECK(file_exists(path_in(run, "sub")) && !file_exists(path_in(run, "config.json")));
+
+    // a training run's folder and its files, with another checkpoint
+    const char *trained = keep_path(path_in(make_temp_dir(), "run"));
+    const char *corpus = make_corpus(make_temp_dir(), "corpus.txt", 4000);
+    snprintf(args, sizeof args, "bin/train " TINY_ONE_THREAD " --iters 2 --data %s --out %s", corpus,
+             trained);
+    CHECK(run_command(args, NULL) == 0);
+    const char *log = keep_path(path_in(trained, "log.csv")), *log_before = path_in(dir, "log.before");
+    copy_file(log, log_before);
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", ckpt, trained);
+    expect_refused_line(args, "is a training run's folder");
+    snprintf(args, sizeof args, "--ckpt %s --to gguf --out %s --force", ckpt, log);
+    expect_refused_line(args, "is a file of a training run");
+    CHECK(same_bytes(log, log_before));
+    CHECK(!file_exists(path_in(trained, "config.json")));
+
+    // a folder of the user's
+    const char *mine = keep_path(path_in(dir, "mine"));
+    CHECK(mkdir(mine, 0755) == 0);
+    write_file_bytes(path_in(mine, "notes.txt"), "mine", 4);
+    snprintf(args, sizeof args, "--ckpt %s --to hf --out %s --force", ckpt, mine);
+    expect_refused_line(args, "holds notes.txt, which bin/export does not write");
+    CHECK(!file_exists(path_in(mine, "config.json")));
+}
+
+// A pid that no process has now: a child's, after it exited and was reaped.
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    CHECK(pid > 0 && wait_exit(pid) == 0);
+    return (long)pid;
+}
+
+// --to hf writes its folder whole or not at all: a write that fails (the
+// file size limit, as a full disk) leaves no folder where there was none,
+// and with --force the old one as it was; nothing of the attempt stays
+// beside it. A forced export that succeeds replaces the old folder whole.
+static void test_hf_whole_or_nothing(void) {
+    const char *a = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *b = save_text_model(TEXT, 12, (RandomWeights){5, 0.3f, 6});
+    const char *dir = keep_path(make_temp_dir()), *hf = keep_path(path_in(dir, "hf"));
+    const char *probe = keep_path(path_in(dir, "probe"));
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s", a, probe) == 0);
+    long model_bytes = file_size(path_in(probe, "model.safetensors"));
+    CHECK(model_bytes > 1000);
+    SpawnOptions full = {.file_size_limit = model_bytes / 2};
+    const char *capture = keep_path(path_in(dir, "capture.txt"));
+    int status = RUN(capture, &full, "bin/export --ckpt %s --to hf --out %s", a, hf);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 1 && count_lines(said) == 1, "exit %d: %s", status, said);
+    free(said);
+    CHECK_MSG(!file_exists(hf), "a failed export left %s", hf);
+    CHECK(count_temp_files(dir) == 0);
+
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s/", a, hf) == 0);
+    const char *names[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"};
+    const char *saved = keep_path(make_temp_dir());
+    for (int i = 0; i < 4; i++) copy_file(path_in(hf, names[i]), path_in(saved, names[i]));
+    status = RUN(capture, &full, "bin/export --ckpt %s --to hf --out %s --force", b, hf);
+    CHECK(status == 1);
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(same_bytes(path_in(hf, names[i]), path_in(saved, names[i])), "%s changed", names[i]);
+    CHECK(count_temp_files(dir) == 0 && count_temp_files(hf) == 0);
+
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s --force", b, hf) == 0);
+    CHECK(!same_bytes(path_in(hf, "model.safetensors"), path_in(saved, "model.safetensors")));
+    CHECK(same_bytes(path_in(hf, "config.json"), path_in(saved, "config.json")));
+    CHECK(count_temp_files(dir) == 0 && count_temp_files(hf) == 0);
+}
+
+// What an export killed before its rename leaves (its process gone):
+// "OUT.tmp.PID", a GGUF file's temporary or an hf folder's, is removed by
+// the next export of OUT; a live process's, or another output's, stays.
+static void test_stale_temporaries_removed(void) {
+    const char *ckpt = save_text_model(TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir());
+    char name[256];
+    long dead = dead_pid();
+    snprintf(name, sizeof name, "m.gguf.tmp.%ld", dead);
+    const char *stale = keep_path(path_in(dir, name));
+    snprintf(name, sizeof name, "m.gguf.tmp.%ld", (long)getpid());
+    const char *live = keep_path(path_in(dir, name));
+    snprintf(name, sizeof name, "other.gguf.tmp.%ld", dead);
+    const char *other = keep_path(path_in(dir, name));
+    write_file_bytes(stale, "GGUF", 4);
+    write_file_bytes(live, "GGUF", 4);
+    write_file_bytes(other, "GGUF", 4);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --out %s", ckpt, path_in(dir, "m.gguf")) == 0);
+    CHECK_MSG(!file_exists(stale), "%s is still there", stale);
+    CHECK(file_exists(live) && file_exists(other));
+
+    // an hf folder's, killed after its model: the rerun needs no --force
+    snprintf(name, sizeof name, "hf.tmp.%ld", dead);
+    const char *staging = keep_path(path_in(dir, name));
+    CHECK(mkdir(staging, 0755) == 0);
+    write_file_bytes(path_in(staging, "model.safetensors"), "x", 1);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to hf --out %s", ckpt, path_in(dir, "hf")) == 0);
+    CHECK_MSG(!file_exists(staging), "%s is still there", staging);
+    CHECK(file_exists(path_in(path_in(dir, "hf"), "tokenizer.json")));
+}
+
+// --dtype f16 refuses a finite weight beyond f16's largest (65,504), which
+// would become inf, naming the tensor and the value (bf16 and f32 export
+// it); 65,504 itself exports. A checkpoint's tensors that its config does
+// not use (lm_head.weight with a tied head, wpe with RoPE) are named in a
+// warning, not dropped unsaid.
+static void test_f16_overflow_and_unused(void) {
+    Vocab vocab;
+    GPT model;
+    char err[512];
+    build_text_model(&model, &vocab, TEXT, 12, (RandomWeights){3, 0.3f, 4});
+    const char *dir = keep_path(make_temp_dir()), *out = keep_path(path_in(dir, "m.gguf"));
+    const char *big = keep_path(path_in(dir, "big.safetensors"));
+    const char *edge = keep_path(path_in(dir, "edge.safetensors"));
+    float *w_k = param_tensor(&model.params, PARAM_w_k);
+    size_t per_block = model.param_sizes[PARAM_w_k] / (size_t)model.config.layers;
+    w_k[per_block + 5] = -70000.0f; // h.1.attn.w_k.weight, in gpt2's blk.1.attn_qkv.weight
+    CHECK_MSG(gpt_save(big, &model, &vocab, err, sizeof err), "%s", err);
+    w_k[per_block + 5] = 65504.0f;
+    CHECK_MSG(gpt_save(edge, &model, &vocab, err, sizeof err), "%s", err);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    char args[2048];
+    snprintf(args, sizeof args, "--ckpt %s --to gguf --dtype f16 --out %s", big, out);
+    expect_export_refused(args, 1, "tensor 'h.1.attn.w_k.weight' holds -70000, beyond f16's largest", out);
+    expect_export_refused(args, 1, "blk.1.attn_qkv.weight in f16 it would be -inf", out);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --dtype bf16 --out %s", big, out) == 0);
+    CHECK(RUN(NULL, NULL, "bin/export --ckpt %s --to gguf --dtype f16 --out %s --force", edge, out) == 0);
+    GgufFile *file = gguf_open(out, err, sizeof err);
+    CHECK_MSG(file, "%s", err);
+    gguf_close(file);
+
+    // unused tensors: an untied model's file told it is tied; a learned
+    // position model's (llama's block otherwise) told it has RoPE
+    const GPTConfig untied = {.untie = 1};
+    const char *tied = with_config(save_block_model(untied, 7, 0), dir, "tied.safetensors",
+                                   "{\"untie\": false}");
+    const GPTConfig learned = {.norm = NORM_RMSNORM, .pos = POS_LEARNED, .mlp = MLP_SWIGLU};
+    const char *rope = with_config(save_block_model(learned, 8, 0), dir, "rope.safetensors",
+                                   "{\"pos\": \"rope\", \"rope_base\": 10000}");
+    const char *capture = path_in(dir, "capture.txt");
+    const struct {
+        const char *ckpt, *to, *name;
+    } cases[] = {{tied, "gguf", "lm_head.weight"}, {tied, "hf", "lm_head.weight"},
+                 {rope, "gguf", "wpe"}, {rope, "hf", "wpe"}};
+    for (int i = 0; i < 4; i++) {
+        const char *target = path_in(make_temp_dir(), "out");
+        int status = RUN(capture, NULL, "bin/export --ckpt %s --to %s --out %s", cases[i].ckpt,
+                         cases[i].to, target);
+        char *said = output_of(capture), expected[256];
+        snprintf(expected, sizeof expected, "warning: %s holds %s, which its config does not use",
+                 cases[i].ckpt, cases[i].name);
+        CHECK_MSG(status == 0 && strstr(said, expected), "--to %s: exit %d: %s", cases[i].to, status,
+                  said);
+        free(said);
+    }
+    // a checkpoint holding only what its config uses: no warning
+    int status = RUN(capture, NULL, "bin/export --ckpt %s --to gguf --out %s --force", edge, out);
+    char *said = output_of(capture);
+    CHECK_MSG(status == 0 && !strstr(said, "warning"), "exit %d: %s", status, said);
+    free(said);
+}
+
 // Every block a target does not express, refused by the option that
 // departs from what the target has, in one line, exit 1, nothing written:
 // a soft-cap; LayerNorm with RoPE, RMSNorm with learned positions; an MLP
@@ -1443,6 +1686,11 @@ void suite_export(void) {
              test_gguf_layout);
     run_test("export hf: GPT-2's and Llama's names, layouts, config and tokenizer", test_hf_layout);
     run_test("export: bad input refused in one line, nothing written", test_bad_input);
+    run_test("export: --out that is not a regular file, or is the input, never replaced",
+             test_output_not_replaced);
+    run_test("export hf: the folder written whole or not at all", test_hf_whole_or_nothing);
+    run_test("export: temporaries of a killed export removed by the next", test_stale_temporaries_removed);
+    run_test("export: f16 overflow refused, unused tensors named", test_f16_overflow_and_unused);
     run_test("export: a block a target does not express refused by its option, nothing written",
              test_unexpressible_refused);
     run_test("export gguf: llama.cpp writes our greedy text (Shakespeare)", test_llama_cpp_shakespeare);

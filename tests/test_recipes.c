@@ -665,10 +665,10 @@ static double fake_step_timer(const Recipe *r, void *ctx) {
 // timed.
 static void test_recipe_by_passes(void) {
     const size_t chars = 1003854; // Shakespeare's training split
-    const Recipe *first = recipe_for(15.0f, chars, NULL, NULL, NULL);
+    const Recipe *first = recipe_for(15.0f, chars, NULL, NULL, NULL, NULL);
     fake_step_seconds = 1e-4, fake_models_timed = 0;
     double passes = 0;
-    const Recipe *wider = recipe_for(15.0f, chars, fake_step_timer, NULL, &passes);
+    const Recipe *wider = recipe_for(15.0f, chars, fake_step_timer, NULL, NULL, &passes);
     CHECK(first && wider && first->from_passes == 0.0f);
     if (!first || !wider) return;
     CHECK_MSG(wider != first && wider->from_passes > 0 && wider->dim > first->dim &&
@@ -681,20 +681,20 @@ static void test_recipe_by_passes(void) {
     // takes it, 1% fewer the row before
     double at = 0.9 * 900.0 * wider->batch * wider->context / (chars * (double)wider->from_passes);
     fake_step_seconds = at / 1.01;
-    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, &passes) == wider &&
+    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, NULL, &passes) == wider &&
           passes >= wider->from_passes);
     fake_step_seconds = at * 1.01;
-    const Recipe *dropout = recipe_for(15.0f, chars, fake_step_timer, NULL, &passes);
+    const Recipe *dropout = recipe_for(15.0f, chars, fake_step_timer, NULL, NULL, &passes);
     CHECK(dropout != first && dropout != wider && dropout->dim == first->dim &&
           dropout->dropout > 0 && dropout->max_passes >= dropout->from_passes &&
           passes >= dropout->from_passes);
     at = 0.9 * 900.0 * dropout->batch * dropout->context / (chars * (double)dropout->from_passes);
     fake_step_seconds = at * 1.01;
-    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, &passes) == first && passes == 0.0);
+    CHECK(recipe_for(15.0f, chars, fake_step_timer, NULL, NULL, &passes) == first && passes == 0.0);
     // a budget with one row per corpus times nothing
     fake_models_timed = 0;
-    CHECK(recipe_for(1.0f, chars, fake_step_timer, NULL, NULL)->minutes == 1.0f &&
-          recipe_for(15.0f, LARGE_CORPUS_CHARS, fake_step_timer, NULL, NULL)->from_chars ==
+    CHECK(recipe_for(1.0f, chars, fake_step_timer, NULL, NULL, NULL)->minutes == 1.0f &&
+          recipe_for(15.0f, LARGE_CORPUS_CHARS, fake_step_timer, NULL, NULL, NULL)->from_chars ==
               LARGE_CORPUS_CHARS &&
           fake_models_timed == 0);
 
@@ -717,37 +717,95 @@ static void test_recipe_by_passes(void) {
     remove_tree(tmp);
 }
 
+// A made-up user's flags for recipe_for: --mlp swiglu, whose width must
+// be divisible by 3.
+static int swiglu_usable(const Recipe *r, void *ctx) {
+    (void)ctx;
+    return r->dim % 3 == 0;
+}
+
+// --mlp swiglu with --minutes and no shape flag: the recipe skips the rows
+// whose width SwiGLU cannot take, whatever the machine's speed (15
+// minutes: the 192-wide row, on a machine far too slow for its passes
+// too); where no row fits (5 minutes: all 128 wide), bin/train refuses in
+// one line naming widths that 3 and the heads divide into even head sizes
+// (RoPE's), not --dim 129, which 4 heads do not divide.
+static void test_recipe_swiglu(void) {
+    const size_t chars = 1003854;
+    fake_step_seconds = 10.0; // no row's passes
+    const Recipe *wide = recipe_for(15.0f, chars, fake_step_timer, swiglu_usable, NULL, NULL);
+    CHECK(wide && wide->dim % 3 == 0 && wide->minutes == 15.0f);
+    fake_step_seconds = 1e-4; // every row's
+    CHECK(recipe_for(15.0f, chars, fake_step_timer, swiglu_usable, NULL, NULL) == wide);
+    CHECK(recipe_for(5.0f, chars, NULL, swiglu_usable, NULL, NULL) ==
+          recipe_for(5.0f, chars, NULL, NULL, NULL, NULL));
+
+    const char *tmp = make_temp_dir();
+    const char *corpus = make_corpus(tmp, "corpus.txt", 20000);
+    char dir[600], capture[600], flags[1024];
+    snprintf(dir, sizeof dir, "%s/run", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    snprintf(flags, sizeof flags, "--data %s --minutes 5 --mlp swiglu --stop-at 1 --threads 1", corpus);
+    int status = run_train(flags, dir, capture);
+    char *said = read_text_file(capture);
+    CHECK_MSG(status == 2 && said && count_lines(said) == 1 &&
+                  strstr(said, "--dim 128 (the recipe's for --minutes 5) is not divisible by 3; "
+                               "take --dim 120 or 144"),
+              "exit %d: %s", status, said ? said : "");
+    free(said);
+    snprintf(flags, sizeof flags, "--data %s --minutes 5 --mlp swiglu --pos learned --stop-at 1", corpus);
+    status = run_train(flags, dir, capture);
+    said = read_text_file(capture);
+    CHECK_MSG(status == 2 && said && strstr(said, "take --dim 120 or 132 (divisible by 3 and by --heads 4)"),
+              "exit %d: %s", status, said ? said : "");
+    free(said);
+    CHECK(!file_exists(dir));
+
+    // 15 minutes on 5 million characters: no machine here makes the
+    // 192-wide row's 25 passes, which was the only way to its width
+    const char *big = make_corpus(tmp, "big.txt", 5000000);
+    snprintf(flags, sizeof flags, "--data %s --minutes 15 --mlp swiglu --stop-at 1 --threads 1 "
+             "--sample-chars 0 --eval-batches 1", big);
+    status = run_train(flags, dir, capture);
+    said = read_text_file(capture);
+    char expect[64];
+    snprintf(expect, sizeof expect, "--dim %d ", wide ? wide->dim : 192);
+    CHECK_MSG(status == 0 && said && strstr(said, expect), "exit %d: %s", status, said ? said : "");
+    free(said);
+    remove_tree(tmp);
+}
+
 // The recipe by budget and corpus size: a budget's rows from the smallest
 // corpora up, a budget between rows takes the rows of the one below, a
 // budget with one row serves every size; and bin/train reads the corpus
 // before it picks, saying which size's recipe it took.
 static void test_recipe_by_corpus_size(void) {
-    const Recipe *small = recipe_for(15.0f, 1000000, NULL, NULL, NULL),
-                 *large = recipe_for(15.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL);
+    const Recipe *small = recipe_for(15.0f, 1000000, NULL, NULL, NULL, NULL),
+                 *large = recipe_for(15.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL, NULL);
     CHECK(small && small->minutes == 15.0f && small->from_chars == 0);
     CHECK(large && large->minutes == 15.0f && large->from_chars == LARGE_CORPUS_CHARS);
     CHECK(large->dim > small->dim); // a large text is not learned by heart
-    CHECK(recipe_for(15.0f, LARGE_CORPUS_CHARS - 1, NULL, NULL, NULL) == small);
-    CHECK(recipe_for(20.0f, 500000000, NULL, NULL, NULL) == large);
-    CHECK(recipe_for(14.9f, 500000000, NULL, NULL, NULL)->minutes == 5.0f);
-    CHECK(recipe_for(5.0f, 500000000, NULL, NULL, NULL) == recipe_for(5.0f, 0, NULL, NULL, NULL));
-    CHECK(recipe_for(0.5f, 500000000, NULL, NULL, NULL)->minutes == 1.0f);
-    CHECK(recipe_for(59.9f, 0, NULL, NULL, NULL) == small);
-    CHECK(recipe_for(59.9f, 500000000, NULL, NULL, NULL) == large);
-    const Recipe *hour = recipe_for(60.0f, 0, NULL, NULL, NULL),
-                 *hour_large = recipe_for(60.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL);
+    CHECK(recipe_for(15.0f, LARGE_CORPUS_CHARS - 1, NULL, NULL, NULL, NULL) == small);
+    CHECK(recipe_for(20.0f, 500000000, NULL, NULL, NULL, NULL) == large);
+    CHECK(recipe_for(14.9f, 500000000, NULL, NULL, NULL, NULL)->minutes == 5.0f);
+    CHECK(recipe_for(5.0f, 500000000, NULL, NULL, NULL, NULL) == recipe_for(5.0f, 0, NULL, NULL, NULL, NULL));
+    CHECK(recipe_for(0.5f, 500000000, NULL, NULL, NULL, NULL)->minutes == 1.0f);
+    CHECK(recipe_for(59.9f, 0, NULL, NULL, NULL, NULL) == small);
+    CHECK(recipe_for(59.9f, 500000000, NULL, NULL, NULL, NULL) == large);
+    const Recipe *hour = recipe_for(60.0f, 0, NULL, NULL, NULL, NULL),
+                 *hour_large = recipe_for(60.0f, LARGE_CORPUS_CHARS, NULL, NULL, NULL, NULL);
     CHECK(hour && hour->minutes == 60.0f && hour->from_chars == 0);
     // an hour reads a small text often enough to learn it by heart: the
     // wider model, with dropout, on a machine fast enough for its passes
     fake_step_seconds = 1e-4;
-    const Recipe *hour_wide = recipe_for(60.0f, 1000000, fake_step_timer, NULL, NULL);
+    const Recipe *hour_wide = recipe_for(60.0f, 1000000, fake_step_timer, NULL, NULL, NULL);
     CHECK(hour_wide->minutes == 60.0f && hour_wide->dropout > 0.0f && hour_wide->dim > hour->dim &&
           hour_wide->max_passes > 0);
     CHECK(hour_large && hour_large->minutes == 60.0f && hour_large->from_chars == LARGE_CORPUS_CHARS);
     CHECK(hour_large->dropout == 0.0f);
     // the largest budget's rows serve every longer one
-    CHECK(recipe_for(600.0f, 0, NULL, NULL, NULL) == hour);
-    CHECK(recipe_for(600.0f, 500000000, NULL, NULL, NULL) == hour_large);
+    CHECK(recipe_for(600.0f, 0, NULL, NULL, NULL, NULL) == hour);
+    CHECK(recipe_for(600.0f, 500000000, NULL, NULL, NULL, NULL) == hour_large);
 
     // through bin/train: a training split of just over LARGE_CORPUS_CHARS
     const char *tmp = make_temp_dir();
@@ -1493,6 +1551,8 @@ void suite_recipes(void) {
     run_test("recipes: the recipes train with Muon, kept on resume; --optimizer wins",
              test_recipe_optimizer);
     run_test("recipes: the recipe's model by the passes this machine makes", test_recipe_by_passes);
+    run_test("recipes: --mlp swiglu: the recipe's rows it cannot take skipped, the hint a width that fits",
+             test_recipe_swiglu);
     run_test("recipes: the recipe by budget and corpus size (a large text, a wider model)",
              test_recipe_by_corpus_size);
     run_test("recipes: --minutes stopped before its plan keeps its budget on resume",

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../infer/checkpoint.h"
@@ -183,6 +184,41 @@ static void test_sigint_saves_and_resumes_exactly(void) {
     free(lb);
 }
 
+// Stopped between two log.csv rows (--stop-at, or Ctrl-C, at a step that
+// is not a row's), the resumed run's first row averaged only the steps
+// since the resume. The steps before the stop are saved with the
+// checkpoint: the log's step and train_loss columns are an uninterrupted
+// run's, row for row.
+static void test_stop_between_rows_log_exact(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *straight = keep_path(path_in(dir, "straight")), *stopped = keep_path(path_in(dir, "stopped"));
+    const char *flags = TINY_ONE_THREAD " --log-every 5 --iters 1000000 --eval-every 100000";
+    CHECK(RUN(NULL, NULL, "bin/train %s --data %s --out %s --stop-at 40", flags, corpus, straight) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train %s --data %s --out %s --stop-at 7", flags, corpus, stopped) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 13", stopped) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 20", stopped) == 0);
+    // Ctrl-C wherever it lands, then on to step 40
+    pid_t pid = spawn(capture, NULL, "bin/train --resume --out %s --stop-at 400", stopped);
+    CHECK(wait_for_text(pid, capture, "resuming"));
+    sleep_ms(20);
+    kill(pid, SIGINT);
+    int status = wait_exit(pid);
+    long step = checkpoint_step(stopped, NULL);
+    CHECK_MSG(status == 130 || status == 0, "exited %d", status);
+    // both on to a row after the later of step 40 and where Ctrl-C landed
+    long end = (step < 40 ? 40 : step) / 5 * 5 + 5;
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at %ld", stopped, end) == 0);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at %ld", straight, end) == 0);
+    char *a = log_columns(straight, 2), *b = log_columns(stopped, 2);
+    CHECK(a && b && count_lines(a) == (int)(end / 5) + 1); // the header, steps 5, 10, ...
+    CHECK_MSG(a && b && !strcmp(a, b), "uninterrupted:\n%s\nstopped at 7, 13, 20 and %ld:\n%s",
+              a ? a : "", step, b ? b : "");
+    free(a);
+    free(b);
+}
+
 static void test_sigterm_saves_and_exits_143(void) {
     const char *dir = make_temp_dir();
     const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
@@ -264,13 +300,83 @@ static void test_log_cut_mid_row(void) {
     free(text);
 }
 
+// bin/train --resume on `run`, killed by SIGXFSZ at its first write past
+// `limit` bytes in any one file (a kill at a chosen write, not a moment);
+// stdout and stderr to /dev/null (devices have no size limit). Returns
+// wait_exit's code.
+static int resume_killed_past(const char *run, long limit, long stop_at) {
+    char stop[32];
+    snprintf(stop, sizeof stop, "%ld", stop_at);
+    pid_t pid = fork_into(NULL);
+    if (pid == 0) {
+        struct rlimit fsize = {(rlim_t)limit, (rlim_t)limit};
+        signal(SIGXFSZ, SIG_DFL);
+        setrlimit(RLIMIT_FSIZE, &fsize);
+        execl("bin/train", "bin/train", "--resume", "--out", run, "--stop-at", stop, (char *)NULL);
+        _exit(127);
+    }
+    return wait_exit(pid);
+}
+
+// log.csv's rows whose step is `step` (a row a line).
+static int rows_of_step(const char *log, long step) {
+    char *text = read_text_file(log);
+    int rows = 0;
+    for (char *line = text ? strchr(text, '\n') : NULL; line && line[1]; line = strchr(line + 1, '\n'))
+        rows += atol(line + 1) == step && line[1] != '0';
+    free(text);
+    return rows;
+}
+
+// A kill between an evaluation's checkpoint and its log.csv row lost the
+// row for good: the resumed run starts after that step. The row is now
+// written first: the kill lands on the row's write (log.csv padded past the
+// checkpoint's files, and the file size limit just above it, so that
+// SIGXFSZ kills the run at that write); whatever the checkpoint's step
+// then, its evaluations' rows are all in the log, and once resumed the log
+// holds every evaluation's row once.
+static void test_kill_at_eval_row_keeps_row(void) {
+    const char *dir = make_temp_dir();
+    const char *corpus = keep_path(make_corpus(dir, "corpus.txt", 20000));
+    const char *run = keep_path(path_in(dir, "run")), *log = keep_path(path_in(run, "log.csv"));
+    CHECK(RUN(NULL, NULL, "bin/train " TINY_ONE_THREAD " --log-every 2 --iters 50 --eval-every 2 "
+              "--data %s --out %s --stop-at 4", corpus, run) == 0);
+    // step-0 rows after the header (kept by --resume, left out of the counts)
+    char *text = read_text_file(log);
+    CHECK(text && strchr(text, '\n'));
+    if (!text || !strchr(text, '\n')) return;
+    char *rows = strchr(text, '\n') + 1;
+    FILE *f = fopen(log, "w");
+    fwrite(text, 1, (size_t)(rows - text), f);
+    for (int i = 0; i < 8000; i++) fputs("0,0,0,0,0,0 padding past the checkpoint's files\n", f);
+    fputs(rows, f);
+    fclose(f);
+    free(text);
+    long limit = file_size(log) + 8;
+    CHECK(limit > 4 * file_size(path_in(run, "optimizer.safetensors")));
+    CHECK(limit > 4 * file_size(path_in(run, "loss.png")));
+    int status = resume_killed_past(run, limit, 8);
+    CHECK_MSG(status == 1000 + SIGXFSZ, "the resumed run ended with %d, not SIGXFSZ", status);
+    long step = checkpoint_step(run, NULL);
+    CHECK(step == 4 || step == 6);
+    for (long s = 2; s <= step; s += 2)
+        CHECK_MSG(rows_of_step(log, s) == 1, "the checkpoint is at step %ld, log.csv has %d rows of "
+                  "step %ld", step, rows_of_step(log, s), s);
+    CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 8", run) == 0);
+    for (long s = 2; s <= 8; s += 2)
+        CHECK_MSG(rows_of_step(log, s) == 1, "log.csv has %d rows of step %ld", rows_of_step(log, s), s);
+}
+
 void suite_robust_signals(void) {
     run_test("robust: SIGKILL at 20 random moments, checkpoint always loads and resumes",
              test_sigkill_at_random_moments);
     run_test("robust: resume after a save cut between its two files",
              test_resume_after_save_cut_between_files);
     run_test("robust: SIGINT saves, exits 130, resumes bit-exactly", test_sigint_saves_and_resumes_exactly);
+    run_test("robust: stopped between log rows, the log is an uninterrupted run's",
+             test_stop_between_rows_log_exact);
     run_test("robust: SIGTERM saves and exits 143", test_sigterm_saves_and_exits_143);
     run_test("robust: a second SIGINT exits at once, nothing torn", test_second_sigint_exits_at_once);
     run_test("robust: log.csv cut mid-row by a crash", test_log_cut_mid_row);
+    run_test("robust: a kill at an evaluation's log row loses no row", test_kill_at_eval_row_keeps_row);
 }

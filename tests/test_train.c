@@ -1,10 +1,13 @@
 // test_train.c: bin/train end to end: determinism, resume, refusing to
 // overwrite, usage errors. Runs the real program on tiny configurations
 // (built by `make test` before the tests run).
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../infer/checkpoint.h"
+#include "../infer/threads.h"
 #include "check.h"
 #include "fixtures.h"
 
@@ -247,6 +250,53 @@ static void test_heatmaps_during_training(void) {
     free(msg);
 }
 
+// bin/attn on a busy machine: it had no --threads, and ran on every core
+// with OpenMP's default (17.7 minutes for the README's "why" command where
+// one thread took 7 s). Now --threads N, and unset bin/train's answer, its
+// tuner, over a few forwards at start (infer/threads.h): --threads 1 runs,
+// 0 is refused in one line, and the tuned count is one OpenMP then uses.
+static void test_attn_threads(void) {
+    const char *ckpt = save_text_model("to be or not to be, that is the question", 16,
+                                       (RandomWeights){1, 0.3f, 2});
+    const char *dir = make_temp_dir(), *capture = path_in(dir, "out.txt");
+    int status = RUN(capture, NULL, "bin/attn --ckpt %s --text to_be_or_not --skip-unknown --threads 1 --out %s/one",
+                     ckpt, dir);
+    char *out = output_of(capture);
+    CHECK_MSG(status == 0 && file_exists(path_in(path_in(dir, "one"), "layer0_head0.png")),
+              "exited %d:\n%s", status, out);
+    free(out);
+    status = RUN(capture, NULL, "bin/attn --ckpt %s --text to_be --threads 0 --out %s/zero", ckpt, dir);
+    out = output_of(capture);
+    CHECK_MSG(status == 2 && strstr(out, "--threads: 0 is out of range") && count_lines(out) == 1,
+              "exited %d:\n%s", status, out);
+    free(out);
+    CHECK(!file_exists(path_in(dir, "zero")));
+    status = RUN(capture, NULL, "bin/attn --ckpt %s --text to_be_or_not --skip-unknown --out %s/tuned", ckpt, dir);
+    CHECK(status == 0);
+
+    int saved = omp_get_max_threads();
+    GPT model;
+    Vocab vocab;
+    char err[512];
+    CHECK_MSG(gpt_load(ckpt, &model, &vocab, err, sizeof err), "%s", err);
+    CHECK(forward_threads(&model, 3) == 3 && omp_get_max_threads() == 3);
+    // OMP_NUM_THREADS set is the user's choice (the suites run bin/attn on 1
+    // and 2 threads so); unset, the tuner's
+    char *env = getenv("OMP_NUM_THREADS");
+    char saved_env[64] = "";
+    if (env) snprintf(saved_env, sizeof saved_env, "%s", env);
+    setenv("OMP_NUM_THREADS", "2", 1);
+    CHECK(forward_threads(&model, 0) == 3); // OpenMP's setting, left as it is
+    unsetenv("OMP_NUM_THREADS");
+    int tuned = forward_threads(&model, 0);
+    CHECK_MSG(tuned >= 1 && tuned <= omp_get_num_procs() && omp_get_max_threads() == tuned,
+              "tuned %d of %d cores; OpenMP set to %d", tuned, omp_get_num_procs(), omp_get_max_threads());
+    if (env) setenv("OMP_NUM_THREADS", saved_env, 1);
+    gpt_free(&model);
+    vocab_free(&vocab);
+    omp_set_num_threads(saved);
+}
+
 void suite_train(void) {
     run_test("train: same seed, same losses", test_same_seed_same_losses);
     run_test("train: 1 and 2 threads give the same losses and model",
@@ -256,4 +306,5 @@ void suite_train(void) {
     run_test("train: usage errors exit 2 with one line", test_usage_errors);
     run_test("train: bad corpus errors", test_bad_corpus);
     run_test("train: --heatmaps-every writes pictures of the probe", test_heatmaps_during_training);
+    run_test("attn: --threads, and unset the count tuned as bin/train's", test_attn_threads);
 }

@@ -41,8 +41,8 @@ double recipe_passes(const Recipe *r, float minutes, size_t train_chars, double 
     return steps * r->batch * r->context / (double)(train_chars ? train_chars : 1);
 }
 
-const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer, void *ctx,
-                         double *passes) {
+const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer,
+                         RecipeUsable usable, void *ctx, double *passes) {
     float budget = recipes[0].minutes;
     for (int i = 0; i < NUM_RECIPES; i++)
         if (recipes[i].minutes <= minutes) budget = recipes[i].minutes;
@@ -52,11 +52,13 @@ const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer time
         if (recipes[i].minutes == budget && recipes[i].from_chars <= train_chars &&
             recipes[i].from_chars >= corpus)
             corpus = recipes[i].from_chars;
-    const Recipe *best = NULL;
+    const Recipe *best = NULL, *first = NULL;
     if (passes) *passes = 0.0;
     for (int i = 0; i < NUM_RECIPES; i++) {
         const Recipe *r = &recipes[i];
         if (r->minutes != budget || r->from_chars != corpus) continue;
+        if (!first) first = r;
+        if (usable && !usable(r, ctx)) continue;
         if (!best) {
             best = r;
         } else if (r->from_passes > 0 && timer) {
@@ -67,7 +69,7 @@ const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer time
             }
         }
     }
-    return best;
+    return best ? best : first;
 }
 
 // A recipe's settings: the flag, the option it sets, the recipe's value.
@@ -101,12 +103,12 @@ static void set_unless_given(Option table[NUM_TRAIN_OPTIONS], const IntSetting *
 }
 
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
-                           RecipeStepTimer timer, void *ctx, double *passes) {
+                           RecipeStepTimer timer, RecipeUsable usable, void *ctx, double *passes) {
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
         if (train_option_given(table, shape[i])) return NULL;
-    const Recipe *r = recipe_for(o->minutes, train_chars, timer, ctx, passes);
+    const Recipe *r = recipe_for(o->minutes, train_chars, timer, usable, ctx, passes);
     const IntSetting ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
                                {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
                                {"--batch", &o->batch, r->batch},      {"--warmup", &o->warmup, r->warmup}};
@@ -217,6 +219,17 @@ float time_budget_minutes_left(const TimeBudget *budget, double now) {
 int time_budget_plan_fits(const TimeBudget *budget, long step, int iters, int warmup,
                           double now, char *msg, size_t msg_len) {
     if (iters > warmup) return 1;
+    // --max-passes, not the time, ended the plan there
+    double left = BUDGET_AIM * budget->budget_seconds - (now - budget->start);
+    if (budget->max_steps > 0 && budget->max_steps < (double)iters + 1 && left > 0) {
+        snprintf(msg, msg_len,
+                 "--max-passes caps the run at %.3g steps, so it ends at step %d, within its "
+                 "warmup of %d steps, before the learning rate decays, with %.1f s of the time "
+                 "budget's %.1f s left (give a larger --max-passes or a shorter --warmup)",
+                 budget->max_steps, iters, warmup, budget->budget_seconds - (now - budget->start),
+                 budget->budget_seconds);
+        return 0;
+    }
     snprintf(msg, msg_len,
              "time budget too short for this model: start-up, %ld step%s and an evaluation took "
              "%.1f s of %.1f s, so the run ends at step %d, within its warmup of %d steps, before "

@@ -36,14 +36,20 @@ typedef struct {
 // (with the block's and batch's flags the user gave); ctx is the caller's.
 typedef double (*RecipeStepTimer)(const Recipe *r, void *ctx);
 
+// Whether the flags the user gave allow recipe r's model (--mlp swiglu
+// needs a width divisible by 3, say); ctx is the caller's.
+typedef int (*RecipeUsable)(const Recipe *r, void *ctx);
 // The recipe for a budget and a corpus: of the largest budget <= minutes
 // (the smallest budget below it), the rows for the largest corpus size <=
-// train_chars; of those, the first, or the last row with from_passes whose
-// model makes at least that many passes in `minutes` at the step time
-// `timer` measures (each such row's model timed once; none without a
-// timer). *passes: the passes of the row chosen, when it was timed (else 0).
-const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer, void *ctx,
-                         double *passes);
+// train_chars, less those `usable` refuses (none when it is NULL); of
+// those, the first, or the last row with from_passes whose model makes at
+// least that many passes in `minutes` at the step time `timer` measures
+// (each such row's model timed once; none without a timer). When `usable`
+// refuses every row, the first row (whose model the caller then refuses,
+// naming the flag). *passes: the passes of the row chosen, when it was
+// timed (else 0).
+const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer timer,
+                         RecipeUsable usable, void *ctx, double *passes);
 // Passes over train_chars characters that recipe r's model makes in
 // `minutes` at step_seconds a step: the budget's steps, less a tenth
 // for start-up, evaluations and the plan's aim, each step reading
@@ -53,10 +59,10 @@ double recipe_passes(const Recipe *r, float minutes, size_t train_chars, double 
 // With --minutes and no shape flag (--layers, --heads, --dim, --context)
 // given: set every recipe setting the user did not give, from the recipe
 // for the budget and the training split's train_chars (recipe_for, with
-// timer, ctx and *passes). Returns the recipe
+// timer, usable, ctx and *passes). Returns the recipe
 // applied, or NULL (no --minutes, or a shape flag given).
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
-                           RecipeStepTimer timer, void *ctx, double *passes);
+                           RecipeStepTimer timer, RecipeUsable usable, void *ctx, double *passes);
 
 // ---- recipes by name (named_recipes.h): setting one up
 

@@ -48,18 +48,24 @@ static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTION
     } rows[] = {
         {"--norm", asked.norm != saved->norm},
         {"--pos", asked.pos != saved->pos},
-        {"--rope-base", saved->pos == POS_ROPE && asked.rope_base != saved->rope_base},
+        // the base given, whether or not --pos rope is (the checkpoint's pos is the run's)
+        {"--rope-base", saved->pos == POS_ROPE && o->rope_base != saved->rope_base},
         {"--mlp", asked.mlp != saved->mlp},
         {"--qk-norm", asked.qk_norm != saved->qk_norm},
         {"--untie", asked.untie != saved->untie},
         {"--softcap", asked.softcap != saved->softcap},
     };
+    char base[48] = "";
+    if (saved->pos == POS_ROPE)
+        snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].differs && option_named(table, rows[i].flag)->given)
-            die("%s contradicts %s (--norm %s --pos %s --mlp %s%s%s --softcap %g): %s",
-                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos],
+            die("%s contradicts %s (--norm %s --pos %s%s --mlp %s%s%s --softcap %g): %s",
+                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos], base,
                 gpt_mlp_names[saved->mlp], saved->qk_norm ? " --qk-norm" : "",
                 saved->untie ? " --untie" : "", (double)saved->softcap, why);
+    if (saved->pos != POS_ROPE && option_named(table, "--rope-base")->given)
+        die("--rope-base is for --pos rope: %s has learned positions, which have no base", from);
     o->norm = gpt_norm_names[saved->norm];
     o->pos = gpt_pos_names[saved->pos];
     if (saved->pos == POS_ROPE) o->rope_base = saved->rope_base;
@@ -102,7 +108,7 @@ static void resume_run(Run *run, int argc, char **argv, Vocab *ckpt_vocab) {
     char *saved_json;
     OptimizerKind saved = OPTIMIZER_ADAMW;
     load_state(paths, &run->model, &run->opt, &run->muon, &saved, &run->rng, &saved_json,
-               &run->best);
+               &run->best, &run->window);
     train_merge_saved_options(&run->o, run->table, argc, argv, saved_json, paths->state_path,
                               &run->model.config, &run->saved_flags, &run->num_saved_flags);
     free(saved_json);
@@ -225,10 +231,29 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
     if (!(o->rope_base > 1.0f && o->rope_base <= 1e9f))
         usage_error("--rope-base %s: must be above 1 (and at most 1e9)", rope_base);
-    if (!rope && option_named(table, "--rope-base")->given)
+    // a resumed or fine-tuned run's positions are its checkpoint's
+    // (take_checkpoint_block checks --rope-base against them)
+    int block_from_checkpoint = o->resume || option_named(table, "--init-from")->given;
+    if (!rope && !block_from_checkpoint && option_named(table, "--rope-base")->given)
         usage_error("--rope-base is for --pos rope (learned positions have no base)");
     if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
         usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
+}
+
+// Flags that would change nothing, refused as bin/attn refuses --clean
+// without --patch: with the flags as they stand after a resume (the
+// budget it has left, its snapshots) and a named recipe.
+static void refuse_ignored_flags(const TrainOptions *o, const Option table[NUM_TRAIN_OPTIONS]) {
+    if (train_option_given(table, "--max-passes") && !(o->minutes > 0))
+        usage_error("--max-passes: give it with --minutes (it caps the steps a time budget's plan "
+                    "makes; without a budget --iters decides them%s)",
+                    o->resume ? ", and this resumed run is past its plan or had none" : "");
+    if (train_option_given(table, "--probe") && o->heatmaps_every <= 0)
+        usage_error("--probe: give it with --heatmaps-every (the probe is the text its snapshots "
+                    "show)");
+    if (train_option_given(table, "--zero-init-proj") && (o->resume || o->init_from))
+        usage_error("--zero-init-proj: it starts a fresh model's projections at zero; with %s the "
+                    "weights are the checkpoint's", o->resume ? "--resume" : "--init-from");
 }
 
 // --init-from: the checkpoint's model and vocabulary; its shape becomes the
@@ -238,6 +263,10 @@ static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT
     char err[2048];
     if (!file_exists(o->init_from)) die("--init-from %s: no such file", o->init_from);
     if (!gpt_load(o->init_from, init, init_vocab, err, sizeof err)) die("--init-from %s", err);
+    char bad[128];
+    if (gpt_first_non_finite(init, init->params_memory, bad, sizeof bad))
+        die("--init-from %s: parameter %s is not finite (NaN or inf); no model trains on from it",
+            o->init_from, bad);
     const GPTConfig *shape = &init->config;
     const struct {
         const char *flag;
@@ -424,11 +453,33 @@ static void check_corpus(Run *run, CorpusLoaded *loaded, const Vocab *ckpt_vocab
 // The model's shape (the corpus's vocabulary, the flags' sizes), refused
 // when invalid or when it and a micro-batch would not fit in the machine's
 // memory. Sets the batch's B x T.
+// SwiGLU's hidden width 8 dim/3 must be whole: the widths nearest --dim
+// that 3 and --heads divide (with RoPE, into even head sizes), one below
+// and one above, and whose --dim it is (the recipe's, when not given).
+static void refuse_swiglu_width(const Run *run, const GPTConfig *cfg) {
+    int step = cfg->pos == POS_ROPE ? 2 * cfg->heads : cfg->heads;
+    while (step % 3 != 0) step += cfg->pos == POS_ROPE ? 2 * cfg->heads : cfg->heads;
+    int below = cfg->dim / step * step, above = below + step;
+    char whose[96] = "";
+    if (train_option_given(run->table, "--dim")) whose[0] = '\0';
+    else if (run->o.recipe) snprintf(whose, sizeof whose, " (recipe %s's)", run->o.recipe);
+    else if (run->o.minutes > 0)
+        snprintf(whose, sizeof whose, " (the recipe's for --minutes %g)", (double)run->o.minutes);
+    else snprintf(whose, sizeof whose, " (the default)");
+    char choices[96];
+    if (below > 0) snprintf(choices, sizeof choices, "--dim %d or %d", below, above);
+    else snprintf(choices, sizeof choices, "--dim %d", above);
+    usage_error("--mlp swiglu: SwiGLU's hidden width 8 x dim / 3 must be whole, and --dim %d%s is "
+                "not divisible by 3; take %s (divisible by 3 and by --heads %d%s)", cfg->dim, whose,
+                choices, cfg->heads, cfg->pos == POS_ROPE ? " into even head sizes, for RoPE" : "");
+}
+
 static GPTConfig checked_model_shape(Run *run) {
     char err[2048];
     const TrainOptions *o = &run->o;
     GPTConfig cfg = with_block(
         (GPTConfig){.vocab_size = run->corpus.vocab.size, .context = o->context, .layers = o->layers, .heads = o->heads, .dim = o->dim}, o);
+    if (cfg.mlp == MLP_SWIGLU && cfg.dim % 3 != 0) refuse_swiglu_width(run, &cfg);
     if (!gpt_config_valid(&cfg, err, sizeof err)) usage_error("%s", err);
     run->B = o->batch;
     run->T = o->context;
@@ -660,6 +711,20 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
     return median;
 }
 
+// Whether the block flags the user gave allow recipe r's model (SwiGLU's
+// width divisible by 3, RoPE's head size even): a row they do not is
+// skipped, whatever the machine's speed.
+static int recipe_usable(const Recipe *r, void *ctx) {
+    const Run *run = ((const RecipeTiming *)ctx)->run;
+    TrainOptions o = run->o;
+    if (!train_option_given(run->table, "--pos")) o.pos = r->pos;
+    GPTConfig cfg = with_block((GPTConfig){.vocab_size = 1, .context = r->context,
+                                           .layers = r->layers, .heads = r->heads, .dim = r->dim},
+                               &o);
+    char err[512];
+    return gpt_config_valid(&cfg, err, sizeof err);
+}
+
 void run_start(Run *run, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     run->best.step = -1;
@@ -678,6 +743,7 @@ void run_start(Run *run, int argc, char **argv) {
     // (saved as --minutes), unless --iters is given now: that count wins.
     if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
     const NamedRecipe *named = use_named_recipe(run);
+    refuse_ignored_flags(o, run->table);
     CorpusLoaded loaded = read_corpus(run);
     omp_set_num_threads(o->threads);
     Precision precision = option_choice("--precision", o->precision, precision_names, 2);
@@ -687,7 +753,8 @@ void run_start(Run *run, int argc, char **argv) {
     double recipe_passes_measured = 0.0;
     const Recipe *recipe = o->resume || named ? NULL
                            : recipe_apply(o, run->table, corpus_train(&run->corpus).len,
-                                          time_recipe_step, &timing, &recipe_passes_measured);
+                                          time_recipe_step, recipe_usable, &timing,
+                                          &recipe_passes_measured);
     GPT init = {0};
     Vocab init_vocab = {0};
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
@@ -738,9 +805,12 @@ static void stop_if_not_finite(const Run *run, float loss, float norm) {
         snprintf(bad, sizeof bad, "parameter %s", name);
     else if (isfinite(loss) && gpt_first_non_finite(model, model->grads_memory, name, sizeof name))
         snprintf(bad, sizeof bad, "gradient of %s", name);
+    char kept[4200];
+    if (file_exists(run->paths.model_path))
+        snprintf(kept, sizeof kept, "the last checkpoint in %s is intact", run->o.out);
+    else snprintf(kept, sizeof kept, "%s holds no checkpoint of this run yet", run->o.out);
     die("loss %g / gradient norm %g is not finite at step %ld (first: %s); "
-        "stopped without saving, the last checkpoint in %s is intact (try a lower --lr)",
-        loss, norm, run->opt.step + 1, bad, run->o.out);
+        "stopped without saving, %s (try a lower --lr)", loss, norm, run->opt.step + 1, bad, kept);
 }
 
 float train_step(Run *run, float lr, int stop_signal) {
@@ -817,7 +887,7 @@ int run_save(Run *run, float val_loss) {
     if (run->rank == 0)
         save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt,
                         run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL, &run->rng,
-                        run->options_json, &run->best, is_best);
+                        run->options_json, &run->best, is_best, &run->window);
     return is_best;
 }
 

@@ -37,6 +37,7 @@ typedef struct {
     Batch batch;
     int B, T;
     RunLog log;         // log.csv
+    ProgressWindow window; // the steps since its last row (saved with a checkpoint between rows)
     Probe probe;        // for --heatmaps-every
     KVCache sample_cache;
     Sampler sampler;

@@ -65,19 +65,24 @@ void record_run_files(const RunPaths *paths, int resumed, int snapshots) {
 // it. A save that keeps the model file (not the best) writes one file.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
                      const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
-                     const BestModel *best, int model_is_best) {
+                     const BestModel *best, int model_is_best, const ProgressWindow *log_window) {
     char err[1024], name[128];
-    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name))
-        die("parameters are not finite after step %ld (first: %s); not saved, the last "
-            "checkpoint in %s is intact (try a lower --lr)",
-            opt->step, name, paths->out);
+    if (gpt_first_non_finite(model, model->params_memory, name, sizeof name)) {
+        char kept[4200];
+        if (file_exists(paths->model_path))
+            snprintf(kept, sizeof kept, "the last checkpoint in %s is intact", paths->out);
+        else snprintf(kept, sizeof kept, "%s holds no checkpoint of this run yet", paths->out);
+        die("parameters are not finite after step %ld (first: %s); not saved, %s (try a lower "
+            "--lr)", opt->step, name, kept);
+    }
     unlink(paths->prev_state_path);
     if (model_is_best)
         link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
     if (!train_state_save_with_muon(paths->state_path, opt, muon, rng->state,
                                     params_hash(model->params_memory, model->num_params),
                                     options_json, best,
-                                    model_is_best ? NULL : model->params_memory, err, sizeof err))
+                                    model_is_best ? NULL : model->params_memory, log_window, err,
+                                    sizeof err))
         die("saving optimizer state: %s", err);
     if (model_is_best && !gpt_save(paths->model_path, model, vocab, err, sizeof err))
         die("saving model: %s", err);
@@ -107,7 +112,7 @@ static int load_matching_state(const char *path, const RunPaths *paths, GPT *mod
 }
 
 void load_state(const RunPaths *paths, GPT *model, AdamW *opt, Muon *muon, OptimizerKind *saved,
-                Rng *rng, char **options_json, BestModel *best) {
+                Rng *rng, char **options_json, BestModel *best, ProgressWindow *log_window) {
     char err[8400], prev_err[1024];
     float *last = xmalloc(model->num_params * sizeof(float));
     int ok = load_matching_state(paths->state_path, paths, model, last, opt, muon, saved, rng,
@@ -123,6 +128,7 @@ void load_state(const RunPaths *paths, GPT *model, AdamW *opt, Muon *muon, Optim
     }
     free(last);
     if (!ok) die("%s", err);
+    if (!train_state_log_window(paths->state_path, log_window, err, sizeof err)) die("%s", err);
 }
 
 // Keep log.csv's rows up to `step` (a resumed run rewrites what came after).

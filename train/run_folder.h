@@ -46,17 +46,18 @@ void record_run_files(const RunPaths *paths, int resumed, int snapshots);
 // write fails.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
                      const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
-                     const BestModel *best, int model_is_best);
+                     const BestModel *best, int model_is_best, const ProgressWindow *log_window);
 
 // The optimizer state saved with the model (restoring the previous one if
 // a save was interrupted between its two files); *saved is the optimizer
 // that saved it (a Muon file's momentum in *muon, initialised if need be);
 // *options_json is the run's saved flags (the caller frees it); *best the
-// run's best model (the model file's). When the state continues from other
+// run's best model (the model file's); *log_window the steps since the
+// last log.csv row when it was saved. When the state continues from other
 // weights than the model file's (the best), they replace the model's.
 // Dies naming the problem.
 void load_state(const RunPaths *paths, GPT *model, AdamW *opt, Muon *muon, OptimizerKind *saved,
-                Rng *rng, char **options_json, BestModel *best);
+                Rng *rng, char **options_json, BestModel *best, ProgressWindow *log_window);
 
 // log.csv as a run appends to it. Rows are written whole or not at all: a
 // write that fails (a full disk) is cut back to the last whole row, the

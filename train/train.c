@@ -95,7 +95,7 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
     return 0;
 }
 
-// Evaluate both splits, save, log, redraw OUT/loss.png and print a sample.
+// Evaluate both splits, log, save, redraw OUT/loss.png and print a sample.
 // Returns the validation loss.
 static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                                float tokens_per_s, int live) {
@@ -104,9 +104,13 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
                                 &run->batch, run->micro_rows);
     float val_loss = evaluate(&run->model, run->val, run->B, run->T, o->eval_batches, &run->batch,
                               run->micro_rows);
-    int best = run_save(run, val_loss);
+    // The row before the save that makes this step done: a kill between
+    // the two leaves the row of a step the checkpoint has not reached,
+    // which --resume drops (open_log) and writes again; the other way
+    // round the row would be lost for good.
     log_eval_row(run->log.file, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
     run_log_flush(&run->log);
+    int best = run_save(run, val_loss);
     if (best)
         printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
                train_loss, val_loss, run->paths.model_path);
@@ -257,7 +261,7 @@ int main(int argc, char **argv) {
     // every step there can block rank 0 (and so every rank) once mpirun stops
     // reading it to end the job, so several processes print plain lines.
     int tokens_per_step = run.B * run.T, live = isatty(STDOUT_FILENO) && run.procs == 1;
-    ProgressWindow window = {0};
+    ProgressWindow *window = &run.window; // a resumed run's holds the steps since its last row
     float last_val = 0.0f / 0.0f, ms_per_iter = 0.0f, tokens_per_s = 0.0f;
     long steps_run = 0;
     while (run.opt.step < o->iters && !run_should_stop(&run, stop_requested) &&
@@ -272,11 +276,11 @@ int main(int argc, char **argv) {
         thread_tuner_record(&run.threads, dt);
         train_seconds += dt;
         steps_run++;
-        progress_add_step(&window, dt, loss);
+        progress_add_step(window, dt, loss);
         long step = run.opt.step;
 
         int total = budget.budget_seconds > 0 && !budget.iters_fixed ? 0 : o->iters; // 0: not fixed yet
-        if (live) print_live_progress(&window, step, total, loss, lr, tokens_per_step);
+        if (live) print_live_progress(window, step, total, loss, lr, tokens_per_step);
         if (o->heatmaps_every > 0 && step % o->heatmaps_every == 0) take_snapshot(&run, &budget, step);
         int plan_now = 0, budget_on = budget.budget_seconds > 0;
         if (budget_on) {
@@ -302,7 +306,7 @@ int main(int argc, char **argv) {
         int is_log = step % o->log_every == 0, is_eval = step % o->eval_every == 0 || step == o->iters;
         if (budget_on && !budget.planned) is_eval = 0; // evaluations wait for the plan
         if (is_log || is_eval || plan_now)
-            ms_per_iter = log_window(&window, run.log.file, step, total, lr, tokens_per_step,
+            ms_per_iter = log_window(window, run.log.file, step, total, lr, tokens_per_step,
                                      !live && is_log, !is_eval && !plan_now, &tokens_per_s);
         if (plan_now) // with a budget too small for more steps, the run ends here
             last_val = plan_time_budget(&run, &budget, lr, ms_per_iter, tokens_per_s, live);

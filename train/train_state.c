@@ -2,6 +2,7 @@
 #include "train_state.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +23,16 @@ int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len) {
     return train_state_save_with_muon(path, opt, NULL, rng_state, params_hash_value, options_json,
-                                      NULL, NULL, err, err_len);
+                                      NULL, NULL, NULL, err, err_len);
 }
 
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
                                const char *options_json, const BestModel *best,
-                               const float *last_params, char *err, size_t err_len) {
+                               const float *last_params, const ProgressWindow *log_window,
+                               char *err, size_t err_len) {
     char step_text[32], rng_text[32], hash_text[32], best_step[32], best_loss[32];
+    char log_steps[32], log_loss_sum[40], log_seconds[40];
     snprintf(step_text, sizeof step_text, "%ld", opt->step);
     snprintf(rng_text, sizeof rng_text, "%llu", (unsigned long long)rng_state);
     snprintf(hash_text, sizeof hash_text, "%llu", (unsigned long long)params_hash_value);
@@ -39,7 +42,7 @@ int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *m
     int num_tensors = 2;
     if (muon) tensors[num_tensors++] = (StTensor){"muon.momentum", muon->momentum, 1, {P}};
     if (last_params) tensors[num_tensors++] = (StTensor){"last.params", last_params, 1, {P}};
-    StMeta meta[8] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
+    StMeta meta[11] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
                       {"step", step_text},
                       {"rng_state", rng_text},
                       {"params_hash", hash_text},
@@ -51,6 +54,14 @@ int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *m
         snprintf(best_loss, sizeof best_loss, "%.9g", (double)best->val_loss);
         meta[num_meta++] = (StMeta){"best_step", best_step};
         meta[num_meta++] = (StMeta){"best_val_loss", best_loss};
+    }
+    if (log_window && log_window->steps > 0) { // %.17g: the double back bit for bit
+        snprintf(log_steps, sizeof log_steps, "%d", log_window->steps);
+        snprintf(log_loss_sum, sizeof log_loss_sum, "%.17g", log_window->loss_sum);
+        snprintf(log_seconds, sizeof log_seconds, "%.17g", log_window->seconds);
+        meta[num_meta++] = (StMeta){"log_steps", log_steps};
+        meta[num_meta++] = (StMeta){"log_loss_sum", log_loss_sum};
+        meta[num_meta++] = (StMeta){"log_seconds", log_seconds};
     }
     return safetensors_write(path, tensors, num_tensors, meta, num_meta, err, err_len);
 }
@@ -130,5 +141,33 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
     }
     safetensors_close(file);
     if (!ok && err && err_len) safetensors_printable(err); // it quotes the file's metadata
+    return ok;
+}
+
+int train_state_log_window(const char *path, ProgressWindow *window, char *err, size_t err_len) {
+    memset(window, 0, sizeof *window);
+    StFile *file = safetensors_open(path, err, err_len);
+    if (!file) return 0;
+    const char *steps = safetensors_meta(file, "log_steps");
+    const char *loss_sum = safetensors_meta(file, "log_loss_sum");
+    const char *seconds = safetensors_meta(file, "log_seconds");
+    uint64_t n = 0;
+    char *loss_end = NULL, *seconds_end = NULL;
+    int ok = !steps && !loss_sum && !seconds;
+    if (!ok && steps && loss_sum && seconds && parse_u64(steps, &n) && n > 0 && n < 1000000000) {
+        window->loss_sum = strtod(loss_sum, &loss_end);
+        window->seconds = strtod(seconds, &seconds_end);
+        window->steps = (int)n;
+        ok = !*loss_end && !*seconds_end && isfinite(window->loss_sum) && window->seconds >= 0;
+    }
+    if (!ok) {
+        set_error(err, err_len, "%s: metadata log_steps '%.20s', log_loss_sum '%.30s' and "
+                  "log_seconds '%.30s' are not a count of steps, a loss sum and seconds", path,
+                  steps ? steps : "missing", loss_sum ? loss_sum : "missing",
+                  seconds ? seconds : "missing");
+        safetensors_printable(err);
+        memset(window, 0, sizeof *window);
+    }
+    safetensors_close(file);
     return ok;
 }

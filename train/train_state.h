@@ -9,7 +9,10 @@
 // (a file without it, as every file before Muon, is AdamW's); and the run's
 // best model so far (best_step, best_val_loss: the model file's, see
 // BestModel), with tensor last.params [P] when the weights the state
-// continues from are not the model file's.
+// continues from are not the model file's; and saved between two log.csv
+// rows (Ctrl-C, --stop-at), the steps since the last row (log_steps,
+// log_loss_sum, log_seconds: a ProgressWindow), which the resumed run's
+// first row averages in, as an uninterrupted run's row does.
 #ifndef TRAIN_STATE_H
 #define TRAIN_STATE_H
 
@@ -18,6 +21,7 @@
 
 #include "../optim/adamw.h"
 #include "../optim/muon.h"
+#include "progress.h"
 
 uint64_t params_hash(const float *params, size_t n);
 
@@ -39,7 +43,8 @@ int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
                                const char *options_json, const BestModel *best,
-                               const float *last_params, char *err, size_t err_len);
+                               const float *last_params, const ProgressWindow *log_window,
+                               char *err, size_t err_len);
 
 // opt must already be initialised for the model's parameter count. On
 // success *options_json is a new string the caller frees.
@@ -55,5 +60,10 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
                                uint64_t *rng_state, uint64_t *params_hash_value,
                                char **options_json, BestModel *best, float *last_params,
                                int *has_last, char *err, size_t err_len);
+
+// The steps since the last log row saved in the state at path (none: a
+// window of 0 steps, as a state saved at a row or before this was kept).
+// Returns 0 with a message when they are there but not numbers.
+int train_state_log_window(const char *path, ProgressWindow *window, char *err, size_t err_len);
 
 #endif
