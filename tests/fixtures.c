@@ -75,6 +75,14 @@ const char *path_in(const char *dir, const char *name) {
     return p;
 }
 
+const char *checkout_path(const char *relative) {
+    static char paths[4][512];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, 512, "%s%s", file_exists(relative) ? "" : "../", relative);
+    return path;
+}
+
 const char *keep_path(const char *path) {
     static char kept[64][1024];
     static int next;

@@ -29,6 +29,10 @@ const char *make_temp_dir(void);
 void remove_tree(const char *dir);
 // "dir/name", in a ring of 16 (keep_path for a path a test holds longer).
 const char *path_in(const char *dir, const char *name);
+// A file of the checkout by its path there ("tests/page_driver.mjs"): the
+// suite runs from the checkout, or from build-san/ (make sanitize), where
+// it is one folder up. In a ring of 4.
+const char *checkout_path(const char *relative);
 // A copy of path in a ring of 64.
 const char *keep_path(const char *path);
 // Entries of dir whose name contains ".tmp." (left by a save that was cut).

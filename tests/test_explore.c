@@ -22,15 +22,6 @@
 static const char *const TEXT = "It was the best of times, it was the worst";
 static const RandomWeights weights = {7, 0.5f, 11};
 
-// A file of the checkout: the suite runs from it, or from build-san/ (make sanitize).
-static const char *checkout_file(const char *relative) {
-    static char paths[4][512];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, 512, "%s%s", file_exists(relative) ? "" : "../", relative);
-    return path;
-}
-
 // Why the page cannot be tested here, or NULL.
 static const char *explore_missing(void) {
     if (!file_exists("bin/explore"))
@@ -44,7 +35,7 @@ static const char *browser_missing(const char *browser) {
     if (!file_exists(path)) return !strcmp(browser, "firefox") ? "firefox-esr not installed" : "chromium not installed";
     if (run_command("node -e 'process.exit(parseInt(process.versions.node) >= 18 ? 0 : 1)'", NULL) != 0)
         return "node 18 or later is not installed";
-    if (!file_exists(checkout_file("build-node/node_modules/puppeteer-core/package.json")))
+    if (!file_exists(checkout_path("build-node/node_modules/puppeteer-core/package.json")))
         return "puppeteer-core is not installed in build-node/ (.ci/run: npm install --prefix "
                "build-node puppeteer-core)";
     return NULL;
@@ -55,7 +46,7 @@ static cJSON *drive(const char *browser, const char *page, const char *extra) {
     const char *dir = make_temp_dir();
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "node %s --browser %s --page %s --text '%s' %s",
-             checkout_file("tests/page_driver.mjs"), browser, page, TEXT, extra);
+             checkout_path("tests/page_driver.mjs"), browser, page, TEXT, extra);
     const char *capture = path_in(dir, "driver.out");
     int status = run_command(cmd, capture);
     char *out = read_text_file(capture);
@@ -350,7 +341,7 @@ static void test_page_bad_text(void) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "node %s --browser chromium --page %s "
              "--text 'It was \xe2\x82\xac the best of times, it was the worst of times'",
-             checkout_file("tests/page_driver.mjs"), page);
+             checkout_path("tests/page_driver.mjs"), page);
     const char *capture = path_in(dir, "out.json");
     CHECK(run_command(cmd, capture) == 0);
     char *out = read_text_file(capture);
@@ -365,7 +356,7 @@ static void test_page_bad_text(void) {
     }
     free(out);
     snprintf(cmd, sizeof cmd, "node %s --browser chromium --page %s --text ''",
-             checkout_file("tests/page_driver.mjs"), page);
+             checkout_path("tests/page_driver.mjs"), page);
     CHECK(run_command(cmd, capture) == 0);
     out = read_text_file(capture);
     json = out ? cJSON_Parse(strstr(out, "{\"")) : NULL;

@@ -27,17 +27,6 @@
 
 // ---- fixtures
 
-// A path of the checkout, from where the suite runs: the checkout itself
-// (make test) or a folder in it (make sanitize runs from build-san/).
-static const char *checkout_path(const char *relative) {
-    static char paths[4][512];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, 512, "%s", relative);
-    if (!file_exists(path)) snprintf(path, 512, "../%s", relative);
-    return path;
-}
-
 // A GGUF file built by hand, byte by byte, for the damaged files.
 typedef struct {
     unsigned char bytes[4096];

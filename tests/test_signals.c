@@ -201,8 +201,7 @@ static void test_stop_between_rows_log_exact(void) {
     CHECK(RUN(NULL, NULL, "bin/train --resume --out %s --stop-at 20", stopped) == 0);
     // Ctrl-C wherever it lands, then on to step 40
     pid_t pid = spawn(capture, NULL, "bin/train --resume --out %s --stop-at 400", stopped);
-    CHECK(wait_for_text(pid, capture, "resuming"));
-    sleep_ms(20);
+    CHECK(wait_for_text(pid, capture, "ms/iter")); // a step's line: its handlers are in place
     kill(pid, SIGINT);
     int status = wait_exit(pid);
     long step = checkpoint_step(stopped, NULL);
