@@ -13,7 +13,7 @@ function draw(){const v=D.views[S.view],g=geom();
  if(g.over){cv.width=g.x0+NH*g.tile;cv.height=g.y0+L*g.tile;}else{cv.width=g.x0+v.T*g.cell+4;cv.height=g.y0+v.T*g.cell+4;}
  cx.fillStyle='#fff';cx.fillRect(0,0,cv.width,cv.height);cx.font='12px sans-serif';cx.fillStyle='#222';
  if(g.over){for(let l=0;l<L;l++){cx.fillStyle='#222';cx.fillText('layer '+l,4,g.y0+l*g.tile+g.tile/2);
-  for(let h=0;h<NH;h++){if(l===0)cx.fillText('head '+h,g.x0+h*g.tile,16);tile(v,l,h,g.x0+h*g.tile,g.y0+l*g.tile,g.cell);
+  for(let h=0;h<NH;h++){if(l===0){cx.fillStyle='#222';cx.fillText('head '+h,g.x0+h*g.tile,16);}tile(v,l,h,g.x0+h*g.tile,g.y0+l*g.tile,g.cell);
    const t=v.scores?D.tags[S.view][l*NH+h]:'';if(t){cx.fillStyle='#fff';cx.fillRect(g.x0+h*g.tile+g.cell*v.T-40,g.y0+l*g.tile,40,14);cx.fillStyle='#222';cx.fillText(t,g.x0+h*g.tile+g.cell*v.T-38,g.y0+l*g.tile+11);}}}return;}
  tile(v,S.layer,S.head,g.x0,g.y0,g.cell);cx.fillStyle='#222';cx.font=Math.max(8,g.cell-2)+'px monospace';
  for(let i=0;i<v.T;i++){cx.fillText(shown(v.chars[i]),g.x0+i*g.cell+1,g.y0-4);cx.fillText(shown(v.chars[i]),4,g.y0+(i+1)*g.cell-2);}
@@ -42,14 +42,16 @@ function table(){const v=D.views[S.view],t=document.getElementById('scores');
   for(let k=0;k<D.scoreNames.length;k++){const p=r?r[k]:null;s+='<td>'+(p&&p[0]!==null?p[0].toFixed(3):'-')+'</td>';}
   s+='<td>'+(D.tags[S.view][h]||'')+'</td></tr>';}
  t.innerHTML=s;t.querySelectorAll('tr[data-h]').forEach(r=>r.onclick=()=>{const h=+r.dataset.h;select(Math.floor(h/NH),h%NH);});}
-function setView(n){S.view=n;const v=D.views[n];document.getElementById('step').value=n;
- document.getElementById('steplabel').textContent=v.label+(v.loss!==null?' (loss '+v.loss.toFixed(3)+')':'')+(v.icl!==null?'; ICL score '+v.icl.toFixed(3)+' (the loss late in the context minus early; 0: no gain)':'')+(v.sink!==null?'; attention-sink rate '+v.sink.toFixed(2):'');
+function setView(n){S.view=n;const v=D.views[n];document.getElementById('step').value=order.indexOf(n);
+ const sl=document.getElementById('steplabel');sl.textContent=v.label+(v.loss!==null?' (loss '+v.loss.toFixed(3)+')':'')+(v.icl!==null?'; ICL score '+v.icl.toFixed(3)+' (the loss late in the context minus early; 0: no gain)':'')+(v.sink!==null?'; attention-sink rate '+v.sink.toFixed(2):'');sl.title=sl.textContent;
  document.getElementById('viewnote').textContent=v.step<0?'':'a training snapshot: the text shown is the training probe, not your text';
  S.sel=-1;S.q=-1;text();draw();table();}
 const pick=document.getElementById('pick');pick.add(new Option('overview','o'));
 for(let l=0;l<L;l++)for(let h=0;h<NH;h++)pick.add(new Option('layer '+l+' head '+h,l+','+h));
 pick.onchange=()=>{if(pick.value==='o')select(-1,-1);else{const p=pick.value.split(',');select(+p[0],+p[1]);}};
-const st=document.getElementById('step');st.max=D.views.length-1;st.oninput=()=>setView(+st.value);
+// the slider in time order: the snapshots by step, then your text (the trained model's view)
+const order=D.views.map((v,i)=>i).slice(1).concat([0]);
+const st=document.getElementById('step');st.max=D.views.length-1;st.oninput=()=>setView(order[+st.value]);
 (function(){const b=document.getElementById('scalebar').getContext('2d');for(let k=0;k<256;k++){b.fillStyle=color(k/255);b.fillRect(k,0,1,12);}})();
 if(D.views.length<2)document.getElementById('stepbox').style.display='none';
 function fragment(){const f=new URLSearchParams(location.hash.slice(1));const n=x=>f.has(x)?parseInt(f.get(x),10):null;

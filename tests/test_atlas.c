@@ -2,6 +2,7 @@
 // with known answers, the induction probe, the circuits against a direct
 // double-precision computation, Unifont labels read back pixel by pixel,
 // training snapshots, the HTML explorer in headless Chromium, and bad input.
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1046,7 +1047,60 @@ static void test_timeline_layout(void) {
     free_snapshots(snaps, count);
 }
 
+// The explorer with snapshots, in Chromium: the slider in time order (the
+// snapshots, then your text at its right end), the bar one line whatever
+// the label, the heads' column titles in the text's ink (not a tile's colour).
+static void test_explorer_slider_and_titles(void) {
+    const char *chromium = find_chromium();
+    if (!chromium || !file_exists(checkout_path("build-node/node_modules/puppeteer-core/package.json"))) {
+        skip_test("chromium or puppeteer-core (build-node/) not installed");
+        return;
+    }
+    const char *dir = make_temp_dir();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "bin/train --data %s " TINY_ONE_THREAD " --iters 20 --eval-every 10 "
+             "--heatmaps-every 10 --out %s/run", make_corpus(dir, "corpus.txt", 20000), dir);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "bin/attn --ckpt %s/run/model.safetensors --text 'It was the best' "
+             "--out %s/page --html", dir, dir);
+    CHECK_MSG(run_command(cmd, NULL) == 0, "%s", cmd);
+    const char *capture = keep_path(path_in(dir, "driver.json"));
+    snprintf(cmd, sizeof cmd, "node %s --explorer --page %s/page/index.html",
+             checkout_path("tests/page_driver.mjs"), dir);
+    CHECK(run_command(cmd, capture) == 0);
+    char *out = read_text_file(capture);
+    cJSON *json = out && strstr(out, "{\"") ? cJSON_Parse(strstr(out, "{\"")) : NULL;
+    CHECK_MSG(json, "%s", out ? out : "");
+    if (json) {
+        const cJSON *labels = cJSON_GetObjectItem(json, "labels"), *heights = cJSON_GetObjectItem(json, "heights");
+        int n = cJSON_GetArraySize(labels);
+        CHECK_MSG(n == 3, "%d views (2 snapshots and your text)", n);
+        const char *first = cJSON_GetStringValue(cJSON_GetArrayItem(labels, 0));
+        const char *last = cJSON_GetStringValue(cJSON_GetArrayItem(labels, n - 1));
+        CHECK_MSG(first && !strncmp(first, "step 10", 7), "the slider starts at \"%s\"", first ? first : "");
+        CHECK_MSG(last && !strcmp(last, "your text"), "the slider ends at \"%s\"", last ? last : "");
+        double h0 = cJSON_GetArrayItem(heights, 0)->valuedouble;
+        for (int i = 1; i < cJSON_GetArraySize(heights); i++)
+            CHECK_MSG(cJSON_GetArrayItem(heights, i)->valuedouble == h0, "the bar is %g px, then %g px",
+                      h0, cJSON_GetArrayItem(heights, i)->valuedouble);
+        const cJSON *ink = cJSON_GetObjectItem(json, "titleInk");
+        int coloured = 0;
+        for (int i = 0; i < cJSON_GetArraySize(ink); i++) {
+            const cJSON *px = cJSON_GetArrayItem(ink, i);
+            int r = cJSON_GetArrayItem(px, 1)->valueint, g = cJSON_GetArrayItem(px, 2)->valueint,
+                b = cJSON_GetArrayItem(px, 3)->valueint;
+            coloured += abs(r - g) > 24 || abs(g - b) > 24; // the text's ink is grey
+        }
+        CHECK_MSG(cJSON_GetArraySize(ink) > 20, "no column titles found");
+        CHECK_MSG(coloured == 0, "%d pixels of the column titles in a tile's colour", coloured);
+        cJSON_Delete(json);
+    }
+    free(out);
+}
+
 void suite_atlas(void) {
+    run_test("atlas: the explorer's slider in time order, its bar one line, its column titles in ink "
+             "(Chromium)", test_explorer_slider_and_titles);
     run_test("atlas: the timeline and the phase change: nothing clipped or overlapping, the model's lines "
              "in their own colour", test_timeline_layout);
     run_test("atlas: scores of hand-built attention (previous-token 1, uniform = baseline)",
