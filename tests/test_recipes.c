@@ -1529,7 +1529,31 @@ static void test_time_budget_after_the_tuner_moved(void) {
     omp_set_num_threads(saved);
 }
 
+// loss.png with two evaluations: two points, no line between them (it read
+// as a trend); with three or more, the points joined.
+static void test_loss_plot_two_evaluations(void) {
+    long steps[4] = {10, 20, 30, 40}, val_steps[3] = {10, 40, 70};
+    float train[4] = {3.0f, 2.8f, 2.6f, 2.5f}, lr[4] = {1e-3f, 1e-3f, 1e-3f, 1e-3f},
+          val[3] = {3.0f, 2.4f, 2.2f};
+    for (int nv = 2; nv <= 3; nv++) {
+        LossHistory h = {steps, train, lr, 4, val_steps, val, nv, 64, "two evaluations"};
+        Image im;
+        loss_plot_render(&im, &h);
+        PlotAxes a;
+        plot_axes(&h, &a);
+        // halfway between the first two evaluations, the column holds val's colour only on a line
+        int x = (plot_x(&a, val_steps[0]) + plot_x(&a, val_steps[1])) / 2, on_line = 0;
+        for (int y = 0; y < im.height; y++)
+            on_line += !memcmp(im.rgb + 3 * ((long)y * im.width + x), plot_val_rgb, 3);
+        if (nv == 2) CHECK_MSG(on_line == 0, "two evaluations joined by a line (%d pixels halfway)", on_line);
+        else CHECK_MSG(on_line > 0, "three evaluations not joined");
+        image_free(&im);
+    }
+}
+
 void suite_recipes(void) {
+    run_test("recipes: loss.png's two evaluations are points, not a line; three or more joined",
+             test_loss_plot_two_evaluations);
     run_test("recipes: dropout gradients against central differences, fixed mask",
              test_dropout_gradients);
     run_test("recipes: dropout masks keep 1-p, scale, follow (seed, step, tensor, element)",

@@ -202,10 +202,12 @@ void loss_plot_render(Image *im, const LossHistory *h) {
             draw_thick_line(im, plot_x(&a, h->train_steps[i - 1]), plot_y_loss(&a, h->train_loss[i - 1]),
                  plot_x(&a, h->train_steps[i]), plot_y_loss(&a, h->train_loss[i]), 2,
                  plot_train_rgb);
+    // the evaluations as points, joined only when there are three or more:
+    // a line through two would read as a trend they cannot show
     for (int i = 0; i < h->num_val; i++) {
         if (!isfinite(h->val_loss[i])) continue;
         int x = plot_x(&a, h->val_steps[i]), y = plot_y_loss(&a, h->val_loss[i]);
-        if (i > 0 && isfinite(h->val_loss[i - 1]))
+        if (i > 0 && h->num_val >= 3 && isfinite(h->val_loss[i - 1]))
             draw_thick_line(im, plot_x(&a, h->val_steps[i - 1]), plot_y_loss(&a, h->val_loss[i - 1]), x, y, 2,
                  plot_val_rgb);
         fill_rect(im, x - 2, y - 2, 5, 5, plot_val_rgb);
