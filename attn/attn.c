@@ -366,63 +366,51 @@ static void write_explorer(const AttnOptions *o, const GPT *model, const uint32_
     free(views);
 }
 
-static int option_given(const Option table[NUM_OPTIONS], const char *name) {
-    for (int i = 0; i < NUM_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return table[i].given != NULL;
-    return 0;
-}
+// --help: the usage line and what bin/attn writes, above the options.
+static const char USAGE[] =
+    "usage: bin/attn --ckpt out/model.safetensors (--text TEXT | --text-file FILE | --patch) [options]\n\n"
+    "Runs the model over the text and writes, for every attention head,\n"
+    "OUT/layer{l}_head{h}.png: row i = query position, column j = key position,\n"
+    "colour = attention weight on a fixed 0..1 scale, the masked future hatched;\n"
+    "and OUT/overview.png with every head, each tile tagged with its head's type\n"
+    "when one stands clearly above uniform attention. Then the atlas: head scores\n"
+    "(previous-token, current-token, first-position, duplicate-token, induction on a\n"
+    "built-in probe, entropy, distance; each beside its value for uniform attention)\n"
+    "printed, in OUT/scores.csv and as OUT/score_<name>.png; the QK and OV circuits\n"
+    "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
+    "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
+    "OUT/index.html. A text longer than the model's context is cut to its last\n"
+    "context characters. Why a head matters, on the text's first context+1\n"
+    "characters: --ablate (OUT/ablation.csv, .png), --lens (OUT/logit_lens.csv,\n"
+    ".png), --attribute-position P (OUT/attribution.csv, .png), also in the\n"
+    "explorer; and each head's QK circuit of the positions,\n"
+    "OUT/circuits/positions_layer{l}_head{h}.png, or for a RoPE model its scores\n"
+    "by distance, OUT/circuits/distance_layer{l}_head{h}.png and\n"
+    "OUT/circuits/distance.csv (docs/atlas.md). Where a prediction comes from:\n"
+    "--patch runs a clean and a corrupted text of equal length (--clean,\n"
+    "--corrupt; default: a random string of the vocabulary repeated, the corrupted\n"
+    "one's first copy ending in another character), then puts each head's output\n"
+    "and the stream into each block at each position of the clean run into the\n"
+    "corrupted one, and writes how much of logit(clean answer) - logit(corrupted\n"
+    "answer) at the last position comes back, 0 .. 1 (OUT/patching.csv, .png, also\n"
+    "in the explorer); with neither --text nor --text-file the clean text is the\n"
+    "one looked at. OUT must be new, empty or written by bin/attn (its\n"
+    "OUT/.written-by-bin-attn), or --force.";
 
 // The flags, parsed and checked (--help prints the usage and exits 0);
 // --precision takes effect here.
 static AttnOptions parse_options(int argc, char **argv) {
-    AttnOptions o = default_options();
-    Option table[NUM_OPTIONS];
+    AttnOptions o = default_options(), defaults = default_options();
+    Option table[NUM_OPTIONS], help_table[NUM_OPTIONS];
     option_table(&o, table);
-    char err[2048];
-    int parsed = options_parse(table, NUM_OPTIONS, argc, argv, err, sizeof err);
-    if (parsed == OPTIONS_HELP) {
-        AttnOptions defaults = default_options();
-        Option help_table[NUM_OPTIONS];
-        option_table(&defaults, help_table);
-        options_usage(stdout,
-                      "usage: bin/attn --ckpt out/model.safetensors (--text TEXT | --text-file FILE | --patch) [options]\n\n"
-                      "Runs the model over the text and writes, for every attention head,\n"
-                      "OUT/layer{l}_head{h}.png: row i = query position, column j = key position,\n"
-                      "colour = attention weight on a fixed 0..1 scale, the masked future hatched;\n"
-                      "and OUT/overview.png with every head, each tile tagged with its head's type\n"
-                      "when one stands clearly above uniform attention. Then the atlas: head scores\n"
-                      "(previous-token, current-token, first-position, duplicate-token, induction on a\n"
-                      "built-in probe, entropy, distance; each beside its value for uniform attention)\n"
-                      "printed, in OUT/scores.csv and as OUT/score_<name>.png; the QK and OV circuits\n"
-                      "of each head in characters, OUT/circuits/layer{l}_head{h}.png, with the singular\n"
-                      "values of W_O.W_V in OUT/circuits/singular_values.csv; with --html the explorer\n"
-                      "OUT/index.html. A text longer than the model's context is cut to its last\n"
-                      "context characters. Why a head matters, on the text's first context+1\n"
-                      "characters: --ablate (OUT/ablation.csv, .png), --lens (OUT/logit_lens.csv,\n"
-                      ".png), --attribute-position P (OUT/attribution.csv, .png), also in the\n"
-                      "explorer; and each head's QK circuit of the positions,\n"
-                      "OUT/circuits/positions_layer{l}_head{h}.png, or for a RoPE model its scores\n"
-                      "by distance, OUT/circuits/distance_layer{l}_head{h}.png and\n"
-                      "OUT/circuits/distance.csv (docs/atlas.md). Where a prediction comes from:\n"
-                      "--patch runs a clean and a corrupted text of equal length (--clean,\n"
-                      "--corrupt; default: a random string of the vocabulary repeated, the corrupted\n"
-                      "one's first copy ending in another character), then puts each head's output\n"
-                      "and the stream into each block at each position of the clean run into the\n"
-                      "corrupted one, and writes how much of logit(clean answer) - logit(corrupted\n"
-                      "answer) at the last position comes back, 0 .. 1 (OUT/patching.csv, .png, also\n"
-                      "in the explorer); with neither --text nor --text-file the clean text is the\n"
-                      "one looked at. OUT must be new, empty or written by bin/attn (its\n"
-                      "OUT/.written-by-bin-attn), or --force.",
-                      help_table, NUM_OPTIONS);
-        exit(0);
-    }
-    if (!parsed) usage_error("%s", err);
+    option_table(&defaults, help_table);
+    options_parse_or_exit(table, help_table, NUM_OPTIONS, USAGE, NULL, 0, argc, argv);
     o.products = option_choice("--precision", o.precision, precision_names, 2);
     o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
     const char *note = precision_note(o.products, o.bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     if (o.ablate_text_file) o.ablate = 1;
-    if (option_given(table, "--ablate-windows") && !o.ablate_text_file)
+    if (option_given(table, NUM_OPTIONS, "--ablate-windows") && !o.ablate_text_file)
         usage_error("--ablate-windows: give it with --ablate-text-file (the windows are that "
                     "text's)");
     if (o.freeze_patterns && !o.ablate)

@@ -330,3 +330,28 @@ void options_usage_grouped(FILE *out, const char *usage_line, const Option *opti
     }
     fprintf(out, "\n  %-*s  %s\n", width, "--help", "print this help and exit");
 }
+
+void options_parse_or_exit(Option *options, const Option *defaults, int num_options,
+                           const char *usage_line, const OptionGroup *groups, int num_groups,
+                           int argc, char **argv) {
+    char err[2048];
+    int parsed = options_parse(options, num_options, argc, argv, err, sizeof err);
+    if (parsed == OPTIONS_HELP) {
+        if (groups) options_usage_grouped(stdout, usage_line, defaults, num_options, groups, num_groups);
+        else options_usage(stdout, usage_line, defaults, num_options);
+        exit(0);
+    }
+    if (!parsed) usage_error("%s", err);
+}
+
+Option *option_named(Option *options, int num_options, const char *name) {
+    for (int i = 0; i < num_options; i++)
+        if (!strcmp(options[i].name, name)) return &options[i];
+    return NULL;
+}
+
+int option_given(const Option *options, int num_options, const char *name) {
+    for (int i = 0; i < num_options; i++)
+        if (!strcmp(options[i].name, name)) return options[i].given != NULL;
+    return 0;
+}

@@ -56,6 +56,21 @@ typedef struct {
 void options_usage_grouped(FILE *out, const char *usage_line, const Option *options,
                            int num_options, const OptionGroup *groups, int num_groups);
 
+// options_parse, and what every program does with its answer: --help
+// prints usage_line and the flags of defaults (the same table filled from
+// the defaults, so that --help shows them) and exits 0, under groups'
+// headings when groups is not NULL; a usage error prints its one line and
+// exits 2 (usage_error).
+void options_parse_or_exit(Option *options, const Option *defaults, int num_options,
+                           const char *usage_line, const OptionGroup *groups, int num_groups,
+                           int argc, char **argv);
+
+// The option called name ("--rope-base") in the table, or NULL.
+Option *option_named(Option *options, int num_options, const char *name);
+// Whether the flag called name was given (on the command line, or among a
+// resumed run's saved flags).
+int option_given(const Option *options, int num_options, const char *name);
+
 // Print "error: <message> (run <program> --help for usage)" on one line,
 // where <program> is argv[0] of the last options_parse, and exit(2).
 void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -79,19 +79,11 @@ static ExploreOptions default_options(void) {
 }
 
 static ExploreOptions parse_options(int argc, char **argv) {
-    ExploreOptions o = default_options();
-    Option table[NUM_OPTIONS];
+    ExploreOptions o = default_options(), defaults = default_options();
+    Option table[NUM_OPTIONS], help_table[NUM_OPTIONS];
     option_table(&o, table);
-    char err[2048];
-    int parsed = options_parse(table, NUM_OPTIONS, argc, argv, err, sizeof err);
-    if (parsed == OPTIONS_HELP) {
-        ExploreOptions defaults = default_options();
-        Option help_table[NUM_OPTIONS];
-        option_table(&defaults, help_table);
-        options_usage(stdout, USAGE, help_table, NUM_OPTIONS);
-        exit(0);
-    }
-    if (!parsed) usage_error("%s", err);
+    option_table(&defaults, help_table);
+    options_parse_or_exit(table, help_table, NUM_OPTIONS, USAGE, NULL, 0, argc, argv);
     if (o.text && o.text_file) usage_error("give --text or --text-file, not both");
     return o;
 }

@@ -82,19 +82,11 @@ static ExportOptions default_options(void) {
 }
 
 static ExportOptions parse_options(int argc, char **argv) {
-    ExportOptions o = default_options();
-    Option table[NUM_OPTIONS];
+    ExportOptions o = default_options(), defaults = default_options();
+    Option table[NUM_OPTIONS], help_table[NUM_OPTIONS];
     option_table(&o, table);
-    char err[2048];
-    int parsed = options_parse(table, NUM_OPTIONS, argc, argv, err, sizeof err);
-    if (parsed == OPTIONS_HELP) {
-        ExportOptions defaults = default_options();
-        Option help_table[NUM_OPTIONS];
-        option_table(&defaults, help_table);
-        options_usage(stdout, USAGE, help_table, NUM_OPTIONS);
-        exit(0);
-    }
-    if (!parsed) usage_error("%s", err);
+    option_table(&defaults, help_table);
+    options_parse_or_exit(table, help_table, NUM_OPTIONS, USAGE, NULL, 0, argc, argv);
     if (!o.to) usage_error("--to is needed: gguf or hf");
     if (!o.out) usage_error("--out is needed: the .gguf file, or the folder for hf");
     return o;

@@ -92,19 +92,11 @@ static SampleOptions default_options(void) {
 // The options from argv; --help prints the usage and exits 0, bad input is
 // a usage error (exit 2).
 static SampleOptions parse_options(int argc, char **argv) {
-    SampleOptions o = default_options();
-    Option table[NUM_OPTIONS];
+    SampleOptions o = default_options(), defaults = default_options();
+    Option table[NUM_OPTIONS], help_table[NUM_OPTIONS];
     option_table(&o, table);
-    char err[2048];
-    int parsed = options_parse(table, NUM_OPTIONS, argc, argv, err, sizeof err);
-    if (parsed == OPTIONS_HELP) {
-        SampleOptions defaults = default_options();
-        Option help_table[NUM_OPTIONS];
-        option_table(&defaults, help_table);
-        options_usage(stdout, USAGE, help_table, NUM_OPTIONS);
-        exit(0);
-    }
-    if (!parsed) usage_error("%s", err);
+    option_table(&defaults, help_table);
+    options_parse_or_exit(table, help_table, NUM_OPTIONS, USAGE, NULL, 0, argc, argv);
     if (o.prompt && o.prompt_file) usage_error("give --prompt or --prompt-file, not both");
     return o;
 }

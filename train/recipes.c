@@ -95,11 +95,11 @@ static void set_unless_given(Option table[NUM_TRAIN_OPTIONS], const IntSetting *
                              const FloatSetting *floats, size_t n_floats,
                              const StringSetting *strings, size_t n_strings) {
     for (size_t i = 0; i < n_ints; i++)
-        if (!train_option_given(table, ints[i].flag)) *ints[i].target = ints[i].value;
+        if (!option_given(table, NUM_TRAIN_OPTIONS, ints[i].flag)) *ints[i].target = ints[i].value;
     for (size_t i = 0; i < n_floats; i++)
-        if (!train_option_given(table, floats[i].flag)) *floats[i].target = floats[i].value;
+        if (!option_given(table, NUM_TRAIN_OPTIONS, floats[i].flag)) *floats[i].target = floats[i].value;
     for (size_t i = 0; i < n_strings; i++)
-        if (!train_option_given(table, strings[i].flag)) *strings[i].target = strings[i].value;
+        if (!option_given(table, NUM_TRAIN_OPTIONS, strings[i].flag)) *strings[i].target = strings[i].value;
 }
 
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
@@ -107,7 +107,7 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], siz
     if (o->minutes <= 0) return NULL;
     const char *shape[] = {"--layers", "--heads", "--dim", "--context"};
     for (int i = 0; i < 4; i++)
-        if (train_option_given(table, shape[i])) return NULL;
+        if (option_given(table, NUM_TRAIN_OPTIONS, shape[i])) return NULL;
     const Recipe *r = recipe_for(o->minutes, train_chars, timer, usable, ctx, passes);
     const IntSetting ints[] = {{"--layers", &o->layers, r->layers},   {"--heads", &o->heads, r->heads},
                                {"--dim", &o->dim, r->dim},            {"--context", &o->context, r->context},
@@ -142,7 +142,7 @@ void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_
                                    {"--muon-lr", &o->muon_lr, r->muon_lr}};
     const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer}};
     set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
-    if (!train_option_given(table, "--data")) {
+    if (!option_given(table, NUM_TRAIN_OPTIONS, "--data")) {
         o->data = r->data;
         o->skip_bad_files = 1;
     }

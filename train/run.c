@@ -21,12 +21,6 @@
 #include "loss_plot.h"
 #include "recipes.h"
 
-static Option *option_named(Option table[NUM_TRAIN_OPTIONS], const char *name) {
-    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return &table[i];
-    return NULL;
-}
-
 // The block the flags ask for, in a config of the given shape.
 static GPTConfig with_block(GPTConfig cfg, const TrainOptions *o) {
     cfg.norm = (NormKind)gpt_name_index(gpt_norm_names, 2, o->norm);
@@ -59,12 +53,12 @@ static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTION
     if (saved->pos == POS_ROPE)
         snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].differs && option_named(table, rows[i].flag)->given)
+        if (rows[i].differs && option_given(table, NUM_TRAIN_OPTIONS, rows[i].flag))
             die("%s contradicts %s (--norm %s --pos %s%s --mlp %s%s%s --softcap %g): %s",
                 rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos], base,
                 gpt_mlp_names[saved->mlp], saved->qk_norm ? " --qk-norm" : "",
                 saved->untie ? " --untie" : "", (double)saved->softcap, why);
-    if (saved->pos != POS_ROPE && option_named(table, "--rope-base")->given)
+    if (saved->pos != POS_ROPE && option_given(table, NUM_TRAIN_OPTIONS, "--rope-base"))
         die("--rope-base is for --pos rope: %s has learned positions, which have no base", from);
     o->norm = gpt_norm_names[saved->norm];
     o->pos = gpt_pos_names[saved->pos];
@@ -185,18 +179,18 @@ static void share_state(Run *run) {
 // read or written.
 static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
     char given[5][256]; // the values as given, for the messages
-    const char *dropout = options_value_text(option_named(table, "--dropout"), given[0], 256);
-    const char *muon_lr = options_value_text(option_named(table, "--muon-lr"), given[1], 256);
-    const char *minutes = options_value_text(option_named(table, "--minutes"), given[2], 256);
-    const char *rope_base = options_value_text(option_named(table, "--rope-base"), given[3], 256);
-    const char *softcap = options_value_text(option_named(table, "--softcap"), given[4], 256);
+    const char *dropout = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--dropout"), given[0], 256);
+    const char *muon_lr = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--muon-lr"), given[1], 256);
+    const char *minutes = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--minutes"), given[2], 256);
+    const char *rope_base = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--rope-base"), given[3], 256);
+    const char *softcap = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--softcap"), given[4], 256);
     if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
         usage_error("--dropout %s: must be in [0, 1)", dropout);
     option_choice("--optimizer", o->optimizer, optimizer_names, 2);
     option_choice("--schedule", o->schedule, schedule_names, 2);
     if (!(o->muon_lr > 0.0f) || o->muon_lr > 10.0f)
         usage_error("--muon-lr %s: must be above 0 and at most 10", muon_lr);
-    if (option_named(table, "--minutes")->given) {
+    if (option_named(table, NUM_TRAIN_OPTIONS, "--minutes")->given) {
         if (!(o->minutes > 0.0f))
             usage_error("--minutes %s: must be above 0", minutes);
         if (o->minutes < BUDGET_MIN_MINUTES)
@@ -209,16 +203,16 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
         if (o->resume)
             usage_error("--minutes starts a run; --resume continues it with the --iters it chose "
                         "(or the budget it had left)");
-        if (option_named(table, "--iters")->given)
+        if (option_named(table, NUM_TRAIN_OPTIONS, "--iters")->given)
             usage_error("--minutes and --iters contradict each other (--minutes chooses --iters)");
-        if (option_named(table, "--decay-from")->given)
+        if (option_named(table, NUM_TRAIN_OPTIONS, "--decay-from")->given)
             usage_error("--minutes and --decay-from contradict each other (--minutes chooses "
                         "--decay-from from the time left)");
-        if (option_named(table, "--replans")->given)
+        if (option_named(table, NUM_TRAIN_OPTIONS, "--replans")->given)
             usage_error("--minutes and --replans contradict each other (--minutes re-plans from "
                         "the time left)");
     }
-    if (o->resume && option_named(table, "--init-from")->given)
+    if (o->resume && option_named(table, NUM_TRAIN_OPTIONS, "--init-from")->given)
         usage_error("--init-from starts a run; --resume continues one");
     if (o->recipe && !named_recipe(o->recipe))
         usage_error("--recipe %s: no such recipe (the recipes: %s)", o->recipe,
@@ -233,8 +227,8 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
         usage_error("--rope-base %s: must be above 1 (and at most 1e9)", rope_base);
     // a resumed or fine-tuned run's positions are its checkpoint's
     // (take_checkpoint_block checks --rope-base against them)
-    int block_from_checkpoint = o->resume || option_named(table, "--init-from")->given;
-    if (!rope && !block_from_checkpoint && option_named(table, "--rope-base")->given)
+    int block_from_checkpoint = o->resume || option_named(table, NUM_TRAIN_OPTIONS, "--init-from")->given;
+    if (!rope && !block_from_checkpoint && option_given(table, NUM_TRAIN_OPTIONS, "--rope-base"))
         usage_error("--rope-base is for --pos rope (learned positions have no base)");
     if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
         usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
@@ -244,14 +238,14 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
 // without --patch: with the flags as they stand after a resume (the
 // budget it has left, its snapshots) and a named recipe.
 static void refuse_ignored_flags(const TrainOptions *o, const Option table[NUM_TRAIN_OPTIONS]) {
-    if (train_option_given(table, "--max-passes") && !(o->minutes > 0))
+    if (option_given(table, NUM_TRAIN_OPTIONS, "--max-passes") && !(o->minutes > 0))
         usage_error("--max-passes: give it with --minutes (it caps the steps a time budget's plan "
                     "makes; without a budget --iters decides them%s)",
                     o->resume ? ", and this resumed run is past its plan or had none" : "");
-    if (train_option_given(table, "--probe") && o->heatmaps_every <= 0)
+    if (option_given(table, NUM_TRAIN_OPTIONS, "--probe") && o->heatmaps_every <= 0)
         usage_error("--probe: give it with --heatmaps-every (the probe is the text its snapshots "
                     "show)");
-    if (train_option_given(table, "--zero-init-proj") && (o->resume || o->init_from))
+    if (option_given(table, NUM_TRAIN_OPTIONS, "--zero-init-proj") && (o->resume || o->init_from))
         usage_error("--zero-init-proj: it starts a fresh model's projections at zero; with %s the "
                     "weights are the checkpoint's", o->resume ? "--resume" : "--init-from");
 }
@@ -276,7 +270,7 @@ static void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT
                  {"--dim", &o->dim, shape->dim},
                  {"--context", &o->context, shape->context}};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        if (option_named(table, fixed[i].flag)->given && *fixed[i].value != fixed[i].saved)
+        if (option_given(table, NUM_TRAIN_OPTIONS, fixed[i].flag) && *fixed[i].value != fixed[i].saved)
             die("%s %d contradicts %s's %d: a model fine-tuned from a checkpoint keeps its shape",
                 fixed[i].flag, *fixed[i].value, o->init_from, fixed[i].saved);
         *fixed[i].value = fixed[i].saved;
@@ -357,9 +351,9 @@ static void resume_or_refuse_overwrite(Run *run, int argc, char **argv, Vocab *c
 static void check_flags_and_split_batch(Run *run) {
     const TrainOptions *o = &run->o;
     int wsd = !strcmp(o->schedule, "wsd");
-    if (!wsd && option_named(run->table, "--decay-from")->given)
+    if (!wsd && option_named(run->table, NUM_TRAIN_OPTIONS, "--decay-from")->given)
         usage_error("--decay-from is for --schedule wsd (the cosine decays from the warmup on)");
-    if (!wsd && option_named(run->table, "--decay-fraction")->given)
+    if (!wsd && option_named(run->table, NUM_TRAIN_OPTIONS, "--decay-fraction")->given)
         usage_error("--decay-fraction is for --schedule wsd (the cosine decays from the warmup on)");
     if (wsd && o->replans) usage_error("--replans is for the cosine (wsd plans its decay once)");
     if (o->min_lr > o->lr) usage_error("--min-lr must not exceed --lr");
@@ -402,7 +396,7 @@ static const NamedRecipe *use_named_recipe(Run *run) {
     TrainOptions *o = &run->o;
     if (!o->recipe || o->resume) return NULL;
     const NamedRecipe *r = named_recipe(o->recipe);
-    if (!option_named(run->table, "--data")->given && !named_recipe_data_found(r, err, sizeof err))
+    if (!option_named(run->table, NUM_TRAIN_OPTIONS, "--data")->given && !named_recipe_data_found(r, err, sizeof err))
         usage_error("%s", err);
     named_recipe_apply(r, o, run->table);
     return r;
@@ -461,7 +455,7 @@ static void refuse_swiglu_width(const Run *run, const GPTConfig *cfg) {
     while (step % 3 != 0) step += cfg->pos == POS_ROPE ? 2 * cfg->heads : cfg->heads;
     int below = cfg->dim / step * step, above = below + step;
     char whose[96] = "";
-    if (train_option_given(run->table, "--dim")) whose[0] = '\0';
+    if (option_given(run->table, NUM_TRAIN_OPTIONS, "--dim")) whose[0] = '\0';
     else if (run->o.recipe) snprintf(whose, sizeof whose, " (recipe %s's)", run->o.recipe);
     else if (run->o.minutes > 0)
         snprintf(whose, sizeof whose, " (the recipe's for --minutes %g)", (double)run->o.minutes);
@@ -675,8 +669,8 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
     const RecipeTiming *timing = ctx;
     const Run *run = timing->run;
     TrainOptions o = run->o;
-    if (!train_option_given(run->table, "--pos")) o.pos = r->pos;
-    int B = train_option_given(run->table, "--batch") ? o.batch : r->batch, T = r->context;
+    if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--pos")) o.pos = r->pos;
+    int B = option_given(run->table, NUM_TRAIN_OPTIONS, "--batch") ? o.batch : r->batch, T = r->context;
     GPTConfig cfg = with_block((GPTConfig){.vocab_size = run->corpus.vocab.size, .context = T,
                                            .layers = r->layers, .heads = r->heads, .dim = r->dim},
                                &o);
@@ -685,7 +679,7 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
     gpt_init_params(&model, 1);
     gpt_set_precision(&model, timing->precision, run->bf16_kernel);
     gpt_alloc_training(&model, B, T);
-    int muon = train_option_given(run->table, "--optimizer") ? !strcmp(o.optimizer, "muon")
+    int muon = option_given(run->table, NUM_TRAIN_OPTIONS, "--optimizer") ? !strcmp(o.optimizer, "muon")
                                                              : !strcmp(r->optimizer, "muon");
     Muon m;
     muon_init(&m, model.num_params);
@@ -717,7 +711,7 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
 static int recipe_usable(const Recipe *r, void *ctx) {
     const Run *run = ((const RecipeTiming *)ctx)->run;
     TrainOptions o = run->o;
-    if (!train_option_given(run->table, "--pos")) o.pos = r->pos;
+    if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--pos")) o.pos = r->pos;
     GPTConfig cfg = with_block((GPTConfig){.vocab_size = 1, .context = r->context,
                                            .layers = r->layers, .heads = r->heads, .dim = r->dim},
                                &o);
@@ -741,7 +735,7 @@ void run_start(Run *run, int argc, char **argv) {
     resume_or_refuse_overwrite(run, argc, argv, &ckpt_vocab);
     // A run stopped before its --minutes plan resumes with the budget left
     // (saved as --minutes), unless --iters is given now: that count wins.
-    if (o->resume && train_option_given(run->table, "--iters")) o->minutes = 0.0f;
+    if (o->resume && option_given(run->table, NUM_TRAIN_OPTIONS, "--iters")) o->minutes = 0.0f;
     const NamedRecipe *named = use_named_recipe(run);
     refuse_ignored_flags(o, run->table);
     CorpusLoaded loaded = read_corpus(run);
@@ -760,7 +754,7 @@ void run_start(Run *run, int argc, char **argv) {
     if (o->init_from && !o->resume) load_init_from(o, run->table, &init, &init_vocab);
     check_flags_and_split_batch(run);
     set_schedule(run);
-    thread_tuner_init(&run->threads, o->threads, !train_option_given(run->table, "--threads"));
+    thread_tuner_init(&run->threads, o->threads, !option_given(run->table, NUM_TRAIN_OPTIONS, "--threads"));
     const char *note = precision_note(precision, run->bf16_kernel);
     if (note) fprintf(stderr, "note: %s\n", note);
 

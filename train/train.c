@@ -156,7 +156,7 @@ static float plan_time_budget(Run *run, TimeBudget *budget, float lr, float ms_p
     float val_loss = timed_evaluation(run, budget, step, lr, ms_per_iter, tokens_per_s, live);
     if (o->heatmaps_every > 0 && !budget->snapshots) take_snapshot(run, budget, step);
     double now = now_seconds();
-    int eval_every_given = train_option_given(run->table, "--eval-every") ? o->eval_every : 0;
+    int eval_every_given = option_given(run->table, NUM_TRAIN_OPTIONS, "--eval-every") ? o->eval_every : 0;
     int iters;
     time_budget_plan(budget, step, now, eval_every_given, o->heatmaps_every, &iters, &o->eval_every);
     // Processes time themselves differently: rank 0's plan is every one's.

@@ -169,12 +169,6 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
     memcpy(t, table, sizeof table);
 }
 
-int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name) {
-    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++)
-        if (!strcmp(table[i].name, name)) return table[i].given != NULL;
-    return 0;
-}
-
 // --help's headings, each flag under one (train_options_to_json keeps the
 // table's order, so the table is not reordered for them).
 static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fraction", NULL};
@@ -212,30 +206,22 @@ static void refuse_resume_value(int argc, char **argv) {
 }
 
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv) {
-    char err[2048];
     *o = train_default_options();
+    TrainOptions defaults = train_default_options();
+    Option help_table[NUM_TRAIN_OPTIONS];
     train_option_table(o, table);
-    int parsed = options_parse(table, NUM_TRAIN_OPTIONS, argc, argv, err, sizeof err);
-    if (parsed == OPTIONS_HELP) {
-        TrainOptions defaults = train_default_options();
-        Option help_table[NUM_TRAIN_OPTIONS];
-        train_option_table(&defaults, help_table);
-        options_usage_grouped(
-            stdout,
-            distributed_built_with_mpi
-                ? "usage: [mpirun -np R] bin-mpi/train [options]\n\nTrains a "
-                  "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
-                  "processes share each batch (see docs/distributed.md)."
-                : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
-            help_table, NUM_TRAIN_OPTIONS, train_option_groups,
-            sizeof train_option_groups / sizeof train_option_groups[0]);
-        exit(0);
-    }
-    if (!parsed) {
-        refuse_resume_value(argc, argv);
-        usage_error("%s", err);
-    }
-    if (train_option_given(table, "--decay-from") && train_option_given(table, "--decay-fraction"))
+    train_option_table(&defaults, help_table);
+    refuse_resume_value(argc, argv); // before the parser's own "stray argument"
+    options_parse_or_exit(
+        table, help_table, NUM_TRAIN_OPTIONS,
+        distributed_built_with_mpi
+            ? "usage: [mpirun -np R] bin-mpi/train [options]\n\nTrains a "
+              "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
+              "processes share each batch (see docs/distributed.md)."
+            : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
+        train_option_groups, sizeof train_option_groups / sizeof train_option_groups[0], argc,
+        argv);
+    if (option_given(table, NUM_TRAIN_OPTIONS, "--decay-from") && option_given(table, NUM_TRAIN_OPTIONS, "--decay-fraction"))
         usage_error("--decay-from and --decay-fraction contradict each other: the decay starts at "
                     "step --decay-from, or over the last --decay-fraction of --iters; give one");
 }
@@ -326,7 +312,7 @@ void train_merge_saved_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
         usage_error("%s", err);
     // a run that saved the step its decay starts at (a wsd --minutes run
     // past its plan) keeps it: a fraction given now would be ignored
-    if (train_option_given(table, "--decay-fraction") && !train_option_given(table, "--decay-from") &&
+    if (option_given(table, NUM_TRAIN_OPTIONS, "--decay-fraction") && !option_given(table, NUM_TRAIN_OPTIONS, "--decay-from") &&
         o->decay_from > 0)
         usage_error("--decay-fraction: the run in %s starts its decay at step %d (saved as "
                     "--decay-from); give --decay-from to move it", out, o->decay_from);

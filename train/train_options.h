@@ -42,9 +42,6 @@ TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
 void train_option_table(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]);
 
-// 1 when the flag `name` was given (on the command line, or saved).
-int train_option_given(const Option table[NUM_TRAIN_OPTIONS], const char *name);
-
 // Parse argv into *o (and its table); prints --help and exits 0, or exits 2
 // on a usage error.
 void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int argc, char **argv);
