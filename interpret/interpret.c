@@ -142,16 +142,16 @@ double ablated_loss(GPT *model, const int *tokens, const int *targets, int W, in
     return loss;
 }
 
-// The stream at every depth, (L+1,R,C), of a forward over R rows
-// (depth_size = R*C floats): depth 0 after the embeddings, d after block d-1.
-typedef struct {
-    float *x;
-    long depth_size;
-} StreamCopy;
+void forward_copy_stream(const ForwardHooks *h, int depth, const float *x, int rows) {
+    const ForwardCopy *c = h->state;
+    if (c->stream && depth < c->depths)
+        memcpy(c->stream + depth * c->depth_size, x, sizeof(float) * c->depth_size);
+    (void)rows;
+}
 
-static void copy_stream(const ForwardHooks *h, int depth, const float *x, int rows) {
-    StreamCopy *s = h->state;
-    memcpy(s->x + depth * s->depth_size, x, sizeof(float) * s->depth_size);
+void forward_copy_att_out(const ForwardHooks *h, int l, float *att_out, int rows) {
+    const ForwardCopy *c = h->state;
+    if (c->att_out) memcpy(c->att_out + l * c->depth_size, att_out, sizeof(float) * c->depth_size);
     (void)rows;
 }
 
@@ -184,9 +184,9 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
     ForwardHooks hooks = {.attention_output = ablate_head, .sublayer_output = ablate_sublayer,
                           .attention_probs = freeze ? freeze_probs : NULL, .state = &frozen};
     // the unchanged forward's stream at every depth, (L+1,B,T,C): depth l is block l's input
-    StreamCopy clean_stream = {xmalloc(sizeof(float) * (L + 1) * B * T * cfg->dim),
-                               (long)B * T * cfg->dim};
-    ForwardHooks keep_stream = {.stream = copy_stream, .state = &clean_stream};
+    ForwardCopy clean_stream = {.stream = xmalloc(sizeof(float) * (L + 1) * B * T * cfg->dim),
+                                .depths = L + 1, .depth_size = (long)B * T * cfg->dim};
+    ForwardHooks keep_stream = {.stream = forward_copy_stream, .state = &clean_stream};
     // and with `freeze` its attention probabilities (L,B,NH,T,T)
     float *clean_probs = freeze ? xmalloc(sizeof(float) * L * B * NH * T * T) : NULL;
     frozen.clean_probs = clean_probs;
@@ -213,7 +213,7 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
                                           .attention = ATTENTION_KEEP_PROBS,
                                           .hooks = &hooks,
                                           .first_layer = frozen.layer,
-                                          .start_stream = clean_stream.x +
+                                          .start_stream = clean_stream.stream +
                                                           frozen.layer * clean_stream.depth_size});
                 double *sum = &sums[k * units + u];
                 for (long i = 0; i < (long)n * T; i++) *sum += model->acts.losses[i];
@@ -228,7 +228,7 @@ static double ablation_losses_frozen_or_not(GPT *model, const int *tokens, const
     }
     free(sums);
     free(off);
-    free(clean_stream.x);
+    free(clean_stream.stream);
     free(clean_probs);
     return clean / positions;
 }
@@ -290,13 +290,14 @@ static void unembed_row(const GPT *model, const float *x, double *logits) {
 
 void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCell *cells) {
     int L = model->config.layers, C = model->config.dim, V = model->config.vocab_size;
-    StreamCopy copy = {xmalloc(sizeof(float) * (L + 1) * T * C), (long)T * C};
-    ForwardHooks hooks = {.stream = copy_stream, .state = &copy};
+    ForwardCopy copy = {.stream = xmalloc(sizeof(float) * (L + 1) * T * C), .depths = L + 1,
+                        .depth_size = (long)T * C};
+    ForwardHooks hooks = {.stream = forward_copy_stream, .state = &copy};
     gpt_forward(model, tokens, 1, T, (ForwardArgs){.attention = ATTENTION_KEEP_PROBS, .hooks = &hooks});
     double *logits = xmalloc(sizeof(double) * V);
     for (int d = 0; d <= L; d++)
         for (int t = 0; t < T; t++) {
-            unembed_row(model, copy.x + d * copy.depth_size + (long)t * C, logits);
+            unembed_row(model, copy.stream + d * copy.depth_size + (long)t * C, logits);
             double top = logits[0], sum = 0;
             int best = 0;
             for (int v = 1; v < V; v++)
@@ -308,7 +309,7 @@ void logit_lens(GPT *model, const int *tokens, const int *targets, int T, LensCe
             cell->target_prob = exp(logits[targets[t]] - top) / sum;
         }
     free(logits);
-    free(copy.x);
+    free(copy.stream);
 }
 
 // ---- direct logit attribution

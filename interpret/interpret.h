@@ -16,6 +16,22 @@
 
 #include "../model/gpt.h"
 
+// ---- what a forward keeps of itself
+//
+// Hooks that copy, for a ForwardCopy in ForwardHooks.state: the stream at
+// depths 0 .. depths-1 (0 after the embeddings, d after block d-1) into
+// stream (depths, R, C), depth d at d * depth_size floats; and each layer's
+// att_out (heads concatenated, before W_O) into att_out (L, R, C). Either
+// NULL when not wanted; depth_size is the forward's R x C.
+typedef struct {
+    float *stream;
+    int depths;
+    float *att_out;
+    long depth_size;
+} ForwardCopy;
+void forward_copy_stream(const ForwardHooks *h, int depth, const float *x, int rows);
+void forward_copy_att_out(const ForwardHooks *h, int l, float *att_out, int rows);
+
 // ---- ablation
 //
 // A unit is one head or one whole sublayer: head (l,h) is unit l*NH + h;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../base/util.h"
+#include "interpret.h"
 
 // logit(answer) - logit(other) at the last of the T positions of the last
 // forward (one window): the logits the model output.
@@ -28,27 +29,6 @@ int predicted_next(GPT *model, const int *tokens, int T) {
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[best]) best = v;
     return best;
-}
-
-// What one run keeps: the stream into each block (L,T,C) and each layer's
-// att_out (L,T,C), either NULL when not wanted.
-typedef struct {
-    int L;
-    long layer_size; // T*C
-    float *stream, *att_out;
-} RunCopy;
-
-static void keep_stream(const ForwardHooks *h, int depth, const float *x, int rows) {
-    const RunCopy *r = h->state;
-    if (r->stream && depth < r->L)
-        memcpy(r->stream + depth * r->layer_size, x, sizeof(float) * r->layer_size);
-    (void)rows;
-}
-
-static void keep_att_out(const ForwardHooks *h, int l, float *att_out, int rows) {
-    const RunCopy *r = h->state;
-    if (r->att_out) memcpy(r->att_out + l * r->layer_size, att_out, sizeof(float) * r->layer_size);
-    (void)rows;
 }
 
 // Head (layer, head)'s slice of att_out, the clean run's at every position.
@@ -74,10 +54,11 @@ int activation_patching(GPT *model, const int *clean, const int *corrupt, int T,
     int L = cfg->layers, NH = cfg->heads, C = cfg->dim;
     long layer_size = (long)T * C;
     memset(p, 0, sizeof *p);
-    RunCopy clean_run = {L, layer_size, xmalloc(sizeof(float) * L * layer_size),
-                         xmalloc(sizeof(float) * L * layer_size)};
-    RunCopy corrupt_run = {L, layer_size, xmalloc(sizeof(float) * L * layer_size), NULL};
-    ForwardHooks keep = {.attention_output = keep_att_out, .stream = keep_stream,
+    // each run's stream into every block (L,T,C); the clean run's att_out (L,T,C)
+    ForwardCopy clean_run = {xmalloc(sizeof(float) * L * layer_size), L,
+                             xmalloc(sizeof(float) * L * layer_size), layer_size};
+    ForwardCopy corrupt_run = {xmalloc(sizeof(float) * L * layer_size), L, NULL, layer_size};
+    ForwardHooks keep = {.attention_output = forward_copy_att_out, .stream = forward_copy_stream,
                          .state = &clean_run};
     forward_window(model, clean, T, &keep, 0, NULL);
     double clean_diff = last_logit_difference(model, T, clean_answer, corrupt_answer);
