@@ -461,7 +461,7 @@ FUZZ_SRC_options = $(BASE_SRC)
 FUZZ_SRC_corpus = $(BASE_SRC) $(DATA_SRC)
 FUZZ_SRC_safetensors = $(sort $(LIB_SRC) $(filter %/adamw.c %/train_state.c,$(LIB_SRC) $(TRAIN_LIB_SRC)))
 # the GGUF reader (base/gguf.c), what the export tests read back with
-FUZZ_SRC_gguf = $(BASE_SRC)
+FUZZ_SRC_gguf = $(BASE_SRC) tests/gguf_reader.c
 
 $(FUZZ)/fuzz_options: $(FUZZ_SRC_options)
 $(FUZZ)/fuzz_corpus: $(FUZZ_SRC_corpus)

@@ -16,13 +16,15 @@
 // converted from F32 (round to nearest even). The reader validates
 // everything a file says against the bytes that are really there and
 // reports what is wrong in one line, instead of crashing; it reads the
-// unquantized types, and refuses quantized ones by name.
+// unquantized types, and refuses quantized ones by name. The reader is the
+// tests' (tests/gguf_reader.h): no program reads GGUF.
 #ifndef GGUF_H
 #define GGUF_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#define GGUF_MAGIC "GGUF"
 #define GGUF_VERSION 3
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4
@@ -62,6 +64,15 @@ typedef enum {
 
 // "F32", "BF16", "Q4_K", ...; "type 99" for a number ggml does not have.
 const char *ggml_type_name(uint32_t type, char buf[16]);
+// Bytes of one element of an unquantized ggml type (0 for a quantized or
+// unknown one), and of one scalar of a value type (0 for STRING and ARRAY).
+size_t ggml_type_size(uint32_t type);
+size_t gguf_value_type_size(GgufType type);
+// offset rounded up to a multiple of alignment (an aligned offset as it is,
+// even near the top of the range: the reader meets hostile ones).
+static inline uint64_t gguf_align_up(uint64_t offset, uint64_t alignment) {
+    return offset + (alignment - offset % alignment) % alignment;
+}
 
 // ---- writing
 
@@ -128,70 +139,6 @@ typedef struct {
 // file at path untouched and removes the temporary file.
 int gguf_write(const char *path, const GgufMeta *meta, int num_meta, const GgufTensor *tensors,
                int num_tensors, char *err, size_t err_len);
-
-// ---- reading
-
-typedef struct GgufFile GgufFile;
-
-// Read and validate a whole file: magic, version (2 or 3), counts that fit
-// in the file, every key once, known value types, booleans 0 or 1, arrays
-// of scalars or strings (not of arrays), general.alignment a power of two;
-// tensor names unique and under GGUF_MAX_NAME bytes, 1 to 4 dimensions, an
-// unquantized type, data aligned, inside the file and not overlapping.
-// Returns NULL with a one-line message naming the file on error.
-GgufFile *gguf_open(const char *path, char *err, size_t err_len);
-void gguf_close(GgufFile *file);
-
-// A string as the file holds it: len bytes at text, then a NUL the reader
-// added (text may hold other NULs: len says where it ends).
-typedef struct {
-    const char *text;
-    uint64_t len;
-} GgufString;
-
-// A metadata value: a scalar (count 1), or an ARRAY of count items of
-// item_type. Numbers are read with gguf_value_uint, _int and _float,
-// strings from strings[0 .. count).
-typedef struct {
-    const char *key;
-    GgufType type;
-    GgufType item_type;       // ARRAY only
-    uint64_t count;
-    const unsigned char *raw; // numbers and booleans as the file holds them (count items)
-    const GgufString *strings; // STRING, or an ARRAY of STRING
-} GgufValue;
-
-int gguf_version(const GgufFile *file);
-uint32_t gguf_alignment(const GgufFile *file);
-int gguf_num_values(const GgufFile *file);
-const GgufValue *gguf_value_at(const GgufFile *file, int i);
-// The value of key, or NULL when the file has none.
-const GgufValue *gguf_get(const GgufFile *file, const char *key);
-// Item i (0 for a scalar) of an integer value as a non-negative integer,
-// a signed one, or any number as a double; booleans are integers 0 or 1.
-// Returns 0 when the value is not of such a type, or i is past its items.
-int gguf_value_uint(const GgufValue *value, uint64_t i, uint64_t *out);
-int gguf_value_int(const GgufValue *value, uint64_t i, int64_t *out);
-int gguf_value_float(const GgufValue *value, uint64_t i, double *out);
-
-typedef struct {
-    const char *name;
-    int ndim;
-    uint64_t ne[GGUF_MAX_DIMS]; // the file's order: ne[0] innermost
-    uint32_t type;              // GgmlType
-    uint64_t offset, bytes;     // in the data section
-} GgufTensorInfo;
-
-int gguf_num_tensors(const GgufFile *file);
-const GgufTensorInfo *gguf_tensor_at(const GgufFile *file, int i);
-const GgufTensorInfo *gguf_find_tensor(const GgufFile *file, const char *name);
-// The bytes of a tensor's data (info->bytes of them), inside the file.
-const unsigned char *gguf_tensor_data(const GgufFile *file, const GgufTensorInfo *info);
-// Copy tensor `name` into dst as fp32 (converting F16 and BF16), checking
-// that it exists, is F32, F16 or BF16, and has exactly the given row-major
-// shape. Returns 0 with a message otherwise.
-int gguf_read_f32(const GgufFile *file, const char *name, int ndim, const long *shape,
-                  float *dst, char *err, size_t err_len);
 
 // ---- the conversions (round to nearest even; NaN stays NaN)
 uint16_t gguf_f32_to_f16(float f);

@@ -6,7 +6,7 @@
 // undefined behaviour.
 #include <string.h>
 
-#include "../base/gguf.h"
+#include "../tests/gguf_reader.h"
 #include "../base/util.h"
 #include "fuzz_common.h"
 

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../base/gguf.h"
+#include "gguf_reader.h"
 #include "../base/safetensors.h"
 #include "../base/util.h"
 #include "../data/vocab.h"
