@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int tests_passed, tests_failed, tests_skipped, failures_in_test;
 static long checks_in_all_tests;
@@ -48,17 +49,23 @@ void run_test(const char *name, TestFn fn) {
     failures_in_test = 0;
     checks_in_test = 0;
     skip_reason = NULL;
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     fn();
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    // its wall time, to find the slow ones (never a pass or fail criterion)
+    double seconds = (double)(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9;
     checks_in_all_tests += checks_in_test;
     if (skip_reason && failures_in_test == 0) {
         tests_skipped++;
-        printf("skip %s (%s; %ld checks)\n", name, skip_reason, checks_in_test);
+        printf("skip %s (%s; %ld checks, %.1f s)\n", name, skip_reason, checks_in_test, seconds);
     } else if (failures_in_test == 0) {
         tests_passed++;
-        printf("ok   %s (%ld checks)\n", name, checks_in_test);
+        printf("ok   %s (%ld checks, %.1f s)\n", name, checks_in_test, seconds);
     } else {
         tests_failed++;
-        printf("FAIL %s (%d of %ld checks failed)\n", name, failures_in_test, checks_in_test);
+        printf("FAIL %s (%d of %ld checks failed, %.1f s)\n", name, failures_in_test, checks_in_test,
+               seconds);
     }
     fflush(stdout);
 }
