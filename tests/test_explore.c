@@ -147,8 +147,9 @@ static void test_explore_refuses(void) {
     free(out);
     CHECK(file_size(ckpt) == before);
     // a model too large for a page: one line with the size and the limit,
-    // before anything else is loaded (8 snapshots, links to one checkpoint)
-    GPTConfig big = {.vocab_size = 7, .context = 8, .layers = 1, .heads = 4, .dim = 800};
+    // before anything else is loaded (100 snapshots, links to one checkpoint
+    // of 3.2 MB: 101 models, 323 MB)
+    GPTConfig big = {.vocab_size = 7, .context = 8, .layers = 1, .heads = 4, .dim = 256};
     GPT model;
     build_model(&model, &big, (RandomWeights){1, 0, 0});
     const char *run = keep_path(path_in(dir, "big"));
@@ -160,9 +161,10 @@ static void test_explore_refuses(void) {
     CHECK(vocab_from_code_points(&vocab, chars, 7, err, sizeof err));
     CHECK_MSG(gpt_save(big_ckpt, &model, &vocab, err, sizeof err), "%s", err);
     vocab_free(&vocab);
+    size_t params = model.num_params;
     gpt_free(&model);
     mkdir(path_in(run, "attn"), 0755);
-    for (int s = 1; s <= 8; s++) {
+    for (int s = 1; s <= 100; s++) {
         char step[64], path[600];
         snprintf(step, sizeof step, "attn/step_%d", 10 * s);
         mkdir(path_in(run, step), 0755);
@@ -171,15 +173,19 @@ static void test_explore_refuses(void) {
         snprintf(path, sizeof path, "%s/%s/atlas.safetensors", run, step);
         write_file_bytes(path, "", 0);
     }
-    snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/big.html", big_ckpt, dir);
+    snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/big.html --max-snapshots 100", big_ckpt,
+             dir);
     CHECK(run_command(cmd, capture) != 0);
     out = output_of(capture);
-    CHECK_MSG(strstr(out, "9 models of 7") && strstr(out, "a page holds at most 268 MB") &&
-              count_lines(out) == 1, "%s", out);
+    char says[128];
+    snprintf(says, sizeof says, "101 models of %zu parameters make %.0f MB", params,
+             101.0 * sizeof(float) * params / 1e6);
+    CHECK_MSG(strstr(out, says) && strstr(out, "a page holds at most 268 MB") && count_lines(out) == 1,
+              "%s (want \"%s\")", out, says);
     free(out);
     CHECK(!file_exists(path_in(dir, "big.html")));
     snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/big.html --max-snapshots 2", big_ckpt, dir);
-    CHECK_MSG(run_command(cmd, capture) == 0, "3 models of 31 MB refused");
+    CHECK_MSG(run_command(cmd, capture) == 0, "3 models of 3.2 MB refused");
     // with --force a page of ours is replaced
     snprintf(cmd, sizeof cmd, "bin/explore --ckpt %s --out %s/mine.html --force", ckpt, dir);
     CHECK(run_command(cmd, NULL) == 0);
