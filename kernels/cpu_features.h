@@ -1,6 +1,15 @@
 // cpu_features.h: what this CPU can run, asked of the CPU itself (CPUID and
 // the OS's saved-state mask), at run time, so one binary built for an older
 // CPU never executes an instruction the one it runs on lacks.
+//
+// The environment variable GPT_KERNELS caps the answers, so that a CPU
+// stands in for an older one (docs/platforms.md): `portable` answers no to
+// every question below, `avx2` no to everything of AVX-512 (AVX512_BF16
+// and AMX with it), `avx512` (or unset) is no cap. It is read once, at the
+// first question; a name it does not know, or a set this CPU cannot run,
+// ends the program with one line naming the value and what is accepted.
+// Every kernel choice (matmul.c's fp32 variant, matmul_bf16.c's bf16
+// kernel, the default precision) is made from these answers.
 #ifndef CPU_FEATURES_H
 #define CPU_FEATURES_H
 

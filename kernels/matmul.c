@@ -88,16 +88,14 @@ int precision_parse(const char *name, Precision *p) {
 
 // ---- fp32: the variant the CPU runs
 
-// The best fp32 variant this build has that the CPU runs (each answer of
-// cpu_features.h is asked of the CPU once).
+// The newest fp32 variant the CPU runs (each answer of cpu_features.h is
+// asked of the CPU once, and capped by GPT_KERNELS).
 static const Fp32Kernels *fp32(void) {
-#if FP32_AVX512_VARIANT
+#if FP32_X86_VARIANTS
     if (cpu_has_avx512f()) return &fp32_avx512;
-#endif
-#if FP32_AVX2_VARIANT
     if (cpu_has_avx2_fma()) return &fp32_avx2;
 #endif
-    return &fp32_built;
+    return &fp32_portable;
 }
 
 const char *matmul_fp32_kernel_name(void) { return fp32()->name; }
