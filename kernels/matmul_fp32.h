@@ -7,7 +7,9 @@
 // flags (NEON on ARM64). matmul.c runs the newest the CPU has, chosen once
 // (cpu_features.h, which GPT_KERNELS caps); so a binary multiplies with the
 // vectors of the CPU it runs on, and GPT_KERNELS=avx2 runs on an AVX-512
-// CPU the very code an AVX2 one runs. Private to kernels/.
+// CPU the products' arithmetic an AVX2 one runs (clang compiles the OpenMP
+// regions' outlined bodies, which only copy, with the file's own flags).
+// Private to kernels/.
 //
 // The variants sum each element in the same order (k ascending, in passes
 // of 256) but in vectors of their own width and, on x86 without AVX2, with
