@@ -235,6 +235,12 @@ bench: bin/bench bin/bench_sample
 	./bin/bench_sample $(BENCH_RECORD)
 endif
 
+# Every recipe's shape on each fp32 variant this CPU runs (GPT_KERNELS,
+# docs/platforms.md): AVX-512's, then AVX2's (the CPUs most people have);
+# a variant the CPU lacks is refused in one line and skipped.
+bench-recipes: bin/bench
+	for k in avx512 avx2; do GPT_KERNELS=$$k ./bin/bench --recipes $(BENCH_RECORD) || true; done
+
 # Passive waiting: on a busy machine (CI), threads that spin at OpenMP
 # barriers steal the cores the working threads need.
 test: bin/tests $(PROGRAMS)
@@ -408,7 +414,7 @@ clean-robust:
 clean:
 	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi $(ARM64)
 
-.PHONY: all test test-arm64 clean bench FORCE
+.PHONY: all test test-arm64 clean bench bench-recipes FORCE
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)
