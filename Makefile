@@ -213,6 +213,12 @@ bin/bench: scripts/bench.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench.c scripts/bench_history.c $(filter-out $(PROFILED_SRC),$(LIB_SRC)) \
 	    $(PROFILED_SRC:%.c=$(BUILD)/profiled/%.o) -o $@ $(LDLIBS)
 
+# The recipes' fp32 products alone (scripts/bench_products.c): two builds
+# of it, before and after a change to kernels/, run in turn.
+bin/bench_products: scripts/bench_products.c $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $^ -o $@ $(LDLIBS)
+
 # Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
 bin/bench_sample: scripts/bench_sample.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin

@@ -145,6 +145,21 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
     }
 }
 
+// A rows x cols block of C, cols < COLS, whose B is a panel packed with
+// zeros past its cols columns (pack_panels): the block runs in the vector
+// tile of the next width (COLS / 2 or COLS) on a copy of it, and its cols
+// columns are copied back. Each element's sum is the same as tile_edge's
+// (k ascending, one multiply-add a step), in vector registers.
+static void tile_padded(float *c, const float *a, long a_row, long a_col, const float *b_panel,
+                        int k, int ldc, int rows, int cols, int accumulate) {
+    float block[ROWS * COLS] = {0};
+    if (accumulate)
+        for (int r = 0; r < rows; r++) memcpy(block + r * COLS, c + (long)r * ldc, (size_t)cols * sizeof(float));
+    tile(block, a, a_row, a_col, b_panel, k, COLS, COLS, rows, cols <= COLS / 2 ? COLS / 2 : COLS,
+         accumulate);
+    for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc, block + r * COLS, (size_t)cols * sizeof(float));
+}
+
 // Depth of one pass over K: a KC x COLS block of B (64 KB with AVX-512, 16
 // KB with AVX2), which every row tile of a work item reads while it is in L1
 // or L2. Deeper passes load and store each tile of C fewer times (the
@@ -190,6 +205,7 @@ typedef struct {
     long b_panel;
     int m, k, n, accumulate;
     const float *bias;
+    int b_padded; // B packed (pack_panels): the last panel's missing columns are zeros
 } Product;
 
 static int panel_count(int n) { return (n + COLS - 1) / COLS; }
@@ -222,8 +238,14 @@ static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1)
             const float *b_block = pr->b + panel * pr->b_panel + (long)k0 * pr->ldb; // (kc, cols)
             for (int i = i0; i < i1; i += ROWS) {
                 int rows = i1 - i < ROWS ? i1 - i : ROWS;
-                tile(pr->c + (long)i * pr->ldc + j, a_k + i / ROWS * pr->a_tile, pr->a_row,
-                     pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows, cols, acc);
+                float *c_block = pr->c + (long)i * pr->ldc + j;
+                const float *a_block = a_k + i / ROWS * pr->a_tile;
+                if (pr->b_padded && cols < COLS)
+                    tile_padded(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldc, rows,
+                                cols, acc);
+                else
+                    tile(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows,
+                         cols, acc);
             }
         }
     }
@@ -275,7 +297,7 @@ static void gemm_items(const Product *pr, int sharing) {
 // A row-major B (K,N) read in place, row stride ldb.
 static Product product_in_place(float *c, int ldc, const float *a, long a_row, long a_col,
                                 const float *b, int ldb, int m, int k, int n, int accumulate) {
-    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b, ldb, COLS, m, k, n, accumulate, NULL};
+    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b, ldb, COLS, m, k, n, accumulate, NULL, 0};
 }
 
 // B packed by pack_panels.
@@ -283,7 +305,7 @@ static Product product_packed(float *c, int ldc, const float *a, long a_row, lon
                               const float *b_packed, int m, int k, int n, int accumulate,
                               const float *bias) {
     return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b_packed, COLS, (long)k * COLS, m, k,
-                     n, accumulate, bias};
+                     n, accumulate, bias, 1};
 }
 
 static void fp32_matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
@@ -301,7 +323,8 @@ static void fp32_matmul(float *c, const float *a, const float *b, int m, int k, 
 // ---- B packed in panels
 //
 // packed (panel_count(N) panels of K x COLS, each row of a panel COLS
-// floats, the last panel's rows holding only its N % COLS columns) = B
+// floats, the last panel's rows holding its N % COLS columns and then
+// zeros) = B
 // (K,N), B's element (p, j) at src[p * s_row + j * s_col]: a row-major
 // matrix (s_row = ld, s_col = 1) copied in runs of COLS floats, or one read
 // transposed (s_row = 1, s_col = ld, the forward's W^T) transposed block by
@@ -320,6 +343,9 @@ static void pack_panels(float *packed, const float *src, long s_row, long s_col,
                 memcpy(dst + (long)p * COLS, src + p * s_row + j, (size_t)cols * sizeof(float));
         else // B's column j + jj is src's row j + jj
             transpose_rows(dst, COLS, src + j * s_col, s_col, cols, k);
+        if (cols < COLS)
+            for (int p = 0; p < k; p++)
+                memset(dst + (long)p * COLS + cols, 0, (size_t)(COLS - cols) * sizeof(float));
     }
 }
 
@@ -362,7 +388,7 @@ static void pack_row_tiles(float *packed, const float *src, long ld, int k, int 
 static Product product_packed_tiles(float *c, int ldc, const float *a_tiles,
                                     const float *b_packed, int m, int k, int n, int accumulate) {
     return (Product){c, ldc, a_tiles, 1, ROWS, (long)k * ROWS, b_packed, COLS, (long)k * COLS,
-                     m, k, n, accumulate, NULL};
+                     m, k, n, accumulate, NULL, 1};
 }
 
 // d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
