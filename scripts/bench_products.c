@@ -4,9 +4,12 @@
 // sharing LN1's output, the attention's projection, the MLP's two) and the
 // head, forward and backward (d_inp, d_W, d_bias), on the threads asked.
 // Prints ms for all of them and GFLOP/s, per shape; the median of `reps`
-// timings each. On one thread the time is the thread's CPU time, so that
-// the other processes of a shared machine, which take the core away for a
-// while, count for less (not for nothing: they share its caches). Built by `make bin/bench_products`; two builds run in turn
+// timings each. The time is CPU time (the thread's on one thread, the
+// process's, every thread's, on several: GFLOP/s a core then), so that the
+// other processes of a shared machine, which take a core away for a
+// while, count for less (not for nothing: they share its caches); run
+// with OMP_WAIT_POLICY=passive, so that a thread waiting at a barrier
+// counts only what the wait costs. Built by `make bin/bench_products`; two builds run in turn
 // (before and after a change) give the paired ratio.
 #include <omp.h>
 #include <stdio.h>
@@ -39,11 +42,10 @@ static float *filled(long count, float scale) {
     return x;
 }
 
-// Seconds: the calling thread's CPU time on one thread, else wall time.
+// Seconds of CPU time: the calling thread's on one thread, else the process's.
 static double seconds_now(void) {
-    if (omp_get_max_threads() > 1) return now_seconds();
     struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    clock_gettime(omp_get_max_threads() > 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -100,7 +102,7 @@ int main(int argc, char **argv) {
         qsort(seconds, reps, sizeof(double), compare_doubles);
         double median = seconds[reps / 2];
         double flops = 6.0 * N * (12.0 * C * C + 65.0 * C); // forward 2, backward 4 a weight a token
-        printf("  %-30s %8.3f ms  %6.1f GFLOP/s\n", s->name, 1e3 * median, flops / median / 1e9);
+        printf("  %-30s %8.3f ms  %6.1f GFLOP/s a core\n", s->name, 1e3 * median, flops / median / 1e9);
         fflush(stdout);
         free(seconds);
         products_free(&pr);
