@@ -1,6 +1,6 @@
 // bench.c: `make bench`. Measures, in one run on this machine:
 //   1. the machine's fp32 peak: an FMA-throughput probe (our own), 1 thread
-//      and all threads; and its bf16 peaks: vdpbf16ps (AVX512_BF16) and
+//      and all threads, per CPU second (cpu_seconds: the machine's when quiet); and its bf16 peaks: vdpbf16ps (AVX512_BF16) and
 //      AMX's tdpbf16ps probes, where the CPU has them;
 //   2. every recipe's shape (bench_recipes; alone with --recipes, and
 //      `make bench-recipes` on each fp32 variant the CPU runs): ms a step,
@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -122,6 +123,17 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
     if (--timed_depth == 0) op_seconds[op] += now_seconds() - timed_started;
 }
 
+// CPU time, of the calling thread or of the process (every thread's): on a
+// machine shared with other processes, which take a core away for a
+// while, a rate per CPU second is what the core does when it is ours. The
+// probes count it, so that their peak is the machine's when quiet; the
+// recipes' table counts the steps' too (bench_recipes).
+static double cpu_seconds(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 // ---- the machine's fp32 FMA throughput
 
 // 12 independent accumulators of the widest vector the target has
@@ -137,9 +149,10 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
         const long iters = 20000000;                                                             \
         double best = 0.0;                                                                       \
         for (int rep = 0; rep < 3; rep++) {                                                      \
-            double start = now_seconds();                                                        \
             float sink = 0.0f;                                                                   \
-            _Pragma("omp parallel num_threads(threads) reduction(+ : sink)") {                   \
+            double gflops = 0.0;                                                                 \
+            _Pragma("omp parallel num_threads(threads) reduction(+ : sink, gflops)") {           \
+                double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);                             \
                 vtype acc[12];                                                                   \
                 vtype a, b;                                                                      \
                 for (int j = 0; j < (width); j++) {                                              \
@@ -151,10 +164,10 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
                     for (int i = 0; i < 12; i++) acc[i] = acc[i] * a + b;                        \
                 for (int i = 0; i < 12; i++)                                                     \
                     for (int j = 0; j < (width); j++) sink += acc[i][j];                         \
+                double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;                   \
+                gflops += 2.0 * (width) * 12 * iters / seconds / 1e9;                            \
             }                                                                                    \
-            double seconds = now_seconds() - start;                                              \
             if (sink == 12345.0f) printf(" "); /* keep the loop alive */                         \
-            double gflops = 2.0 * (width) * 12 * iters * threads / seconds / 1e9;                \
             if (gflops > best) best = gflops;                                                    \
         }                                                                                        \
         return best;                                                                             \
@@ -189,7 +202,7 @@ static double fma_probe_gflops(int threads) {
 __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one_thread(void) {
     long remaining = DOT_ITERS;
     const int ones = 0x3f803f80, small = 0x3c003c00; // bf16 pairs (1.0, 1.0), (2^-7, 2^-7)
-    double start = now_seconds();
+    double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     __asm__ volatile(ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5) ZERO(6) ZERO(7) ZERO(8)
                          ZERO(9) ZERO(10) ZERO(11) ZERO(12) ZERO(13) ZERO(14) ZERO(15)
                      "vpbroadcastd %1, %%zmm16\n\t"
@@ -204,7 +217,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",
                        "xmm17", "cc");
-    double seconds = now_seconds() - start;
+    double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;
     return 64.0 * DOT_ACCUMULATORS * DOT_ITERS / seconds / 1e9;
 }
 #undef DOT
@@ -233,14 +246,14 @@ __attribute__((target("amx-tile,amx-bf16"))) static double amx_gflops_one_thread
     _tile_loadd(5, ones, 64);
     _tile_loadd(6, ones, 64);
     _tile_loadd(7, ones, 64);
-    double start = now_seconds();
+    double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (long it = 0; it < iters; it++) {
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    double seconds = now_seconds() - start;
+    double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;
     _tile_release();
     return 16384.0 * 4 * iters / seconds / 1e9;
 }
@@ -285,7 +298,7 @@ static int compare_doubles(const void *a, const void *b) {
 // by op (mean ms per step, adding up to the mean step with `other`), and
 // what Muon's update of the matrices adds (0 unless asked).
 typedef struct {
-    double median_ms, mean_ms;
+    double median_ms, mean_ms, cpu_ms; // cpu_ms: the process's CPU time a step, median
     double op_ms[NUM_PROFILED_OPS], optimizer_ms, other_ms, muon_ms;
     double flops, product_flops; // the model's (model_flops), and its products' alone
     size_t params;
@@ -324,12 +337,12 @@ static StepResult measure_step(const Shape *shape, const GPTConfig *block, Preci
         targets[i] = (int)rng_below(&rng, cfg.vocab_size);
     }
     int warmup = 3, n = shape->iters;
-    double *ms = xcalloc(n, sizeof(double));
+    double *ms = xcalloc(n, sizeof(double)), *cpu_ms = xcalloc(n, sizeof(double));
     double optimizer_seconds = 0.0;
     for (int it = -warmup; it < n; it++) {
         if (it == 0) memset(op_seconds, 0, sizeof op_seconds);
         if (tuner) thread_tuner_next(tuner);
-        double start = now_seconds();
+        double start = now_seconds(), cpu_start = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
         gpt_forward(&model, inputs, B, T,
                     (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
         gpt_zero_grad(&model, model.grads_memory);
@@ -341,6 +354,7 @@ static StepResult measure_step(const Shape *shape, const GPTConfig *block, Preci
         if (tuner) thread_tuner_record(tuner, end - start);
         if (it >= 0) {
             ms[it] = 1e3 * (end - start);
+            cpu_ms[it] = 1e3 * (cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start);
             optimizer_seconds += end - opt_start;
         }
     }
@@ -349,6 +363,8 @@ static StepResult measure_step(const Shape *shape, const GPTConfig *block, Preci
     for (int i = 0; i < n; i++) r.mean_ms += ms[i] / n;
     qsort(ms, n, sizeof(double), compare_doubles);
     r.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    qsort(cpu_ms, n, sizeof(double), compare_doubles);
+    r.cpu_ms = n % 2 ? cpu_ms[n / 2] : 0.5 * (cpu_ms[n / 2 - 1] + cpu_ms[n / 2]);
     r.other_ms = r.mean_ms;
     for (int op = 0; op < NUM_PROFILED_OPS; op++) {
         r.op_ms[op] = 1e3 * op_seconds[op] / n;
@@ -373,7 +389,7 @@ static StepResult measure_step(const Shape *shape, const GPTConfig *block, Preci
         r.muon_ms = 1e3 * muon_seconds / n;
         muon_free(&muon);
     }
-    free(ms), free(inputs), free(targets);
+    free(ms), free(cpu_ms), free(inputs), free(targets);
     adamw_free(&opt);
     gpt_free(&model);
     return r;
@@ -475,9 +491,11 @@ static void bench_blocks(int threads, int quick) {
 // (train/recipes.c; rows that differ only in dropout or the passes share a
 // shape), of the induction recipe (train/named_recipes.c), and the larger
 // shape. Each as ms a step, tokens/s and its fraction of this host's
-// measured peak in that precision; the products' alone (the linear layers
-// and the head: 6 P B T flops over their time); and the breakdown by op,
-// in percent of the mean step, which adds up to it. Recipes train with
+// measured peak in that precision, per CPU second (cpu ms: the process's
+// CPU time a step, every thread's; against one core's peak), so that a
+// shared machine's other processes count for less; the products' alone
+// (the linear layers and the head: 6 P B T flops over their time); and
+// the breakdown by op, in percent of the mean step, which adds up to it. Recipes train with
 // Muon: its update of the matrices, in ms, comes on top of the step.
 typedef struct {
     Shape shape;
@@ -519,9 +537,10 @@ static void bench_recipes(int threads, double fp32_peak, double bf16_peak, int q
     printf("\nrecipes' shapes, %d threads, on %s; fp32 products: %s variant%s%s%s\n", threads, cpu,
            matmul_fp32_kernel_name(), cap && *cap ? " (GPT_KERNELS=" : "", cap && *cap ? cap : "",
            cap && *cap ? ")" : "");
-    printf("  peaks (our probes): fp32 %.0f GFLOP/s%s", fp32_peak, bf16_native ? "" : "\n");
-    if (bf16_native) printf(", bf16 %.0f GFLOP/s\n", bf16_peak);
-    printf("  %-31s %-5s %8s %8s %6s %6s | %s | %s\n", "shape", "prec", "ms/step", "tok/s",
+    printf("  peaks (our probes, per CPU second): fp32 %.0f GFLOP/s a core%s", fp32_peak / threads,
+           bf16_native ? "" : "\n");
+    if (bf16_native) printf(", bf16 %.0f GFLOP/s a core\n", bf16_peak / threads);
+    printf("  %-31s %-5s %8s %8s %8s %6s %6s | %s | %s\n", "shape", "prec", "ms/step", "cpu ms", "tok/s",
            "%peak", "%prod", "breakdown, % of the step: mm-fwd mm-bwd att-fwd att-bwd norm gelu "
            "loss elem optim other", "+Muon ms");
     for (size_t i = 0; i < sizeof recipe_shapes / sizeof recipe_shapes[0]; i++)
@@ -533,11 +552,15 @@ static void bench_recipes(int threads, double fp32_peak, double bf16_peak, int q
             double peak = p ? bf16_peak : fp32_peak;
             StepResult r = measure_step(&shape, &rs->block, precision, NULL, rs->muon);
             double tokens = shape.batch * shape.context / (r.median_ms * 1e-3);
-            double of_peak = r.flops / (r.median_ms * 1e-3) / 1e9 / peak;
-            double product_ms = r.op_ms[OP_MATMUL_FWD] + r.op_ms[OP_MATMUL_BWD];
-            double of_peak_products = r.product_flops / (product_ms * 1e-3) / 1e9 / peak;
-            printf("  %-31s %-5s %8.2f %8.0f %5.1f%% %5.1f%% |", shape.name, precision_name(precision),
-                   r.median_ms, tokens, 100.0 * of_peak, 100.0 * of_peak_products);
+            // per CPU second against a core's peak; the products' CPU time
+            // taken as their share of the wall time
+            double core_peak = peak / threads;
+            double of_peak = r.flops / (r.cpu_ms * 1e-3) / 1e9 / core_peak;
+            double product_share = (r.op_ms[OP_MATMUL_FWD] + r.op_ms[OP_MATMUL_BWD]) / r.mean_ms;
+            double of_peak_products = r.product_flops / (product_share * r.cpu_ms * 1e-3) / 1e9 / core_peak;
+            printf("  %-31s %-5s %8.2f %8.2f %8.0f %5.1f%% %5.1f%% |", shape.name,
+                   precision_name(precision), r.median_ms, r.cpu_ms, tokens, 100.0 * of_peak,
+                   100.0 * of_peak_products);
             for (int op = 0; op < NUM_PROFILED_OPS; op++) printf(" %4.1f", 100.0 * r.op_ms[op] / r.mean_ms);
             printf(" %4.1f %4.1f | %6.2f\n", 100.0 * r.optimizer_ms / r.mean_ms,
                    100.0 * r.other_ms / r.mean_ms, r.muon_ms);
@@ -549,6 +572,8 @@ static void bench_recipes(int threads, double fp32_peak, double bf16_peak, int q
                            r.median_ms, 2);
             history_append("recipe_step", shape.key, precision_kernels, threads, "tokens_per_s",
                            tokens, 0);
+            history_append("recipe_step", shape.key, precision_kernels, threads, "cpu_ms_per_iter",
+                           r.cpu_ms, 2);
             history_append("recipe_step", shape.key, precision_kernels, threads, "fraction_of_peak",
                            of_peak, 3);
             history_append("recipe_step", shape.key, precision_kernels, threads,
