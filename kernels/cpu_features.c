@@ -124,6 +124,12 @@ static int kernel_cap(void) {
     return cached_answer(&cached, detect_kernel_cap);
 }
 
+const char *cpu_kernels_cap(void) {
+    int cap = kernel_cap();
+    int below = cap == KERNELS_PORTABLE ? detect_avx2_fma() : cap == KERNELS_AVX2 && detect_avx512f();
+    return below ? kernel_set_names[cap] : NULL;
+}
+
 static int allowed_avx2_fma(void) { return kernel_cap() >= KERNELS_AVX2 && detect_avx2_fma(); }
 static int allowed_avx512f(void) { return kernel_cap() >= KERNELS_AVX512 && detect_avx512f(); }
 static int allowed_avx512_bf16(void) { return kernel_cap() >= KERNELS_AVX512 && detect_avx512_bf16(); }

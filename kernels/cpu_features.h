@@ -42,4 +42,9 @@ int cpu_has_avx512f(void);
 // CPU lacks AMX or the kernel refuses. Intel Sapphire Rapids and later.
 int cpu_has_amx_bf16(void);
 
+// GPT_KERNELS's value where it leaves out something this CPU has
+// ("portable", or "avx2" on an AVX-512 CPU), so that a message can say
+// why an instruction is missing; NULL otherwise.
+const char *cpu_kernels_cap(void);
+
 #endif

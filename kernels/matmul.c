@@ -71,6 +71,14 @@ const char *precision_note(Precision p, Bf16Kernel bf16) {
         return "vdpbf16ps (AVX512_BF16) is slower on this CPU than its fp32 FMAs: bf16 products "
                "run as fp32 FMAs on bf16-rounded inputs (the same results; training is no faster than "
                "with --precision fp32)";
+    if (cpu_kernels_cap() && !cpu_has_avx512_bf16())
+        return cpu_kernels_cap()[0] == 'p'
+                   ? "GPT_KERNELS=portable leaves out this CPU's AVX2 and AVX-512 (so no "
+                     "AVX512_BF16): bf16 products run as fp32 arithmetic on bf16-rounded inputs (the "
+                     "same results; training is slower than with --precision fp32)"
+                   : "GPT_KERNELS=avx2 leaves out this CPU's AVX-512 (so no AVX512_BF16): bf16 "
+                     "products run as fp32 arithmetic on bf16-rounded inputs (the same results; "
+                     "training is slower than with --precision fp32)";
     if (cpu_has_avx512_bf16()) // a kernel below the CPU's, named by GPT_BF16_KERNEL
         return "GPT_BF16_KERNEL asks for a kernel with no AVX512_BF16 (this CPU has it): bf16 "
                "products run as fp32 arithmetic on bf16-rounded inputs (the same results; training "
