@@ -279,6 +279,12 @@ bin/bench: scripts/bench.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) scripts/bench.c scripts/bench_history.c $(filter-out $(PROFILED_SRC),$(LIB_SRC)) \
 	    $(PROFILED_SRC:%.c=$(BUILD)/profiled/%.o) -o $@ $(LDLIBS)
 
+# The recipes' fp32 products alone (scripts/bench_products.c): two builds
+# of it, before and after a change to kernels/, run in turn.
+bin/bench_products: scripts/bench_products.c $(LIB_OBJ)
+	@mkdir -p bin
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $^ -o $@ $(LDLIBS)
+
 # Sampling speeds of every mode (exact, --slide 32, 16 samples): issue 14.
 bin/bench_sample: scripts/bench_sample.c scripts/bench_history.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p bin
@@ -300,6 +306,12 @@ bench: bin/bench bin/bench_sample
 	./bin/bench $(BENCH_RECORD)
 	./bin/bench_sample $(BENCH_RECORD)
 endif
+
+# Every recipe's shape on each fp32 variant this CPU runs (GPT_KERNELS,
+# docs/platforms.md): AVX-512's, then AVX2's (the CPUs most people have);
+# a variant the CPU lacks is refused in one line and skipped.
+bench-recipes: bin/bench
+	for k in avx512 avx2; do GPT_KERNELS=$$k ./bin/bench --recipes $(BENCH_RECORD) || true; done
 
 # Passive waiting: on a busy machine (CI), threads that spin at OpenMP
 # barriers steal the cores the working threads need.
@@ -489,7 +501,7 @@ clean-robust:
 clean:
 	rm -rf build bin $(BUILD) $(BIN) $(MPI_BUILD) bin-mpi $(ARM64)
 
-.PHONY: all test test-arm64 clean bench FORCE
+.PHONY: all test test-arm64 clean bench bench-recipes FORCE
 
 -include $(shell find $(BUILD) $(MPI_BUILD) -name '*.d' 2>/dev/null)
 -include $(shell find $(SAN) -name '*.d' 2>/dev/null)

@@ -6,6 +6,9 @@
 #endif
 #include "cpu_features.h"
 
+#include "../base/options.h"
+#include "../base/util.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <stdint.h>
@@ -90,6 +93,22 @@ static int detect_bf16_dot_outruns_fma(void) { return 0; }
 static int detect_amx_bf16(void) { return 0; }
 #endif
 
+// ---- GPT_KERNELS: the newest kernels this process may take
+
+enum { KERNELS_PORTABLE, KERNELS_AVX2, KERNELS_AVX512, KERNEL_SETS };
+static const char *const kernel_set_names[KERNEL_SETS] = {"portable", "avx2", "avx512"};
+
+// The cap GPT_KERNELS names (unset: none, KERNELS_AVX512), if this CPU runs it.
+static int detect_kernel_cap(void) {
+    int cap = env_choice("GPT_KERNELS", kernel_set_names, KERNEL_SETS, -1);
+    if (cap < 0) return KERNELS_AVX512;
+    int runs = detect_avx512f() ? KERNELS_AVX512 : detect_avx2_fma() ? KERNELS_AVX2 : KERNELS_PORTABLE;
+    if (cap > runs)
+        die("GPT_KERNELS=%s: this CPU cannot run it; it runs %s", kernel_set_names[cap],
+            runs == KERNELS_AVX2 ? "portable or avx2" : "portable");
+    return cap;
+}
+
 // Each answer is computed once; racing first calls compute the same one.
 static int cached_answer(int *cached, int (*detect)(void)) {
     int answer = __atomic_load_n(cached, __ATOMIC_RELAXED);
@@ -100,27 +119,46 @@ static int cached_answer(int *cached, int (*detect)(void)) {
     return answer;
 }
 
+static int kernel_cap(void) {
+    static int cached = -1;
+    return cached_answer(&cached, detect_kernel_cap);
+}
+
+const char *cpu_kernels_cap(void) {
+    int cap = kernel_cap();
+    int below = cap == KERNELS_PORTABLE ? detect_avx2_fma() : cap == KERNELS_AVX2 && detect_avx512f();
+    return below ? kernel_set_names[cap] : NULL;
+}
+
+static int allowed_avx2_fma(void) { return kernel_cap() >= KERNELS_AVX2 && detect_avx2_fma(); }
+static int allowed_avx512f(void) { return kernel_cap() >= KERNELS_AVX512 && detect_avx512f(); }
+static int allowed_avx512_bf16(void) { return kernel_cap() >= KERNELS_AVX512 && detect_avx512_bf16(); }
+static int allowed_bf16_dot_outruns_fma(void) {
+    return kernel_cap() >= KERNELS_AVX512 && detect_bf16_dot_outruns_fma();
+}
+static int allowed_amx_bf16(void) { return kernel_cap() >= KERNELS_AVX512 && detect_amx_bf16(); }
+
 int cpu_has_avx2_fma(void) {
     static int cached = -1;
-    return cached_answer(&cached, detect_avx2_fma);
+    return cached_answer(&cached, allowed_avx2_fma);
 }
 
 int cpu_has_avx512f(void) {
     static int cached = -1;
-    return cached_answer(&cached, detect_avx512f);
+    return cached_answer(&cached, allowed_avx512f);
 }
 
 int cpu_has_avx512_bf16(void) {
     static int cached = -1;
-    return cached_answer(&cached, detect_avx512_bf16);
+    return cached_answer(&cached, allowed_avx512_bf16);
 }
 
 int cpu_bf16_dot_outruns_fma(void) {
     static int cached = -1;
-    return cached_answer(&cached, detect_bf16_dot_outruns_fma);
+    return cached_answer(&cached, allowed_bf16_dot_outruns_fma);
 }
 
 int cpu_has_amx_bf16(void) {
     static int cached = -1;
-    return cached_answer(&cached, detect_amx_bf16);
+    return cached_answer(&cached, allowed_amx_bf16);
 }

@@ -1,6 +1,15 @@
 // cpu_features.h: what this CPU can run, asked of the CPU itself (CPUID and
 // the OS's saved-state mask), at run time, so one binary built for an older
 // CPU never executes an instruction the one it runs on lacks.
+//
+// The environment variable GPT_KERNELS caps the answers, so that a CPU
+// stands in for an older one (docs/platforms.md): `portable` answers no to
+// every question below, `avx2` no to everything of AVX-512 (AVX512_BF16
+// and AMX with it), `avx512` (or unset) is no cap. It is read once, at the
+// first question; a name it does not know, or a set this CPU cannot run,
+// ends the program with one line naming the value and what is accepted.
+// Every kernel choice (matmul.c's fp32 variant, matmul_bf16.c's bf16
+// kernel, the default precision) is made from these answers.
 #ifndef CPU_FEATURES_H
 #define CPU_FEATURES_H
 
@@ -32,5 +41,10 @@ int cpu_has_avx512f(void);
 // ARCH_REQ_XCOMP_PERM for XTILEDATA, process-wide), and answers 0 if the
 // CPU lacks AMX or the kernel refuses. Intel Sapphire Rapids and later.
 int cpu_has_amx_bf16(void);
+
+// GPT_KERNELS's value where it leaves out something this CPU has
+// ("portable", or "avx2" on an AVX-512 CPU), so that a message can say
+// why an instruction is missing; NULL otherwise.
+const char *cpu_kernels_cap(void);
 
 #endif

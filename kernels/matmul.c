@@ -71,6 +71,14 @@ const char *precision_note(Precision p, Bf16Kernel bf16) {
         return "vdpbf16ps (AVX512_BF16) is slower on this CPU than its fp32 FMAs: bf16 products "
                "run as fp32 FMAs on bf16-rounded inputs (the same results; training is no faster than "
                "with --precision fp32)";
+    if (cpu_kernels_cap() && !cpu_has_avx512_bf16())
+        return cpu_kernels_cap()[0] == 'p'
+                   ? "GPT_KERNELS=portable leaves out this CPU's AVX2 and AVX-512 (so no "
+                     "AVX512_BF16): bf16 products run as fp32 arithmetic on bf16-rounded inputs (the "
+                     "same results; training is slower than with --precision fp32)"
+                   : "GPT_KERNELS=avx2 leaves out this CPU's AVX-512 (so no AVX512_BF16): bf16 "
+                     "products run as fp32 arithmetic on bf16-rounded inputs (the same results; "
+                     "training is slower than with --precision fp32)";
     if (cpu_has_avx512_bf16()) // a kernel below the CPU's, named by GPT_BF16_KERNEL
         return "GPT_BF16_KERNEL asks for a kernel with no AVX512_BF16 (this CPU has it): bf16 "
                "products run as fp32 arithmetic on bf16-rounded inputs (the same results; training "
@@ -88,16 +96,14 @@ int precision_parse(const char *name, Precision *p) {
 
 // ---- fp32: the variant the CPU runs
 
-// The best fp32 variant this build has that the CPU runs (each answer of
-// cpu_features.h is asked of the CPU once).
+// The newest fp32 variant the CPU runs (each answer of cpu_features.h is
+// asked of the CPU once, and capped by GPT_KERNELS).
 static const Fp32Kernels *fp32(void) {
-#if FP32_AVX512_VARIANT
+#if FP32_X86_VARIANTS
     if (cpu_has_avx512f()) return &fp32_avx512;
-#endif
-#if FP32_AVX2_VARIANT
     if (cpu_has_avx2_fma()) return &fp32_avx2;
 #endif
-    return &fp32_built;
+    return &fp32_portable;
 }
 
 const char *matmul_fp32_kernel_name(void) { return fp32()->name; }

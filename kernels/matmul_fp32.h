@@ -1,11 +1,15 @@
 // matmul_fp32.h: the fp32 products (matmul.c's engine), compiled once per
-// instruction set from one source (matmul_fp32_body.h): the build's own
-// variant (matmul_fp32.c, with the build's flags: -march=native, or
-// x86-64's SSE2 in a portable build) always, and on x86-64 an AVX2 and an
-// AVX-512 variant wherever the build's flags lack them
-// (matmul_fp32_avx2.c, matmul_fp32_avx512.c). matmul.c runs the best the
-// CPU has, chosen once (cpu_features.h); so a portable binary multiplies
-// with the vectors of the CPU it runs on. Private to kernels/.
+// instruction set from one source (matmul_fp32_body.h). On x86-64 three
+// variants, each compiled for its own instruction set whatever the build's
+// flags: SSE2's (matmul_fp32.c: any x86-64), AVX2's with FMA
+// (matmul_fp32_avx2.c, without AVX-512) and AVX-512's
+// (matmul_fp32_avx512.c). Elsewhere one, matmul_fp32.c with the build's
+// flags (NEON on ARM64). matmul.c runs the newest the CPU has, chosen once
+// (cpu_features.h, which GPT_KERNELS caps); so a binary multiplies with the
+// vectors of the CPU it runs on, and GPT_KERNELS=avx2 runs on an AVX-512
+// CPU the products' arithmetic an AVX2 one runs (clang compiles the OpenMP
+// regions' outlined bodies, which only copy, with the file's own flags).
+// Private to kernels/.
 //
 // The variants sum each element in the same order (k ascending, in passes
 // of 256) but in vectors of their own width and, on x86 without AVX2, with
@@ -41,23 +45,15 @@ typedef struct {
     void (*bias_backward)(float *d_bias, const float *d_out, int n, int oc);
 } Fp32Kernels;
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX2__)
-#define FP32_AVX2_VARIANT 1
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FP32_X86_VARIANTS 1
 #else
-#define FP32_AVX2_VARIANT 0
-#endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX512F__)
-#define FP32_AVX512_VARIANT 1
-#else
-#define FP32_AVX512_VARIANT 0
+#define FP32_X86_VARIANTS 0
 #endif
 
-extern const Fp32Kernels fp32_built;
-#if FP32_AVX2_VARIANT
-extern const Fp32Kernels fp32_avx2;
-#endif
-#if FP32_AVX512_VARIANT
-extern const Fp32Kernels fp32_avx512;
+extern const Fp32Kernels fp32_portable;
+#if FP32_X86_VARIANTS
+extern const Fp32Kernels fp32_avx2, fp32_avx512;
 #endif
 
 #endif

@@ -1,9 +1,10 @@
-// matmul_fp32_avx512.c: the fp32 products in AVX-512 (Intel Skylake-SP, AMD Zen 4 and later),
-// for builds whose flags lack it (a portable build): matmul.c runs it where
-// the CPU has it. matmul_fp32.h says why and how.
+// matmul_fp32_avx512.c: the fp32 products in AVX-512 (Intel Skylake-SP,
+// AMD Zen 4 and later), compiled on x86-64 whatever the build's flags:
+// matmul.c runs it where the CPU has it (and GPT_KERNELS allows it).
+// matmul_fp32.h says why and how.
 #include "matmul_fp32.h"
 
-#if FP32_AVX512_VARIANT
+#if FP32_X86_VARIANTS
 // the system headers first, outside the instruction set's region
 #include <omp.h>
 #include <stdlib.h>

@@ -3,11 +3,10 @@
 // element of A, so the innermost loop runs along rows of B and C, in
 // vector registers of VLEN floats (vector.h). The linear layer's three
 // products are all this kernel, with B packed in column panels in the
-// workspace (pack_panels) and, for the weight gradient, A packed in row
-// tiles (pack_row_tiles):
+// workspace (pack_panels) and A read in place:
 //   forward  out    = inp   . W^T      (W^T packed from W's rows)
 //   backward d_inp  += d_out . W       (W packed)
-//            d_W    += d_out^T . inp   (inp packed, d_out^T in row tiles)
+//            d_W    += d_out^T . inp   (inp packed, d_out read transposed)
 // Attention and the KV cache call it through matmul_strided (B read in
 // place) and matmul_packed_columns.
 //
@@ -145,6 +144,21 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
     }
 }
 
+// A rows x cols block of C, cols < COLS, whose B is a panel packed with
+// zeros past its cols columns (pack_panels): the block runs in the vector
+// tile of the next width (COLS / 2 or COLS) on a copy of it, and its cols
+// columns are copied back. Each element's sum is the same as tile_edge's
+// (k ascending, one multiply-add a step), in vector registers.
+static void tile_padded(float *c, const float *a, long a_row, long a_col, const float *b_panel,
+                        int k, int ldc, int rows, int cols, int accumulate) {
+    float block[ROWS * COLS] = {0};
+    if (accumulate)
+        for (int r = 0; r < rows; r++) memcpy(block + r * COLS, c + (long)r * ldc, (size_t)cols * sizeof(float));
+    tile(block, a, a_row, a_col, b_panel, k, COLS, COLS, rows, cols <= COLS / 2 ? COLS / 2 : COLS,
+         accumulate);
+    for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc, block + r * COLS, (size_t)cols * sizeof(float));
+}
+
 // Depth of one pass over K: a KC x COLS block of B (64 KB with AVX-512, 16
 // KB with AVX2), which every row tile of a work item reads while it is in L1
 // or L2. Deeper passes load and store each tile of C fewer times (the
@@ -169,11 +183,11 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 #endif
 
 // One product C (M,N) (+)= A (M,K) . B (K,N), or with a bias (N),
-// C = bias + A . B. A's element (r, p) lives at a[(r / ROWS) * a_tile +
-// (r % ROWS) * a_row + p * a_col]: a_tile = ROWS * a_row for A read in place
-// (row-major, or transposed), or A packed in row tiles (pack_row_tiles:
-// a_tile = K * ROWS, a_row = 1, a_col = ROWS), each tile's K columns of
-// ROWS floats one contiguous run. C is row-major with row stride ldc. B's element (p, j) lives at
+// C = bias + A . B. A's element (r, p) lives at a[r * a_row + p * a_col]:
+// row-major (a_col = 1), or transposed (a_row = 1: the weight gradient's
+// d_out^T, whose tile of ROWS rows takes ROWS adjacent floats of a row of
+// d_out at every k; packing it in row tiles first cost more than it saved).
+// C is row-major with row stride ldc. B's element (p, j) lives at
 // b[(j / COLS) * b_panel + p * ldb + j % COLS]: b_panel = COLS for a
 // row-major B read in place (row stride ldb), or B packed in panels
 // (pack_panels: b_panel = K * COLS, ldb = COLS), each panel's rows
@@ -184,12 +198,13 @@ typedef struct {
     float *c;
     int ldc;
     const float *a;
-    long a_row, a_col, a_tile;
+    long a_row, a_col;
     const float *b;
     int ldb;
     long b_panel;
     int m, k, n, accumulate;
     const float *bias;
+    int b_padded; // B packed (pack_panels): the last panel's missing columns are zeros
 } Product;
 
 static int panel_count(int n) { return (n + COLS - 1) / COLS; }
@@ -216,14 +231,20 @@ static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1)
     for (int k0 = 0; k0 < pr->k; k0 += KC) {
         int kc = pr->k - k0 < KC ? pr->k - k0 : KC;
         int acc = accumulate || k0 > 0; // later passes add to the earlier ones
-        const float *a_k = pr->a + (long)k0 * pr->a_col; // i0 and i are multiples of ROWS
+        const float *a_k = pr->a + (long)k0 * pr->a_col;
         for (int panel = panel0; panel < panel1; panel++) {
             int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
             const float *b_block = pr->b + panel * pr->b_panel + (long)k0 * pr->ldb; // (kc, cols)
             for (int i = i0; i < i1; i += ROWS) {
                 int rows = i1 - i < ROWS ? i1 - i : ROWS;
-                tile(pr->c + (long)i * pr->ldc + j, a_k + i / ROWS * pr->a_tile, pr->a_row,
-                     pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows, cols, acc);
+                float *c_block = pr->c + (long)i * pr->ldc + j;
+                const float *a_block = a_k + i * pr->a_row;
+                if (pr->b_padded && cols < COLS)
+                    tile_padded(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldc, rows,
+                                cols, acc);
+                else
+                    tile(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows,
+                         cols, acc);
             }
         }
     }
@@ -275,15 +296,15 @@ static void gemm_items(const Product *pr, int sharing) {
 // A row-major B (K,N) read in place, row stride ldb.
 static Product product_in_place(float *c, int ldc, const float *a, long a_row, long a_col,
                                 const float *b, int ldb, int m, int k, int n, int accumulate) {
-    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b, ldb, COLS, m, k, n, accumulate, NULL};
+    return (Product){c, ldc, a, a_row, a_col, b, ldb, COLS, m, k, n, accumulate, NULL, 0};
 }
 
 // B packed by pack_panels.
 static Product product_packed(float *c, int ldc, const float *a, long a_row, long a_col,
                               const float *b_packed, int m, int k, int n, int accumulate,
                               const float *bias) {
-    return (Product){c, ldc, a, a_row, a_col, ROWS * a_row, b_packed, COLS, (long)k * COLS, m, k,
-                     n, accumulate, bias};
+    return (Product){c, ldc, a, a_row, a_col, b_packed, COLS, (long)k * COLS, m, k, n, accumulate,
+                     bias, 1};
 }
 
 static void fp32_matmul_strided(float *c, int ldc, const float *a, long a_row, long a_col, const float *b,
@@ -301,7 +322,8 @@ static void fp32_matmul(float *c, const float *a, const float *b, int m, int k, 
 // ---- B packed in panels
 //
 // packed (panel_count(N) panels of K x COLS, each row of a panel COLS
-// floats, the last panel's rows holding only its N % COLS columns) = B
+// floats, the last panel's rows holding its N % COLS columns and then
+// zeros) = B
 // (K,N), B's element (p, j) at src[p * s_row + j * s_col]: a row-major
 // matrix (s_row = ld, s_col = 1) copied in runs of COLS floats, or one read
 // transposed (s_row = 1, s_col = ld, the forward's W^T) transposed block by
@@ -320,6 +342,9 @@ static void pack_panels(float *packed, const float *src, long s_row, long s_col,
                 memcpy(dst + (long)p * COLS, src + p * s_row + j, (size_t)cols * sizeof(float));
         else // B's column j + jj is src's row j + jj
             transpose_rows(dst, COLS, src + j * s_col, s_col, cols, k);
+        if (cols < COLS)
+            for (int p = 0; p < k; p++)
+                memset(dst + (long)p * COLS + cols, 0, (size_t)(COLS - cols) * sizeof(float));
     }
 }
 
@@ -332,37 +357,6 @@ static void packed_columns(float *c, int ldc, const float *a, long lda, const fl
     // panel j0 / COLS starts at (j0 / COLS) * K * COLS = j0 * K: 64 is a multiple of COLS
     Product pr = product_packed(c, ldc, a, lda, 1, b_packed + (long)j0 * k, m, k, width, 0, NULL);
     gemm_items(&pr, ALONE);
-}
-
-// ---- A packed in row tiles
-//
-// packed (M rounded up to ROWS, K: tile t's element (r, p) at
-// packed[t * K * ROWS + p * ROWS + r], the last tile's missing rows unset
-// and never read) = A (M,K) = src (K,M)^T, src row-major with row stride
-// ld: the weight gradient's d_out^T. Read in place, a tile takes ROWS floats
-// from a new row of d_out at every k, a cache line every OC floats apart.
-// Row p of src is read once, its runs of ROWS floats dealt to the tiles.
-// Rows of src shared among the threads of the enclosing region (an
-// orphaned `omp for`, no barrier at its end).
-static size_t row_tile_floats(long m, long k) { return (size_t)((m + ROWS - 1) / ROWS) * ROWS * k; }
-
-static void pack_row_tiles(float *packed, const float *src, long ld, int k, int m) {
-#pragma omp for schedule(static) nowait
-    for (int p = 0; p < k; p++) {
-        const float *row = src + p * ld;
-        for (int i = 0; i < m; i += ROWS) {
-            int rows = m - i < ROWS ? m - i : ROWS;
-            float *dst = packed + (long)i * k + (long)p * ROWS;
-            for (int r = 0; r < rows; r++) dst[r] = row[i + r];
-        }
-    }
-}
-
-// A product whose A is packed by pack_row_tiles and B by pack_panels.
-static Product product_packed_tiles(float *c, int ldc, const float *a_tiles,
-                                    const float *b_packed, int m, int k, int n, int accumulate) {
-    return (Product){c, ldc, a_tiles, 1, ROWS, (long)k * ROWS, b_packed, COLS, (long)k * COLS,
-                     m, k, n, accumulate, NULL};
 }
 
 // d_bias (OC) += column sums of d_out (N,OC), split by column so each thread
@@ -383,23 +377,21 @@ static void bias_backward(float *d_bias, const float *d_out, int n, int oc) {
 
 // The fp32 backward's operands in the workspace, in floats, each slot in
 // whole cache lines (so that every slot starts on one, as the workspace
-// does; under SSE a panel is 8 floats): inp (N,IC) packed, then each
-// layer's d_out^T (OC,N) in row tiles, then (with d_inp) each layer's W
-// (OC,IC) packed.
+// does; under SSE a panel is 8 floats): inp (N,IC) packed, then (with
+// d_inp) each layer's W (OC,IC) packed.
 typedef struct {
-    size_t inp, d_out_t, weight;
+    size_t inp, weight;
 } Fp32Slots;
 
 static Fp32Slots fp32_backward_slots(long n, int ic, int oc) {
     const size_t f = sizeof(float);
     return (Fp32Slots){whole_cache_lines(packed_floats(n, ic), f),
-                       whole_cache_lines(row_tile_floats(oc, n), f),
                        whole_cache_lines(packed_floats(oc, ic), f)};
 }
 
 static size_t backward_floats(long n, int ic, int oc, int count, int with_d_inp) {
     Fp32Slots slot = fp32_backward_slots(n, ic, oc);
-    return slot.inp + count * slot.d_out_t + (with_d_inp ? count * slot.weight : 0);
+    return slot.inp + (with_d_inp ? count * slot.weight : 0);
 }
 
 static size_t forward_floats(int ic, int oc) { return packed_floats(ic, oc); } // W^T packed
@@ -426,20 +418,17 @@ static void linear_forward(float *workspace, float *const out[], const float *in
 static void linear_backward(float *workspace, float *d_inp, float *const d_weight[],
                             float *const d_bias[], const float *const d_out[], const float *inp,
                             const float *const weight[], int count, int n, int ic, int oc) {
-    // inp (N,IC) packed once for all the layers' d_W; each layer's d_out^T
-    // (OC,N) in row tiles and (with d_inp) its W (OC,IC) packed, in its own slots
+    // inp (N,IC) packed once for all the layers' d_W; (with d_inp) each
+    // layer's W (OC,IC) packed, in its own slot
     Fp32Slots slot = fp32_backward_slots(n, ic, oc);
     float *inp_packed = workspace;
-    float *d_out_tiles = inp_packed + slot.inp;
-    float *weight_packed = d_out_tiles + count * slot.d_out_t;
+    float *weight_packed = inp_packed + slot.inp;
 #pragma omp parallel if (worth_product_threads((long)count * n * ic * oc))
     {
         pack_panels(inp_packed, inp, ic, 1, n, ic);
-        for (int l = 0; l < count; l++) {
-            pack_row_tiles(d_out_tiles + l * slot.d_out_t, d_out[l], oc, n, oc);
-            if (d_inp)
+        if (d_inp)
+            for (int l = 0; l < count; l++)
                 pack_panels(weight_packed + l * slot.weight, weight[l], ic, 1, oc, ic);
-        }
 #pragma omp barrier
         for (int l = 0; l < count; l++) {
             // d_inp (N,IC) += d_out (N,OC) . W (OC,IC), ending at a barrier, so the next
@@ -450,10 +439,9 @@ static void linear_backward(float *workspace, float *d_inp, float *const d_weigh
                                             1, NULL);
                 gemm_items(&pr, SHARED);
             }
-            // d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC)
-            Product pr = product_packed_tiles(d_weight[l], ic,
-                                              d_out_tiles + l * slot.d_out_t,
-                                              inp_packed, oc, n, ic, 1);
+            // d_W (OC,IC) += d_out^T (OC,N) . inp (N,IC), d_out read transposed
+            Product pr = product_packed(d_weight[l], ic, d_out[l], 1, oc, inp_packed, oc, n, ic, 1,
+                                        NULL);
             gemm_items(&pr, SHARED_NOWAIT);
             if (d_bias[l]) bias_backward(d_bias[l], d_out[l], n, oc);
         }

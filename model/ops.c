@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/fastmath.h"
+#include "../kernels/fixed_sum.h"
 #include "../kernels/parallel.h"
 
 // ---- embedding
@@ -46,17 +47,11 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     const float eps = 1e-5f;
     FOR_EACH(n, N, (long)N * C, {
         const float *x = inp + (long)n * C;
-        // the sums in vector lanes, then the lanes added (not left to right)
-        float m = 0.0f;
-        _Pragma("omp simd reduction(+ : m)")
-        for (int c = 0; c < C; c++) m += x[c];
+        // the sums in vector lanes, then the lanes added (fixed_sum.h)
+        float m, var;
+        FIXED_SUM(m, c, C, x[c]);
         m /= C;
-        float var = 0.0f;
-        _Pragma("omp simd reduction(+ : var)")
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            var += d * d;
-        }
+        FIXED_SUM(var, c, C, (x[c] - m) * (x[c] - m));
         var /= C;
         float s = 1.0f / sqrtf(var + eps);
         float *o = out + (long)n * C;
@@ -75,13 +70,9 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
         const float *x = inp + (long)n * C;
         const float *dy = d_out + (long)n * C;
         float m = mean[n], s = rstd[n];
-        float g_mean = 0.0f, gx_mean = 0.0f;
-        _Pragma("omp simd reduction(+ : g_mean, gx_mean)")
-        for (int c = 0; c < C; c++) {
-            float g = dy[c] * weight[c];
-            g_mean += g;
-            gx_mean += g * (x[c] - m) * s;
-        }
+        float g_mean, gx_mean;
+        FIXED_SUM(g_mean, c, C, dy[c] * weight[c]);
+        FIXED_SUM(gx_mean, c, C, dy[c] * weight[c] * (x[c] - m) * s);
         g_mean /= C;
         gx_mean /= C;
         float *dx = d_inp + (long)n * C;
@@ -119,9 +110,8 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
     for (int n = 0; n < N; n++) {
         const float *x = inp + (long)n * C;
         // the sum in vector lanes, then the lanes added, as LayerNorm's
-        float sum_sq = 0.0f;
-#pragma omp simd reduction(+ : sum_sq)
-        for (int c = 0; c < C; c++) sum_sq += x[c] * x[c];
+        float sum_sq;
+        FIXED_SUM(sum_sq, c, C, x[c] * x[c]);
         float s = 1.0f / sqrtf(sum_sq / C + eps);
         float *o = out + (long)n * C;
         for (int c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
@@ -138,9 +128,8 @@ void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const f
     for (int n = 0; n < N; n++) {
         const float *x = inp + (long)n * C, *dy = d_out + (long)n * C;
         float s = rstd[n];
-        float gx_mean = 0.0f;
-#pragma omp simd reduction(+ : gx_mean)
-        for (int c = 0; c < C; c++) gx_mean += dy[c] * weight[c] * x[c] * s;
+        float gx_mean;
+        FIXED_SUM(gx_mean, c, C, dy[c] * weight[c] * x[c] * s);
         gx_mean /= C;
         float *dx = d_inp + (long)n * C;
         for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * weight[c] - x[c] * s * gx_mean);

@@ -1,17 +1,21 @@
 // bench.c: `make bench`. Measures, in one run on this machine:
 //   1. the machine's fp32 peak: an FMA-throughput probe (our own), 1 thread
-//      and all threads; and its bf16 peaks: vdpbf16ps (AVX512_BF16) and
+//      and all threads, per CPU second (cpu_seconds: the machine's when quiet); and its bf16 peaks: vdpbf16ps (AVX512_BF16) and
 //      AMX's tdpbf16ps probes, where the CPU has them;
-//   2. a whole training step (forward, backward, clip, AdamW) for the
+//   2. every recipe's shape (bench_recipes; alone with --recipes, and
+//      `make bench-recipes` on each fp32 variant the CPU runs): ms a step,
+//      tokens/s, its fraction of the peak and the products' alone, the
+//      breakdown by op adding up to the step, and Muon's update on top;
+//   3. a whole training step (forward, backward, clip, AdamW) for the
 //      default recipe and a larger shape, in fp32 and in bf16: median ms per
 //      iteration after warm-up, tokens/s, model GFLOP/s and its ratio to
 //      the peak of that precision;
-//   3. a breakdown by op (this program's build instruments the ops' entry
+//   4. a breakdown by op (this program's build instruments the ops' entry
 //      points: op_timer below), and what Muon's update of the matrices
 //      (--optimizer muon) would add to the step;
-//   4. the default recipe on a busy machine: a busy loop pinned to one core
+//   5. the default recipe on a busy machine: a busy loop pinned to one core
 //      while the step runs with all threads, then with one thread;
-//   5. sampling speed with the KV cache on one thread.
+//   6. sampling speed with the KV cache on one thread.
 // With --history FILE, the peaks and each training step's median ms/iter
 // and tokens/s are also appended to FILE as CSV rows (`make bench`:
 // docs/bench_history.csv; its columns are described in docs/benchmarks.md).
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -118,6 +123,17 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
     if (--timed_depth == 0) op_seconds[op] += now_seconds() - timed_started;
 }
 
+// CPU time, of the calling thread or of the process (every thread's): on a
+// machine shared with other processes, which take a core away for a
+// while, a rate per CPU second is what the core does when it is ours. The
+// probes count it, so that their peak is the machine's when quiet; the
+// recipes' table counts the steps' too (bench_recipes).
+static double cpu_seconds(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 // ---- the machine's fp32 FMA throughput
 
 // 12 independent accumulators of the widest vector the target has
@@ -126,32 +142,47 @@ void __cyg_profile_func_exit(void *function, void *call_site) {
 // registers. A width fixed wider than the target's (16 floats, two ymm
 // registers under AVX2) would need more accumulators than there are
 // registers: they spill, and the probe measures the spills.
-static double fma_probe_gflops(int threads) {
-    const long iters = 20000000;
-    double best = 0.0;
-    for (int rep = 0; rep < 3; rep++) {
-        double start = now_seconds();
-        float sink = 0.0f;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-        {
-            vfloat acc[12];
-            vfloat a, b;
-            for (int j = 0; j < VLEN; j++) {
-                a[j] = 0.999999f;
-                b[j] = 1e-7f * (float)(omp_get_thread_num() + 1);
-            }
-            for (int i = 0; i < 12; i++) acc[i] = b * (float)(i + 1);
-            for (long it = 0; it < iters; it++)
-                for (int i = 0; i < 12; i++) acc[i] = acc[i] * a + b;
-            for (int i = 0; i < 12; i++)
-                for (int j = 0; j < VLEN; j++) sink += acc[i][j];
-        }
-        double seconds = now_seconds() - start;
-        if (sink == 12345.0f) printf(" "); // keep the loop alive
-        double gflops = 2.0 * VLEN * 12 * iters * threads / seconds / 1e9;
-        if (gflops > best) best = gflops;
+// Under GPT_KERNELS=avx2 in a build for AVX-512, the probe runs in ymm
+// registers as the products then do (fma_probe8_gflops).
+#define FMA_PROBE(name, vtype, width)                                                            \
+    static double name(int threads) {                                                            \
+        const long iters = 20000000;                                                             \
+        double best = 0.0;                                                                       \
+        for (int rep = 0; rep < 3; rep++) {                                                      \
+            float sink = 0.0f;                                                                   \
+            double gflops = 0.0;                                                                 \
+            _Pragma("omp parallel num_threads(threads) reduction(+ : sink, gflops)") {           \
+                double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);                             \
+                vtype acc[12];                                                                   \
+                vtype a, b;                                                                      \
+                for (int j = 0; j < (width); j++) {                                              \
+                    a[j] = 0.999999f;                                                            \
+                    b[j] = 1e-7f * (float)(omp_get_thread_num() + 1);                            \
+                }                                                                                \
+                for (int i = 0; i < 12; i++) acc[i] = b * (float)(i + 1);                        \
+                for (long it = 0; it < iters; it++)                                              \
+                    for (int i = 0; i < 12; i++) acc[i] = acc[i] * a + b;                        \
+                for (int i = 0; i < 12; i++)                                                     \
+                    for (int j = 0; j < (width); j++) sink += acc[i][j];                         \
+                double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;                   \
+                gflops += 2.0 * (width) * 12 * iters / seconds / 1e9;                            \
+            }                                                                                    \
+            if (sink == 12345.0f) printf(" "); /* keep the loop alive */                         \
+            if (gflops > best) best = gflops;                                                    \
+        }                                                                                        \
+        return best;                                                                             \
     }
-    return best;
+FMA_PROBE(fma_probe_native_gflops, vfloat, VLEN)
+#if VLEN == 16
+typedef float vfloat8 __attribute__((vector_size(8 * sizeof(float))));
+FMA_PROBE(fma_probe8_gflops, vfloat8, 8)
+#endif
+
+static double fma_probe_gflops(int threads) {
+#if VLEN == 16
+    if (!cpu_has_avx512f()) return fma_probe8_gflops(threads);
+#endif
+    return fma_probe_native_gflops(threads);
 }
 
 // ---- the machine's bf16 throughput (0 where the CPU lacks the instructions)
@@ -171,7 +202,7 @@ static double fma_probe_gflops(int threads) {
 __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one_thread(void) {
     long remaining = DOT_ITERS;
     const int ones = 0x3f803f80, small = 0x3c003c00; // bf16 pairs (1.0, 1.0), (2^-7, 2^-7)
-    double start = now_seconds();
+    double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     __asm__ volatile(ZERO(0) ZERO(1) ZERO(2) ZERO(3) ZERO(4) ZERO(5) ZERO(6) ZERO(7) ZERO(8)
                          ZERO(9) ZERO(10) ZERO(11) ZERO(12) ZERO(13) ZERO(14) ZERO(15)
                      "vpbroadcastd %1, %%zmm16\n\t"
@@ -186,7 +217,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double vdpbf16ps_gflops_one
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",
                        "xmm17", "cc");
-    double seconds = now_seconds() - start;
+    double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;
     return 64.0 * DOT_ACCUMULATORS * DOT_ITERS / seconds / 1e9;
 }
 #undef DOT
@@ -215,14 +246,14 @@ __attribute__((target("amx-tile,amx-bf16"))) static double amx_gflops_one_thread
     _tile_loadd(5, ones, 64);
     _tile_loadd(6, ones, 64);
     _tile_loadd(7, ones, 64);
-    double start = now_seconds();
+    double start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (long it = 0; it < iters; it++) {
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    double seconds = now_seconds() - start;
+    double seconds = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - start;
     _tile_release();
     return 16384.0 * 4 * iters / seconds / 1e9;
 }
@@ -263,13 +294,28 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// Median ms per training step of `shape` in `precision`, with
-// the breakdown printed when `verbose`. With a tuner, each step runs on the
-// thread count it chooses, as bin/train's do; *mean_ms (if not NULL) gets
-// the mean, which counts the tuner's trials.
-static double bench_training_block(const Shape *shape, const GPTConfig *block, Precision precision,
-                                   double peak_gflops, int verbose, ThreadTuner *tuner,
-                                   double *mean_ms) {
+// One shape's training step measured: median and mean ms, the breakdown
+// by op (mean ms per step, adding up to the mean step with `other`), and
+// what Muon's update of the matrices adds (0 unless asked).
+typedef struct {
+    double median_ms, mean_ms, cpu_ms; // cpu_ms: the process's CPU time a step, median
+    double op_ms[NUM_PROFILED_OPS], optimizer_ms, other_ms, muon_ms;
+    double flops, product_flops; // the model's (model_flops), and its products' alone
+    size_t params;
+} StepResult;
+
+// The products' share of model_flops: 6 * P * B*T (the linear layers and
+// the head), without attention's T^2 terms.
+static double product_flops(const GPTConfig *c, int B, int T) {
+    double P = 12.0 * c->layers * c->dim * c->dim + (double)c->vocab_size * c->dim;
+    return 6.0 * P * B * T;
+}
+
+// Steps of `shape` with `block`'s choices in `precision`: 3 warm-up steps,
+// then shape->iters timed. With a tuner, each step runs on the thread count
+// it chooses, as bin/train's do.
+static StepResult measure_step(const Shape *shape, const GPTConfig *block, Precision precision,
+                               ThreadTuner *tuner, int with_muon) {
     GPTConfig cfg = *block;
     cfg.vocab_size = 65, cfg.context = shape->context, cfg.layers = shape->layers;
     cfg.heads = shape->heads, cfg.dim = shape->dim;
@@ -291,12 +337,12 @@ static double bench_training_block(const Shape *shape, const GPTConfig *block, P
         targets[i] = (int)rng_below(&rng, cfg.vocab_size);
     }
     int warmup = 3, n = shape->iters;
-    double *ms = xcalloc(n, sizeof(double));
+    double *ms = xcalloc(n, sizeof(double)), *cpu_ms = xcalloc(n, sizeof(double));
     double optimizer_seconds = 0.0;
     for (int it = -warmup; it < n; it++) {
         if (it == 0) memset(op_seconds, 0, sizeof op_seconds);
         if (tuner) thread_tuner_next(tuner);
-        double start = now_seconds();
+        double start = now_seconds(), cpu_start = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
         gpt_forward(&model, inputs, B, T,
                     (ForwardArgs){.targets = targets, .attention = ATTENTION_FUSED});
         gpt_zero_grad(&model, model.grads_memory);
@@ -308,71 +354,84 @@ static double bench_training_block(const Shape *shape, const GPTConfig *block, P
         if (tuner) thread_tuner_record(tuner, end - start);
         if (it >= 0) {
             ms[it] = 1e3 * (end - start);
+            cpu_ms[it] = 1e3 * (cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start);
             optimizer_seconds += end - opt_start;
         }
     }
-    double total_ms = 0.0;
-    for (int i = 0; i < n; i++) total_ms += ms[i];
-    if (mean_ms) *mean_ms = total_ms / n;
+    StepResult r = {.flops = model_flops(&cfg, B, T), .product_flops = product_flops(&cfg, B, T),
+                    .params = model.num_params};
+    for (int i = 0; i < n; i++) r.mean_ms += ms[i] / n;
     qsort(ms, n, sizeof(double), compare_doubles);
-    double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    double flops = model_flops(&cfg, B, T);
-    double gflops = flops / (median * 1e-3) / 1e9;
-    if (!verbose) {
-        free(ms), free(inputs), free(targets);
-        adamw_free(&opt);
-        gpt_free(&model);
-        return median;
+    r.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    qsort(cpu_ms, n, sizeof(double), compare_doubles);
+    r.cpu_ms = n % 2 ? cpu_ms[n / 2] : 0.5 * (cpu_ms[n / 2 - 1] + cpu_ms[n / 2]);
+    r.other_ms = r.mean_ms;
+    for (int op = 0; op < NUM_PROFILED_OPS; op++) {
+        r.op_ms[op] = 1e3 * op_seconds[op] / n;
+        r.other_ms -= r.op_ms[op];
     }
+    r.optimizer_ms = 1e3 * optimizer_seconds / n;
+    r.other_ms -= r.optimizer_ms;
+    if (with_muon) {
+        // Muon's update of the blocks' matrices (momentum, 5 Newton-Schulz
+        // steps in this precision, the update), timed apart after the
+        // steps (its products are linear_forward's); a Muon step is about
+        // the step plus it (AdamW's part on the matrices is a few percent)
+        Muon muon;
+        muon_init(&muon, model.num_params);
+        muon_reserve(&muon, &model);
+        double muon_seconds = 0.0;
+        for (int it = -warmup; it < n; it++) {
+            double start = now_seconds();
+            muon_update(&muon, &model, 1e-4f, 0.1f, 1.0f);
+            if (it >= 0) muon_seconds += now_seconds() - start;
+        }
+        r.muon_ms = 1e3 * muon_seconds / n;
+        muon_free(&muon);
+    }
+    free(ms), free(cpu_ms), free(inputs), free(targets);
+    adamw_free(&opt);
+    gpt_free(&model);
+    return r;
+}
+
+// Median ms per training step of `shape` in `precision`, with
+// the breakdown printed when `verbose`. With a tuner, each step runs on the
+// thread count it chooses, as bin/train's do; *mean_ms (if not NULL) gets
+// the mean, which counts the tuner's trials.
+static double bench_training_block(const Shape *shape, const GPTConfig *block, Precision precision,
+                                   double peak_gflops, int verbose, ThreadTuner *tuner,
+                                   double *mean_ms) {
+    StepResult r = measure_step(shape, block, precision, tuner, verbose);
+    if (mean_ms) *mean_ms = r.mean_ms;
+    if (!verbose) return r.median_ms;
+    int B = shape->batch, T = shape->context, n = shape->iters;
+    double median = r.median_ms, total_ms = r.mean_ms * n;
+    double gflops = r.flops / (median * 1e-3) / 1e9;
     printf("\n%s [%s]: %d layers, %d heads, dim %d, context %d, batch %d (%zu parameters)\n",
-           shape->name, precision_name(precision), cfg.layers, cfg.heads, cfg.dim,
-           cfg.context, B, model.num_params);
+           shape->name, precision_name(precision), shape->layers, shape->heads, shape->dim,
+           shape->context, B, r.params);
     printf("  %-28s %10.1f ms/iter (median of %d, after %d warm-up)\n", "training step", median, n,
-           warmup);
+           3);
     printf("  %-28s %10.0f tokens/s\n", "throughput", B * T / (median * 1e-3));
     int threads = omp_get_max_threads();
     history_append("train_step", shape->key, precision_name(precision), threads, "ms_per_iter",
                    median, 1);
     history_append("train_step", shape->key, precision_name(precision), threads, "tokens_per_s",
                    B * T / (median * 1e-3), 0);
-    printf("  %-28s %10.2f GFLOP per iteration\n", "model arithmetic", flops / 1e9);
+    printf("  %-28s %10.2f GFLOP per iteration\n", "model arithmetic", r.flops / 1e9);
     printf("  %-28s %10.1f GFLOP/s = %.0f%% of the measured %s peak %.0f GFLOP/s\n", "model speed",
            gflops, 100.0 * gflops / peak_gflops, precision_name(precision), peak_gflops);
     printf("  breakdown (mean per iteration):\n");
-    double accounted = 0.0;
-    for (int op = 0; op < NUM_PROFILED_OPS; op++) {
-        double op_ms = 1e3 * op_seconds[op] / n;
-        accounted += op_ms;
-        printf("    %-26s %8.2f ms  %5.1f%%\n", op_names[op], op_ms, 100.0 * op_ms / (total_ms / n));
-    }
-    double opt_ms = 1e3 * optimizer_seconds / n;
-    accounted += opt_ms;
-    printf("    %-26s %8.2f ms  %5.1f%%\n", "optimizer (norm + AdamW)", opt_ms,
-           100.0 * opt_ms / (total_ms / n));
-    printf("    %-26s %8.2f ms  %5.1f%%\n", "other (dropout, copies)", total_ms / n - accounted,
-           100.0 * (total_ms / n - accounted) / (total_ms / n));
-    // Muon's update of the blocks' matrices (momentum, 5 Newton-Schulz
-    // steps in this precision, the update), timed apart after the
-    // breakdown (its products are linear_forward's); a Muon step is about
-    // this step plus it (AdamW's part on the matrices is a few percent)
-    Muon muon;
-    muon_init(&muon, model.num_params);
-    muon_reserve(&muon, &model);
-    double muon_seconds = 0.0;
-    for (int it = -warmup; it < n; it++) {
-        double start = now_seconds();
-        muon_update(&muon, &model, 1e-4f, 0.1f, 1.0f);
-        if (it >= 0) muon_seconds += now_seconds() - start;
-    }
-    double muon_ms = 1e3 * muon_seconds / n;
+    for (int op = 0; op < NUM_PROFILED_OPS; op++)
+        printf("    %-26s %8.2f ms  %5.1f%%\n", op_names[op], r.op_ms[op],
+               100.0 * r.op_ms[op] / (total_ms / n));
+    printf("    %-26s %8.2f ms  %5.1f%%\n", "optimizer (norm + AdamW)", r.optimizer_ms,
+           100.0 * r.optimizer_ms / (total_ms / n));
+    printf("    %-26s %8.2f ms  %5.1f%%\n", "other (dropout, copies)", r.other_ms,
+           100.0 * r.other_ms / (total_ms / n));
     printf("  %-28s %10.2f ms = %.1f%% of a Muon step (median + it)\n", "Muon's update (matrices)",
-           muon_ms, 100.0 * muon_ms / (median + muon_ms));
-    muon_free(&muon);
-    free(ms);
-    free(inputs);
-    free(targets);
-    adamw_free(&opt);
-    gpt_free(&model);
+           r.muon_ms, 100.0 * r.muon_ms / (median + r.muon_ms));
     return median;
 }
 
@@ -424,6 +483,102 @@ static void bench_blocks(int threads, int quick) {
         history_append("block_step_ratio", choices[i].name, precision_name(precision), threads,
                        "ratio", ratios[rounds / 2], 3);
     }
+}
+
+// ---- what people train: every recipe's shape
+//
+// The shapes of bin/train's default, of each --minutes row
+// (train/recipes.c; rows that differ only in dropout or the passes share a
+// shape), of the induction recipe (train/named_recipes.c), and the larger
+// shape. Each as ms a step, tokens/s and its fraction of this host's
+// measured peak in that precision, per CPU second (cpu ms: the process's
+// CPU time a step, every thread's; against one core's peak), so that a
+// shared machine's other processes count for less; the products' alone
+// (the linear layers and the head: 6 P B T flops over their time); and
+// the breakdown by op, in percent of the mean step, which adds up to it. Recipes train with
+// Muon: its update of the matrices, in ms, comes on top of the step.
+typedef struct {
+    Shape shape;
+    GPTConfig block;
+    int muon;
+} RecipeShape;
+
+static const RecipeShape recipe_shapes[] = {
+    {{"default (no --minutes)", "default", 4, 4, 128, 64, 12, 30}, {0}, 0},
+    {{"--minutes 1", "minutes_1", 4, 4, 128, 64, 16, 30}, {0}, 1},
+    {{"--minutes 5/15/60, RoPE", "minutes_5_rope", 4, 4, 128, 128, 16, 20},
+     {.pos = POS_ROPE, .rope_base = 10000}, 1},
+    {{"--minutes 15/60 wider, RoPE", "minutes_15_wide", 4, 4, 192, 128, 16, 15},
+     {.pos = POS_ROPE, .rope_base = 10000}, 1},
+    {{"--minutes 15/60 large corpus", "minutes_15_large", 4, 4, 192, 128, 16, 15}, {0}, 1},
+    {{"--recipe induction", "induction", 2, 4, 128, 256, 16, 15}, {0}, 1},
+    {{"larger (6 x 384, ctx 256, b 8)", "larger", 6, 6, 384, 256, 8, 4}, {0}, 0},
+};
+
+// "model name, family F model M" from /proc/cpuinfo (or "unknown").
+static void cpu_description(char *out, size_t len) {
+    char name[256] = "unknown", line[512];
+    int family = -1, model = -1;
+    FILE *cpuinfo = fopen("/proc/cpuinfo", "r");
+    while (cpuinfo && fgets(line, sizeof line, cpuinfo)) {
+        if (sscanf(line, "model name : %255[^\n]", name) == 1) break;
+        if (sscanf(line, "cpu family : %d", &family) == 1) continue;
+        if (sscanf(line, "model : %d", &model) == 1) continue;
+    }
+    if (cpuinfo) fclose(cpuinfo);
+    snprintf(out, len, "%s, family %d model %d", name, family, model);
+}
+
+static void bench_recipes(int threads, double fp32_peak, double bf16_peak, int quick) {
+    char cpu[400];
+    cpu_description(cpu, sizeof cpu);
+    const char *cap = getenv("GPT_KERNELS");
+    int bf16_native = cpu_has_avx512_bf16() || cpu_has_amx_bf16();
+    printf("\nrecipes' shapes, %d threads, on %s; fp32 products: %s variant%s%s%s\n", threads, cpu,
+           matmul_fp32_kernel_name(), cap && *cap ? " (GPT_KERNELS=" : "", cap && *cap ? cap : "",
+           cap && *cap ? ")" : "");
+    printf("  peaks (our probes, per CPU second): fp32 %.0f GFLOP/s a core%s", fp32_peak / threads,
+           bf16_native ? "" : "\n");
+    if (bf16_native) printf(", bf16 %.0f GFLOP/s a core\n", bf16_peak / threads);
+    printf("  %-31s %-5s %8s %8s %8s %6s %6s | %s | %s\n", "shape", "prec", "ms/step", "cpu ms", "tok/s",
+           "%peak", "%prod", "breakdown, % of the step: mm-fwd mm-bwd att-fwd att-bwd norm gelu "
+           "loss elem optim other", "+Muon ms");
+    for (size_t i = 0; i < sizeof recipe_shapes / sizeof recipe_shapes[0]; i++)
+        for (int p = 0; p < (bf16_native ? 2 : 1); p++) {
+            const RecipeShape *rs = &recipe_shapes[i];
+            Shape shape = rs->shape;
+            if (quick) shape.iters = shape.iters / 3 > 2 ? shape.iters / 3 : 2;
+            Precision precision = p ? PRECISION_BF16 : PRECISION_FP32;
+            double peak = p ? bf16_peak : fp32_peak;
+            StepResult r = measure_step(&shape, &rs->block, precision, NULL, rs->muon);
+            double tokens = shape.batch * shape.context / (r.median_ms * 1e-3);
+            // per CPU second against a core's peak; the products' CPU time
+            // taken as their share of the wall time
+            double core_peak = peak / threads;
+            double of_peak = r.flops / (r.cpu_ms * 1e-3) / 1e9 / core_peak;
+            double product_share = (r.op_ms[OP_MATMUL_FWD] + r.op_ms[OP_MATMUL_BWD]) / r.mean_ms;
+            double of_peak_products = r.product_flops / (product_share * r.cpu_ms * 1e-3) / 1e9 / core_peak;
+            printf("  %-31s %-5s %8.2f %8.2f %8.0f %5.1f%% %5.1f%% |", shape.name,
+                   precision_name(precision), r.median_ms, r.cpu_ms, tokens, 100.0 * of_peak,
+                   100.0 * of_peak_products);
+            for (int op = 0; op < NUM_PROFILED_OPS; op++) printf(" %4.1f", 100.0 * r.op_ms[op] / r.mean_ms);
+            printf(" %4.1f %4.1f | %6.2f\n", 100.0 * r.optimizer_ms / r.mean_ms,
+                   100.0 * r.other_ms / r.mean_ms, r.muon_ms);
+            fflush(stdout);
+            char precision_kernels[64];
+            snprintf(precision_kernels, sizeof precision_kernels, "%s/%s", precision_name(precision),
+                     p ? bf16_kernel_name(bf16_best_kernel(BF16_AMX)) : matmul_fp32_kernel_name());
+            history_append("recipe_step", shape.key, precision_kernels, threads, "ms_per_iter",
+                           r.median_ms, 2);
+            history_append("recipe_step", shape.key, precision_kernels, threads, "tokens_per_s",
+                           tokens, 0);
+            history_append("recipe_step", shape.key, precision_kernels, threads, "cpu_ms_per_iter",
+                           r.cpu_ms, 2);
+            history_append("recipe_step", shape.key, precision_kernels, threads, "fraction_of_peak",
+                           of_peak, 3);
+            history_append("recipe_step", shape.key, precision_kernels, threads,
+                           "products_fraction_of_peak", of_peak_products, 3);
+        }
 }
 
 // ---- the default recipe beside a busy process
@@ -521,12 +676,13 @@ static int bench_steps_only(int threads) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 0, blocks = 0;
-    
+    int quick = 0, steps = 0, blocks = 0, recipes = 0;
     Option table[] = {
         {"--quick", NULL, OPT_FLAG, &quick, "fewer steps of each shape", 0, -1, 0},
         {"--steps", NULL, OPT_FLAG, &steps,
          "only the training steps, one summary line a shape (scripts/compare_pytorch.py)", 0, -1, 0},
+        {"--recipes", NULL, OPT_FLAG, &recipes,
+         "only the peaks and every recipe's shape, one line each with its breakdown", 0, -1, 0},
         {"--blocks", NULL, OPT_FLAG, &blocks,
          "only the block's choices against GPT-2's block (their step times)", 0, -1, 0},
         {"--history", "FILE", OPT_STRING, &bench_history.path,
@@ -539,7 +695,7 @@ int main(int argc, char **argv) {
     int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
     if (parsed == OPTIONS_HELP) {
         options_usage(stdout,
-                      "usage: bin/bench [--quick | --steps | --blocks] [--history FILE [--commit HASH]]",
+                      "usage: bin/bench [--quick | --steps | --blocks | --recipes] [--history FILE [--commit HASH]]",
                       table, num_options);
         return 0;
     }
@@ -576,6 +732,8 @@ int main(int argc, char **argv) {
     printf("fp32 products run on: %s\n", matmul_fp32_kernel_name());
     printf("bf16 products run on: %s\n", bf16_kernel_name(bf16_best_kernel(BF16_AMX)));
     omp_set_num_threads(threads);
+    bench_recipes(threads, peak, bf16_peak, quick);
+    if (recipes) return 0;
     Shape shapes[] = {{"default recipe", "default", 4, 4, 128, 64, 12, quick ? 5 : 50},
                       {"larger shape", "larger", 6, 6, 384, 256, 8, quick ? 2 : 7}};
     double ms[2][2];

@@ -501,18 +501,16 @@ static void check_linear_backward(const Fp32Kernels *v) {
 
 static void test_linear_backward_matches_double(void) { check_linear_backward(NULL); }
 
-// Every fp32 variant this build compiled that this CPU runs (a portable
-// x86-64 build: its own SSE2 one, and AVX2's and AVX-512's where the CPU
-// has them; a native build: its own), each product against double, and
-// the packed columns' product equal to the strided one bit for bit.
+// Every fp32 variant this CPU runs (on x86-64 SSE2's, and AVX2's and
+// AVX-512's where the CPU has them and GPT_KERNELS allows them; elsewhere
+// the build's own), each product against double, and the packed columns'
+// product equal to the strided one bit for bit.
 static void test_every_fp32_variant(void) {
     const Fp32Kernels *variants[3];
     int count = 0;
-    variants[count++] = &fp32_built;
-#if FP32_AVX2_VARIANT
+    variants[count++] = &fp32_portable;
+#if FP32_X86_VARIANTS
     if (cpu_has_avx2_fma()) variants[count++] = &fp32_avx2;
-#endif
-#if FP32_AVX512_VARIANT
     if (cpu_has_avx512f()) variants[count++] = &fp32_avx512;
 #endif
     for (int i = 0; i < count; i++) {
@@ -536,6 +534,48 @@ static void test_every_fp32_variant(void) {
                   "%s: the packed columns' product differs from the strided one", v->name);
         free(a), free(w), free(w_t), free(packed), free(strided), free(columns);
     }
+}
+
+// GPT_KERNELS caps the kernels every program takes (cpu_features.h): the
+// fp32 products run the newest variant the cap leaves (printed, so a log
+// says which ran), bin/train's bf16 products the newest bf16 kernel under
+// it, and a name it does not know, or a set this CPU cannot run, ends the
+// program with one line naming the value and what is accepted.
+static void test_kernels_override(void) {
+    const char *cap = getenv("GPT_KERNELS");
+    printf("    (GPT_KERNELS=%s: the products take the %s variant)\n", cap && *cap ? cap : "",
+           matmul_fp32_kernel_name());
+    CHECK(!strcmp(matmul_fp32_kernel_name(), cpu_has_avx512f()    ? "AVX-512"
+                                             : cpu_has_avx2_fma() ? "AVX2"
+                                                                  : fp32_portable.name));
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *tiny = "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 "
+                       "--sample-chars 0 --iters 1 --precision bf16";
+    const char *names[] = {"portable", "avx2"};
+    const char *kernels[] = {"portable (fp32 instructions)", "AVX2 (fp32 FMAs on bf16 inputs)"};
+    for (int i = 0; i < (cpu_has_avx2_fma() ? 2 : 1); i++) {
+        SpawnOptions env = {.env = i == 0 ? "GPT_KERNELS=portable" : "GPT_KERNELS=avx2"};
+        CHECK(RUN(capture, &env, "bin/train %s --out %s/%s", tiny, dir, names[i]) == 0);
+        char *out = output_of(capture), said[128];
+        snprintf(said, sizeof said, "precision: bf16 with the %s kernel\n", kernels[i]);
+        CHECK_MSG(out && strstr(out, said), "GPT_KERNELS=%s: %s", names[i], out ? out : "");
+        free(out);
+    }
+    SpawnOptions bad = {.env = "GPT_KERNELS=avx3"};
+    CHECK(RUN(capture, &bad, "bin/train %s --out %s/bad", tiny, dir) == 1);
+    char *out = output_of(capture);
+    CHECK_MSG(out && !strcmp(out, "error: GPT_KERNELS=avx3: expected portable, avx2 or avx512\n"),
+              "said: %s", out ? out : "");
+    free(out);
+    // avx512 where the CPU has it runs; elsewhere it is refused in one line
+    SpawnOptions newest = {.env = "GPT_KERNELS=avx512"};
+    int exit_code = RUN(capture, &newest, "bin/train %s --out %s/avx512", tiny, dir);
+    out = output_of(capture);
+    CHECK_MSG(exit_code == 0 || (exit_code == 1 && out && count_lines(out) == 1 &&
+                                 strstr(out, "error: GPT_KERNELS=avx512: this CPU cannot run it; it runs ")),
+              "exit %d, said: %s", exit_code, out ? out : "");
+    free(out);
 }
 
 // ---- linear gradients
@@ -999,13 +1039,17 @@ static void test_modern_ops_threads(void) {
     int positions[N];
     for (int n = 0; n < N; n++) positions[n] = (int)rng_below(&rng, T);
     enum { RMS_OUT, RSTD, RMS_D_INP, RMS_D_WEIGHT, ROPE_X, ROPE_D_X, RELU2_OUT, RELU2_D_INP,
-           SWIGLU_OUT, SWIGLU_D_INP, SOFTCAP_OUT, SOFTCAP_D_INP, OUTPUTS };
-    const char *names[OUTPUTS] = {"rmsnorm out",      "rmsnorm rstd", "rmsnorm d_inp",
-                                  "rmsnorm d_weight", "rope x",       "rope d_x",
-                                  "relu2 out",        "relu2 d_inp",  "swiglu out",
-                                  "swiglu d_inp",     "softcap out",  "softcap d_inp"};
+           SWIGLU_OUT, SWIGLU_D_INP, SOFTCAP_OUT, SOFTCAP_D_INP, LN_OUT, LN_MEAN, LN_RSTD,
+           LN_D_INP, LN_D_WEIGHT, LN_D_BIAS, OUTPUTS };
+    const char *names[OUTPUTS] = {"rmsnorm out",      "rmsnorm rstd",     "rmsnorm d_inp",
+                                  "rmsnorm d_weight", "rope x",           "rope d_x",
+                                  "relu2 out",        "relu2 d_inp",      "swiglu out",
+                                  "swiglu d_inp",     "softcap out",      "softcap d_inp",
+                                  "layernorm out",    "layernorm mean",   "layernorm rstd",
+                                  "layernorm d_inp",  "layernorm d_weight", "layernorm d_bias"};
     const long sizes[OUTPUTS] = {N * C, N,     N * C, C,         N * C, N * C,
-                                 N * C, N * C, N * C, 2 * N * C, N * C, N * C};
+                                 N * C, N * C, N * C, 2 * N * C, N * C, N * C,
+                                 N * C, N,     N,     N * C,     C,     C};
     float *got[2][OUTPUTS];
     int threads = omp_get_max_threads();
     for (int pass = 0; pass < 2; pass++) {
@@ -1025,6 +1069,9 @@ static void test_modern_ops_threads(void) {
         swiglu_backward(o[SWIGLU_D_INP], x, d_out, N, C);
         softcap_forward(o[SOFTCAP_OUT], x, cap, N * C);
         softcap_backward(o[SOFTCAP_D_INP], o[SOFTCAP_OUT], d_out, cap, N * C);
+        layernorm_forward(o[LN_OUT], o[LN_MEAN], o[LN_RSTD], x, weight, d_out, N, C);
+        layernorm_backward(o[LN_D_INP], o[LN_D_WEIGHT], o[LN_D_BIAS], d_out, x, weight,
+                           o[LN_MEAN], o[LN_RSTD], N, C);
     }
     omp_set_num_threads(threads);
     for (int k = 0; k < OUTPUTS; k++) {
@@ -1079,8 +1126,10 @@ void suite_ops(void) {
     run_test("linear_forward matches double", test_linear_forward_matches_double);
     run_test("linear_backward matches double, past one pass of K, partial tiles",
              test_linear_backward_matches_double);
-    run_test("every fp32 variant this build has and the CPU runs matches double",
+    run_test("every fp32 variant the CPU runs (GPT_KERNELS may cap it) matches double",
              test_every_fp32_variant);
+    run_test("GPT_KERNELS: the products take the newest variant it allows; a bad value, one line",
+             test_kernels_override);
     run_test("linear gradients 5x7x9", test_linear_gradients_small);
     run_test("linear gradients 37x64x72 (full tiles)", test_linear_gradients_tiled);
     run_test("linear_backward accumulates", test_linear_backward_accumulates);
@@ -1096,6 +1145,6 @@ void suite_ops(void) {
     run_test("softmax with large logits", test_crossentropy_large_logits);
     run_test("rmsnorm, relu2, swiglu, softcap backwards accumulate",
              test_modern_backwards_accumulate);
-    run_test("rmsnorm, rope, relu2, swiglu, softcap: 1 and 2 threads give the same bits",
+    run_test("layernorm, rmsnorm, rope, relu2, swiglu, softcap: 1 and 2 threads give the same bits",
              test_modern_ops_threads);
 }
