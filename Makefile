@@ -94,7 +94,7 @@ endif
 FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null \
                           2>/dev/null && echo --param=avoid-fma-max-bits=0)
 CFLAGS += $(FMA_EVERYWHERE)
-LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson $(OPENMP_LIBS))
+LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson -llapacke $(OPENMP_LIBS))
 # The compiler and flags that made the objects in $(BUILD): when they change
 # (CC=clang, PORTABLE=1, another target's compiler), every object is made
 # again rather than linked with objects made for another compiler or CPU.
@@ -243,8 +243,9 @@ test: bin/tests $(PROGRAMS)
 # ---- make test-arm64: the ARM64 build (CROSS=aarch64-linux-gnu-, above)
 # and the tests an emulated CPU runs in a few minutes, under qemu-user
 # (Debian's gcc-aarch64-linux-gnu and qemu-user-static, and the arm64
-# builds of libcjson-dev and libgomp1: docs/platforms.md). The tests run
-# bin/train, bin/sample and bin/attn by name: in $(ARM64)/emulated/bin these
+# builds of libcjson-dev, liblapacke-dev and libgomp1: docs/platforms.md).
+# The tests run bin/train, bin/sample and bin/attn by name: in
+# $(ARM64)/emulated/bin these
 # are scripts that start the ARM64 programs under qemu (the host needs no
 # binfmt_misc entry), and the suite runs from $(ARM64)/emulated. Left out
 # (tens of times slower emulated): the tests of the default shape, the
