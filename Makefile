@@ -15,8 +15,9 @@
 # ---- macOS (Darwin). We have no Mac: this branch has never run. Apple's
 # clang; OpenMP from Homebrew's libomp, which is keg-only (its own include/
 # and lib/ under `brew --prefix libomp`), or, without it, none (as with
-# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's image header
-# from STB_INCLUDE/stb/ for the tests (Homebrew has no stb: docs/platforms.md).
+# OPENMP=0, and a note here); cJSON from Homebrew's cjson; stb's image headers
+# from STB_INCLUDE/stb/, the PNG writer and the tests' reader (Homebrew has no
+# stb: docs/platforms.md).
 UNAME_S := $(shell uname -s)
 ifeq ($(UNAME_S),Darwin)
 ifeq ($(origin CC),default)
@@ -94,7 +95,7 @@ endif
 FMA_EVERYWHERE := $(shell $(CC) -Werror --param=avoid-fma-max-bits=0 -x c -c /dev/null -o /dev/null \
                           2>/dev/null && echo --param=avoid-fma-max-bits=0)
 CFLAGS += $(FMA_EVERYWHERE)
-LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson $(OPENMP_LIBS))
+LDLIBS = $(strip $(PLATFORM_LIBS) -lm -lcjson -lz -llapacke $(OPENMP_LIBS))
 # The compiler and flags that made the objects in $(BUILD): when they change
 # (CC=clang, PORTABLE=1, another target's compiler), every object is made
 # again rather than linked with objects made for another compiler or CPU.
@@ -103,7 +104,7 @@ BUILD_FLAGS = $(BUILD)/build-flags.txt
 # Rooms, bottom to top (each includes only from the rooms below it):
 #   base/ -> kernels/ -> model/, data/ -> optim/, infer/, interpret/ -> viz/ -> the programs train/, sample/, attn/
 BASE_SRC = base/util.c base/options.c base/files.c base/safetensors.c base/thread_tuner.c
-BASE_SRC += base/gguf.c base/deflate.c base/png.c base/base64.c base/page_template.c
+BASE_SRC += base/gguf.c base/png.c base/base64.c base/page_template.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
@@ -321,8 +322,9 @@ test: bin/tests $(PROGRAMS)
 # ---- make test-arm64: the ARM64 build (CROSS=aarch64-linux-gnu-, above)
 # and the tests an emulated CPU runs in a few minutes, under qemu-user
 # (Debian's gcc-aarch64-linux-gnu and qemu-user-static, and the arm64
-# builds of libcjson-dev and libgomp1: docs/platforms.md). The tests run
-# bin/train, bin/sample and bin/attn by name: in $(ARM64)/emulated/bin these
+# builds of libcjson-dev, zlib1g-dev, liblapacke-dev and libgomp1:
+# docs/platforms.md). The tests run bin/train, bin/sample and bin/attn by
+# name: in $(ARM64)/emulated/bin these
 # are scripts that start the ARM64 programs under qemu (the host needs no
 # binfmt_misc entry), and the suite runs from $(ARM64)/emulated. Left out
 # (tens of times slower emulated): the tests of the default shape, the

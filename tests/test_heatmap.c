@@ -12,8 +12,8 @@
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
 #include <stb/stb_image.h>
+#include <zlib.h>
 
-#include "../base/deflate.h"
 #include "../base/png.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
@@ -634,79 +634,54 @@ static void test_attn_bad_input(void) {
     CHECK(!file_exists(path));
 }
 
-// Adler-32 by its definition (RFC 1950, 8.2), a byte at a time.
-static uint32_t adler32_reference(const unsigned char *data, int len) {
-    uint32_t a = 1, b = 0;
-    for (int i = 0; i < len; i++) {
-        a = (a + data[i]) % 65521;
-        b = (b + a) % 65521;
+// The big-endian 32-bit number at p.
+static uint32_t read_u32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+// A PNG file's chunks, checked: each one's CRC (zlib's crc32); the IDAT
+// data inflated by stb_image, then each of the height rows (a filter byte,
+// 3 width bytes) filtered with Up (2), the one filter png.h chooses.
+static void check_png_chunks(const char *what, const unsigned char *png, size_t len, int width,
+                             int height) {
+    unsigned char *idat = xmalloc(len); // the IDAT chunks' data, joined
+    size_t idat_len = 0;
+    for (size_t at = 8; at + 12 <= len;) { // length, type, data, CRC
+        uint32_t n = read_u32(png + at);
+        CHECK_MSG(at + 12 + n <= len, "%s: chunk %.4s runs past the file's end", what, png + at + 4);
+        if (at + 12 + n > len) break;
+        uint32_t crc = read_u32(png + at + 8 + n);
+        CHECK_MSG(crc == (uint32_t)crc32(0, png + at + 4, 4 + n), "%s: chunk %.4s: wrong CRC", what,
+                  png + at + 4);
+        if (!memcmp(png + at + 4, "IDAT", 4)) {
+            memcpy(idat + idat_len, png + at + 8, n);
+            idat_len += n;
+        }
+        at += 12 + n;
     }
-    return b << 16 | a;
+    int rows_len = -1;
+    char *rows = stbi_zlib_decode_malloc((const char *)idat, (int)idat_len, &rows_len);
+    size_t row = (size_t)width * 3 + 1;
+    CHECK_MSG(rows && rows_len == (int)(row * (size_t)height), "%s: IDAT inflated to %d bytes, expected %zu",
+              what, rows_len, row * (size_t)height);
+    if (rows && rows_len == (int)(row * (size_t)height))
+        for (int y = 0; y < height; y++)
+            CHECK_MSG(rows[(size_t)y * row] == 2, "%s: row %d filtered with %d, not Up (2)", what, y,
+                      rows[(size_t)y * row]);
+    free(rows);
+    free(idat);
 }
 
-// One input through zlib_compress_fixed and back through stb_image's
-// inflate: the same bytes, a valid zlib header and checksum. Returns the
-// compressed size.
-static int check_round_trip(const char *what, const unsigned char *data, int len) {
-    int packed_len = -1, unpacked_len = -1;
-    unsigned char *packed = zlib_compress_fixed((unsigned char *)data, len, &packed_len, 8);
-    CHECK_MSG(packed && packed_len >= 6, "%s: compressed to %d bytes", what, packed_len);
-    if (!packed || packed_len < 6) return -1;
-    CHECK_MSG((packed[0] * 256 + packed[1]) % 31 == 0 && (packed[0] & 15) == 8,
-              "%s: zlib header %02x %02x", what, packed[0], packed[1]);
-    uint32_t adler = (uint32_t)packed[packed_len - 4] << 24 | (uint32_t)packed[packed_len - 3] << 16 |
-                     (uint32_t)packed[packed_len - 2] << 8 | packed[packed_len - 1];
-    CHECK_MSG(adler == adler32_reference(data, len), "%s: checksum %08x, expected %08x", what,
-              adler, adler32_reference(data, len));
-    char *unpacked = stbi_zlib_decode_malloc((const char *)packed, packed_len, &unpacked_len);
-    CHECK_MSG(unpacked && unpacked_len == len, "%s: inflated to %d bytes, expected %d", what,
-              unpacked_len, len);
-    if (unpacked && unpacked_len == len)
-        CHECK_MSG(len == 0 || !memcmp(unpacked, data, (size_t)len), "%s: other bytes back", what);
-    free(unpacked);
-    free(packed);
-    return packed_len;
-}
-
-// The PNG writer's deflate against an independent inflate: empty and tiny
-// inputs, random bytes (every literal), runs (the longest matches), a
-// period that straddles the window's end, and all of them at once.
-static void test_deflate_round_trip(void) {
-    int big = 1 << 20;
-    unsigned char *data = xmalloc((size_t)big);
-    Rng rng;
-    rng_seed(&rng, 7);
-    check_round_trip("empty", data, 0);
-    data[0] = 'a', data[1] = 'a', data[2] = 'a', data[3] = 'a';
-    check_round_trip("1 byte", data, 1);
-    check_round_trip("2 bytes", data, 2);
-    check_round_trip("4 bytes", data, 4);
-    for (int i = 0; i < big; i++) data[i] = (unsigned char)rng_below(&rng, 256);
-    int random_size = check_round_trip("random bytes", data, 100000);
-    CHECK_MSG(random_size <= 100000 + 100000 / 8 + 16, "random bytes grew to %d", random_size);
-    memset(data, 0, (size_t)big);
-    int zeros_size = check_round_trip("1 MB of zeros", data, big);
-    CHECK_MSG(zeros_size > 0 && zeros_size < big / 100, "1 MB of zeros: %d bytes", zeros_size);
-    for (int i = 0; i < big; i++) data[i] = (unsigned char)(i % 5 == 0 ? 7 : i % 3);
-    check_round_trip("a period of 15", data, big);
-    for (int i = 0; i < 40000; i++) data[i] = (unsigned char)rng_below(&rng, 256);
-    for (int i = 40000; i < big; i++) data[i] = data[i - 32768 + (i / 40000) % 3];
-    check_round_trip("copies from the window's far end", data, big);
-    for (int i = 0; i < big; i++) // runs of random lengths between random bytes
-        data[i] = rng_below(&rng, 10) ? (i ? data[i - 1] : 0) : (unsigned char)rng_below(&rng, 256);
-    check_round_trip("runs and literals", data, big);
-    free(data);
-}
-
-// PNG files read back by stb_image, pixel for pixel, at odd sizes; the
-// CRC's published check value; every chunk's CRC.
+// PNG files read back by stb_image, pixel for pixel, at odd sizes, their
+// chunks checked; an empty image has none.
 static void test_png_round_trip(void) {
-    CHECK(png_crc32(0, (const unsigned char *)"123456789", 9) == 0xCBF43926u);
     const int sizes[4][2] = {{1, 1}, {7, 3}, {3, 200}, {333, 41}};
     Rng rng;
     rng_seed(&rng, 11);
     for (int s = 0; s < 4; s++) {
         int w = sizes[s][0], h = sizes[s][1];
+        char what[32];
+        snprintf(what, sizeof what, "%dx%d", w, h);
         uint8_t *rgb = xmalloc((size_t)w * h * 3);
         for (int i = 0; i < w * h * 3; i++) // blocks of one colour, and noise
             rgb[i] = (i / 3 / w) % 5 < 3 ? (uint8_t)((i / 3 % w) / 4 * 40 + i % 3) : (uint8_t)rng_below(&rng, 256);
@@ -715,27 +690,88 @@ static void test_png_round_trip(void) {
         CHECK(png && len > 57);
         int rw = 0, rh = 0, channels = 0;
         unsigned char *back = png ? stbi_load_from_memory(png, (int)len, &rw, &rh, &channels, 3) : NULL;
-        CHECK_MSG(back && rw == w && rh == h, "%dx%d read back as %dx%d", w, h, rw, rh);
+        CHECK_MSG(back && rw == w && rh == h, "%s read back as %dx%d", what, rw, rh);
         if (back && rw == w && rh == h) CHECK(!memcmp(back, rgb, (size_t)w * h * 3));
-        for (size_t at = 8; png && at + 12 <= len;) { // length, type, data, CRC
-            uint32_t n = (uint32_t)png[at] << 24 | (uint32_t)png[at + 1] << 16 | (uint32_t)png[at + 2] << 8 | png[at + 3];
-            uint32_t crc = (uint32_t)png[at + 8 + n] << 24 | (uint32_t)png[at + 9 + n] << 16 |
-                           (uint32_t)png[at + 10 + n] << 8 | png[at + 11 + n];
-            CHECK_MSG(crc == png_crc32(0, png + at + 4, 4 + n), "chunk %.4s: wrong CRC", png + at + 4);
-            at += 12 + n;
-        }
+        if (png) check_png_chunks(what, png, len, w, h);
         stbi_image_free(back);
         free(png);
         free(rgb);
     }
+    size_t len = 0;
+    uint8_t pixel[3] = {0};
+    CHECK(!png_encode(pixel, 0, 1, &len) && !png_encode(pixel, 1, 0, &len));
+}
+
+// A picture drawn as the pictures are (blocks of colour, a frame, lines,
+// text in the built-in font, a ramp of every byte value, noise), of size
+// w x h, from seed.
+static void draw_test_picture(Image *image, int w, int h, uint64_t seed) {
+    image_init(image, w, h);
+    Rng rng;
+    rng_seed(&rng, seed);
+    for (int y = 0; y < h; y += 12)
+        for (int x = 0; x < w; x += 12) {
+            uint8_t colour[3] = {(uint8_t)rng_below(&rng, 256), (uint8_t)rng_below(&rng, 256),
+                                 (uint8_t)rng_below(&rng, 256)};
+            fill_rect(image, x, y, 11, 11, colour);
+        }
+    draw_frame(image, 2, 2, w - 4, h - 4);
+    draw_line(image, 0, h - 1, w - 1, 0, INK);
+    draw_text(image, "layer 0 head 3: ROMEO?", 4, 4, 2);
+    for (int x = 0; x < w && x < 256; x++) { // every byte value in each channel
+        uint8_t ramp[3] = {(uint8_t)x, (uint8_t)(255 - x), (uint8_t)(x * 7)};
+        put_pixel(image, x, h / 2, ramp);
+    }
+    for (int i = 0; i < w; i++) {
+        uint8_t noise[3] = {(uint8_t)rng_below(&rng, 256), (uint8_t)rng_below(&rng, 256),
+                            (uint8_t)rng_below(&rng, 256)};
+        put_pixel(image, i, h - 3, noise);
+    }
+}
+
+// What was drawn is what a PNG file holds: pictures written as the
+// programs write them (image_write_png, and images_write_png's batch
+// encoded on every thread) read back from their files by stb_image, pixel
+// for pixel.
+static void test_drawn_png_read_back(void) {
+    const char *dir = make_temp_dir();
+    enum { N = 5 };
+    const int sizes[N][2] = {{300, 64}, {17, 5}, {640, 480}, {1, 90}, {259, 259}};
+    Image images[N];
+    char path_text[N][4200], *paths[N];
+    for (int i = 0; i < N; i++) {
+        draw_test_picture(&images[i], sizes[i][0], sizes[i][1], 100 + (uint64_t)i);
+        char name[32];
+        snprintf(name, sizeof name, "batch%d.png", i);
+        snprintf(path_text[i], sizeof path_text[i], "%s", path_in(dir, name));
+        paths[i] = path_text[i];
+    }
+    char err[512] = "";
+    CHECK_MSG(image_write_png(&images[0], path_in(dir, "one.png"), err, sizeof err), "%s", err);
+    CHECK_MSG(images_write_png(images, paths, N, err, sizeof err) == N, "%s", err);
+    for (int i = -1; i < N; i++) {
+        const Image *drawn = &images[i < 0 ? 0 : i];
+        const char *path = i < 0 ? path_in(dir, "one.png") : paths[i];
+        int w = 0, h = 0, channels = 0;
+        uint8_t *back = stbi_load(path, &w, &h, &channels, 3);
+        CHECK_MSG(back && w == drawn->width && h == drawn->height && channels == 3,
+                  "%s: read back as %dx%d, %d channels, drawn %dx%d", path, w, h, channels,
+                  drawn->width, drawn->height);
+        if (back && w == drawn->width && h == drawn->height)
+            CHECK_MSG(!memcmp(back, drawn->rgb, (size_t)w * h * 3), "%s: other pixels than drawn", path);
+        stbi_image_free(back);
+    }
+    for (int i = 0; i < N; i++) image_free(&images[i]);
 }
 
 void suite_heatmap(void) {
     // these tests measure the built-in font's layout (test_atlas.c has Unifont's)
     char err[256];
     label_font_select("builtin", err, sizeof err);
-    run_test("heatmap: the PNG deflate against stb_image's inflate", test_deflate_round_trip);
-    run_test("heatmap: PNG files read back by stb_image, chunk CRCs", test_png_round_trip);
+    run_test("heatmap: PNG files read back by stb_image, chunk CRCs, rows filtered with Up",
+             test_png_round_trip);
+    run_test("heatmap: drawn pictures read back from their PNG files pixel for pixel",
+             test_drawn_png_read_back);
     run_test("heatmap: colour maps, mask colours and the font", test_colormaps_and_font);
     run_test("heatmap: head images read back to the weights, mask, labels, raw tensor",
              test_head_images);

@@ -2,7 +2,7 @@
 // positions (induction_measures.h), and the eigenvalues they need.
 #include "induction_measures.h"
 
-#include <complex.h>
+#include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,113 +12,14 @@
 
 // ---- eigenvalues
 
-// Similarity transforms with row and column swaps (elimination with
-// partial pivoting, column by column) that zero a below its subdiagonal.
-static void hessenberg(double *a, int n) {
-    for (int k = 0; k + 2 < n; k++) {
-        int pivot = k + 1;
-        for (int i = k + 2; i < n; i++)
-            if (fabs(a[i * n + k]) > fabs(a[pivot * n + k])) pivot = i;
-        if (a[pivot * n + k] == 0.0) continue;
-        if (pivot != k + 1) { // swap rows, then columns: a similarity
-            for (int j = 0; j < n; j++) {
-                double t = a[pivot * n + j];
-                a[pivot * n + j] = a[(k + 1) * n + j];
-                a[(k + 1) * n + j] = t;
-            }
-            for (int i = 0; i < n; i++) {
-                double t = a[i * n + pivot];
-                a[i * n + pivot] = a[i * n + k + 1];
-                a[i * n + k + 1] = t;
-            }
-        }
-        for (int i = k + 2; i < n; i++) {
-            double m = a[i * n + k] / a[(k + 1) * n + k];
-            if (m == 0.0) continue;
-            for (int j = 0; j < n; j++) a[i * n + j] -= m * a[(k + 1) * n + j]; // row i -= m row k+1
-            for (int r = 0; r < n; r++) a[r * n + k + 1] += m * a[r * n + i];   // col k+1 += m col i
-            a[i * n + k] = 0.0;
-        }
-    }
-}
-
-// The eigenvalue of the 2x2 block [[p, q], [r, s]] nearer s.
-static double complex wilkinson_shift(double complex p, double complex q, double complex r,
-                                      double complex s) {
-    double complex half = (p - s) / 2, root = csqrt(half * half + q * r);
-    double complex one = s - q * r / (half + root), other = s - q * r / (half - root);
-    if (half + root == 0) return other;
-    if (half - root == 0) return one;
-    return cabs(one - s) <= cabs(other - s) ? one : other;
-}
-
 int matrix_eigenvalues(const double *a, int n, double *re, double *im) {
-    double *real = xmalloc(sizeof(double) * n * n);
-    memcpy(real, a, sizeof(double) * n * n);
-    hessenberg(real, n);
-    double complex *h = xmalloc(sizeof(double complex) * n * n);
-    for (int i = 0; i < n * n; i++) h[i] = real[i];
-    free(real);
-    double complex *c = xmalloc(sizeof(double complex) * n), *s = xmalloc(sizeof(double complex) * n);
-    int hi = n - 1, iterations = 0, converged = 1;
-    while (hi >= 0) {
-        // the lowest lo with a negligible subdiagonal entry above row lo
-        int lo = hi;
-        while (lo > 0 && cabs(h[lo * n + lo - 1]) >
-                             1e-15 * (cabs(h[lo * n + lo]) + cabs(h[(lo - 1) * n + lo - 1])))
-            lo--;
-        if (lo > 0) h[lo * n + lo - 1] = 0;
-        if (lo == hi) { // h[hi][hi] stands alone: an eigenvalue
-            re[hi] = creal(h[hi * n + hi]);
-            im[hi] = cimag(h[hi * n + hi]);
-            hi--;
-            iterations = 0;
-            continue;
-        }
-        if (++iterations > 60) {
-            converged = 0;
-            break;
-        }
-        // One QR step on rows and columns lo..hi, which no longer couple to
-        // the rows below: h - mu = Q R, then h = R Q + mu, with Givens
-        // rotations G_j = [[c, s], [-conj(s), c]] on rows j, j+1.
-        double complex mu = wilkinson_shift(h[(hi - 1) * n + hi - 1], h[(hi - 1) * n + hi],
-                                            h[hi * n + hi - 1], h[hi * n + hi]);
-        if (iterations % 11 == 10) mu += cabs(h[hi * n + hi - 1]); // an exceptional shift
-        for (int j = lo; j <= hi; j++) h[j * n + j] -= mu;
-        for (int j = lo; j < hi; j++) {
-            double complex x = h[j * n + j], y = h[(j + 1) * n + j];
-            double r = sqrt(cabs(x) * cabs(x) + cabs(y) * cabs(y));
-            if (r == 0) {
-                c[j] = 1, s[j] = 0;
-            } else if (cabs(x) == 0) {
-                c[j] = 0, s[j] = conj(y) / cabs(y);
-            } else {
-                c[j] = cabs(x) / r;
-                s[j] = x / cabs(x) * conj(y) / r;
-            }
-            for (int m = j; m <= hi; m++) {
-                double complex p = h[j * n + m], q = h[(j + 1) * n + m];
-                h[j * n + m] = c[j] * p + s[j] * q;
-                h[(j + 1) * n + m] = -conj(s[j]) * p + c[j] * q;
-            }
-        }
-        for (int j = lo; j < hi; j++) { // times G_j^H = [[c, -s], [conj(s), c]] on the right
-            int last = j + 2 < hi ? j + 2 : hi;
-            for (int m = lo; m <= last; m++) {
-                double complex p = h[m * n + j], q = h[m * n + j + 1];
-                h[m * n + j] = p * c[j] + q * conj(s[j]);
-                h[m * n + j + 1] = -p * s[j] + q * c[j];
-            }
-        }
-        for (int j = lo; j <= hi; j++) h[j * n + j] += mu;
-    }
-    if (!converged)
+    double *work = xmalloc(sizeof(double) * n * n); // dgeev overwrites its matrix
+    memcpy(work, a, sizeof(double) * n * n);
+    lapack_int info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'N', n, work, n, re, im, NULL, 1, NULL, 1);
+    free(work);
+    if (info != 0)
         for (int i = 0; i < n; i++) re[i] = im[i] = NAN;
-    free(h);
-    free(c);
-    free(s);
-    return converged;
+    return info == 0;
 }
 
 // ---- a head's matrices

@@ -64,9 +64,10 @@ void icl_positions(int T, int *early, int *late);
 // ---- eigenvalues
 
 // The n eigenvalues of a real matrix a (n,n), row-major, into re and im
-// (n each, in no particular order): a reduction to Hessenberg form, then
-// the complex QR algorithm with Wilkinson shifts, in double. Returns 0 if
-// it does not converge (re and im then NAN).
+// (n each, in no particular order; a complex pair's two next to each
+// other, the one with positive imaginary part first): LAPACK's dgeev (no
+// eigenvectors), in double. Returns 0 if it does not converge (re and im
+// then NAN).
 int matrix_eigenvalues(const double *a, int n, double *re, double *im);
 
 #endif
