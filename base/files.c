@@ -32,6 +32,37 @@ char *read_whole_file(const char *path, size_t *len) {
     return buf;
 }
 
+unsigned char *read_regular_file(const char *path, size_t *len, char *err, size_t err_len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    FILE *in = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!in) {
+        set_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
+        set_error(err, err_len, "%s: not a regular file", path);
+        fclose(in);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size;
+    unsigned char *bytes = xmalloc(size + 1);
+    size_t got = fread(bytes, 1, size, in);
+    int read_failed = ferror(in);
+    fclose(in);
+    if (read_failed || got != size) {
+        set_error(err, err_len, "%s: read %zu of %zu bytes%s%s", path, got, size,
+                  read_failed ? ": " : " (file changed while reading)",
+                  read_failed ? strerror(errno) : "");
+        free(bytes);
+        return NULL;
+    }
+    bytes[size] = 0;
+    *len = size;
+    return bytes;
+}
+
 int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;

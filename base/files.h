@@ -14,6 +14,13 @@
 // dies with "path: reason" if it cannot be read.
 char *read_whole_file(const char *path, size_t *len);
 
+// A regular file read whole into a new buffer (*len bytes, then a NUL), or
+// NULL with "path: reason" in err when it cannot be opened, is not a
+// regular file (a FIFO is refused at once, not waited on for a writer), or
+// changed while it was read. What the format readers (safetensors, GGUF)
+// take in before they believe any of it.
+unsigned char *read_regular_file(const char *path, size_t *len, char *err, size_t err_len);
+
 // 1 when something (file or folder) exists at path.
 int file_exists(const char *path);
 

@@ -6,15 +6,11 @@
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "files.h"
 #include "util.h"
@@ -474,36 +470,14 @@ static int parse_header(StFile *file, char *err, size_t err_len) {
 }
 
 StFile *safetensors_open(const char *path, char *err, size_t err_len) {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
-    // (it is then refused below as not a regular file).
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) {
-        set_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_error(err, err_len, "%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
+    size_t size;
+    unsigned char *bytes = read_regular_file(path, &size, err, err_len);
+    if (!bytes) return NULL;
     StFile *file = xcalloc(1, sizeof *file);
     file->path = xmalloc(strlen(path) + 1);
     strcpy(file->path, path);
-    file->size = (size_t)st.st_size;
-    file->bytes = xmalloc(file->size);
-    size_t got = fread(file->bytes, 1, file->size, f);
-    int read_failed = ferror(f);
-    fclose(f);
-    if (read_failed || got != file->size) {
-        set_error(err, err_len, "%s: read %zu of %zu bytes%s%s", path, got, file->size,
-                  read_failed ? ": " : " (file changed while reading)",
-                  read_failed ? strerror(errno) : "");
-        safetensors_close(file);
-        return NULL;
-    }
+    file->bytes = bytes;
+    file->size = size;
     if (!parse_header(file, err, err_len)) {
         if (err && err_len) safetensors_printable(err);
         safetensors_close(file);

@@ -3,14 +3,10 @@
 // that are really there before it is believed.
 #include "gguf_reader.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../base/files.h"
 #include "../base/safetensors.h"
@@ -330,36 +326,14 @@ static int parse(Cursor *c) {
 }
 
 GgufFile *gguf_open(const char *path, char *err, size_t err_len) {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
-    // (it is then refused as not a regular file).
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    FILE *in = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!in) {
-        set_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_error(err, err_len, "%s: not a regular file", path);
-        fclose(in);
-        return NULL;
-    }
+    size_t size;
+    unsigned char *bytes = read_regular_file(path, &size, err, err_len);
+    if (!bytes) return NULL;
     GgufFile *f = xcalloc(1, sizeof *f);
     f->path = xmalloc(strlen(path) + 1);
     strcpy(f->path, path);
-    f->size = (size_t)st.st_size;
-    f->bytes = xmalloc(f->size + 1);
-    size_t got = fread(f->bytes, 1, f->size, in);
-    int read_failed = ferror(in);
-    fclose(in);
-    if (read_failed || got != f->size) {
-        set_error(err, err_len, "%s: read %zu of %zu bytes%s%s", path, got, f->size,
-                  read_failed ? ": " : " (file changed while reading)",
-                  read_failed ? strerror(errno) : "");
-        gguf_close(f);
-        return NULL;
-    }
+    f->bytes = bytes;
+    f->size = size;
     f->arena = xmalloc(f->size + f->size / 8 + 1);
     Cursor c = {f, 0, err, err_len};
     if (!parse(&c)) {
