@@ -118,6 +118,7 @@ const S = {
   model: 0,                  // index into D.models (0: the checkpoint)
   layer: 0, head: 0,         // the head shown large
   pos: -1,                   // the chosen query position (-1: the last)
+  loss: NaN,                 // the last run's mean loss
   off: new Uint8Array(UNITS), kind: 1,
   temperature: 1,            // the arithmetic panel's softmax temperature
   ids: [], chars: [],        // the known characters' ids and code points
@@ -222,9 +223,19 @@ function run() {
     second.run(S.ids, new Uint8Array(UNITS), 0);
   }
   document.body.dataset.runMs = main.runMs.toFixed(2);
-  drawChars(); drawLoss(loss); drawOverview(); drawHead(); drawNext(); drawLens(); drawArithmetic();
+  S.loss = loss;
+  draw();
+}
+
+// Every panel, from what the last run computed.
+function draw() {
+  drawChars(); drawLoss(S.loss); drawOverview(); drawHead(); drawNext(); drawLens(); drawArithmetic();
   drawScores(); drawAblation();
 }
+
+// After a choice of what to show (a position, a head), not of what the
+// model computes: the panels read the last run's numbers again.
+function redraw() { if (!pending && S.ids.length) draw(); }
 
 function clearCanvas(id) { const c = $(id); c.width = c.height = 1; }
 
@@ -242,7 +253,7 @@ function drawChars() {
         span.title = 'position ' + s.at + ': loss ' + x.toFixed(4) + ' predicting it';
       } else span.title = 'position 0: nothing predicts it';
       if (s.at === t) span.className = 'sel';
-      span.onclick = () => { S.pos = s.at; run(); };
+      span.onclick = () => { S.pos = s.at; redraw(); };
     } else span.className = 'u';
     box.appendChild(span);
   });
@@ -319,7 +330,7 @@ $('overview').addEventListener('dblclick', e => {   // switch the head off (or o
   if (t) { S.off[t[0] * NH + t[1]] ^= 1; run(); }
 });
 
-function selectHead(l, h) { S.layer = l; S.head = h; run(); }
+function selectHead(l, h) { S.layer = l; S.head = h; redraw(); }
 
 // One head large, the characters along both axes.
 function headGeometry() {
@@ -366,7 +377,7 @@ $('head').addEventListener('mousemove', e => readout('head', main, S.layer, S.he
 $('head2').addEventListener('mousemove', e => readout('head2', second, S.compareLayer, S.compareHead, e));
 $('head').addEventListener('click', e => {
   const g = headGeometry(), r = e.target.getBoundingClientRect(), i = Math.floor((e.clientY - r.top - g.y0) / g.cell);
-  if (i >= 0 && i < S.ids.length) { S.pos = i; run(); }
+  if (i >= 0 && i < S.ids.length) { S.pos = i; redraw(); }
 });
 
 // The next character at the chosen position: the ten most likely.
@@ -632,7 +643,7 @@ async function start() {
   ['click', 'keyup'].forEach(ev => $('text').addEventListener(ev, () => {   // the caret moved
     if (pending) { S.pos = -2; return; }
     const p = caretPosition();
-    if (S.ids.length && (p < 0 ? S.ids.length - 1 : p) !== chosen()) { S.pos = p; schedule(); }
+    if (S.ids.length && (p < 0 ? S.ids.length - 1 : p) !== chosen()) { S.pos = p; redraw(); }
   }));
   $('text').value = String.fromCodePoint(...D.text);
   if (!D.text.length) {   // no text given: a line the model writes itself, greedily
