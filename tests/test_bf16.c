@@ -15,6 +15,7 @@
 #include "fixtures.h"
 #include "../base/util.h"
 #include "../model/gpt.h"
+#include "../kernels/cpu_features.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 #include "../optim/adamw.h"
@@ -572,6 +573,41 @@ static void test_train_bf16_runs(void) {
     free(note);
 }
 
+// GPT_KERNELS in bin/train (cpu_features.h): its bf16 products take the
+// newest bf16 kernel under the cap, and a name it does not know, or a set
+// this CPU cannot run, ends the program with one line naming the value and
+// what is accepted. (The in-process side: test_ops.c.)
+static void test_train_kernels_override(void) {
+    const char *dir = make_temp_dir();
+    const char *capture = keep_path(path_in(dir, "out.txt"));
+    const char *tiny = "--layers 1 --heads 2 --dim 16 --context 16 --batch 4 --eval-batches 2 "
+                       "--sample-chars 0 --iters 1 --precision bf16";
+    const char *names[] = {"portable", "avx2"};
+    const char *kernels[] = {"portable (fp32 instructions)", "AVX2 (fp32 FMAs on bf16 inputs)"};
+    for (int i = 0; i < (cpu_has_avx2_fma() ? 2 : 1); i++) {
+        SpawnOptions env = {.env = i == 0 ? "GPT_KERNELS=portable" : "GPT_KERNELS=avx2"};
+        CHECK(RUN(capture, &env, "bin/train %s --out %s/%s", tiny, dir, names[i]) == 0);
+        char *out = output_of(capture), said[128];
+        snprintf(said, sizeof said, "precision: bf16 with the %s kernel\n", kernels[i]);
+        CHECK_MSG(out && strstr(out, said), "GPT_KERNELS=%s: %s", names[i], out ? out : "");
+        free(out);
+    }
+    SpawnOptions bad = {.env = "GPT_KERNELS=avx3"};
+    CHECK(RUN(capture, &bad, "bin/train %s --out %s/bad", tiny, dir) == 1);
+    char *out = output_of(capture);
+    CHECK_MSG(out && !strcmp(out, "error: GPT_KERNELS=avx3: expected portable, avx2 or avx512\n"),
+              "said: %s", out ? out : "");
+    free(out);
+    // avx512 where the CPU has it runs; elsewhere it is refused in one line
+    SpawnOptions newest = {.env = "GPT_KERNELS=avx512"};
+    int exit_code = RUN(capture, &newest, "bin/train %s --out %s/avx512", tiny, dir);
+    out = output_of(capture);
+    CHECK_MSG(exit_code == 0 || (exit_code == 1 && out && count_lines(out) == 1 &&
+                                 strstr(out, "error: GPT_KERNELS=avx512: this CPU cannot run it; it runs ")),
+              "exit %d, said: %s", exit_code, out ? out : "");
+    free(out);
+}
+
 void suite_bf16(void) {
     run_test("bf16 rounding is to nearest even", test_rounding_is_nearest_even);
     run_test("bf16 conversion: every kernel's equals bf16_from_float, special values too",
@@ -586,4 +622,6 @@ void suite_bf16(void) {
     run_test("bf16 training losses within 0.01 of fp32", test_training_close_to_fp32);
     run_test("--precision rejects unknown names", test_precision_option);
     run_test("bin/train --precision bf16: thread count, portable path", test_train_bf16_runs);
+    run_test("GPT_KERNELS in bin/train: the newest bf16 kernel it allows; a bad value, one line",
+             test_train_kernels_override);
 }
