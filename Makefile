@@ -108,7 +108,7 @@ BASE_SRC += base/gguf.c base/png.c base/base64.c base/page_template.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
-MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c
+MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c model/block.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c infer/threads.c
@@ -155,7 +155,7 @@ WASM_SYSROOT ?= /usr
 WASM_FLAGS = --target=wasm32-wasi --sysroot=$(WASM_SYSROOT) -mexec-model=reactor -O2 -msimd128 \
              -std=c11 -D_GNU_SOURCE -ffp-contract=fast -fno-math-errno -Wall -Wextra \
              -Ibase/no_openmp -Wno-unknown-pragmas -Wno-unused-function
-WASM_SRC = base/util.c $(KERNELS_SRC) $(MODEL_SRC) infer/sampler.c infer/kv_cache.c \
+WASM_SRC = base/util.c base/options.c $(KERNELS_SRC) $(MODEL_SRC) infer/sampler.c infer/kv_cache.c \
            interpret/interpret.c interpret/head_scores.c page/page_model.c
 WASM_TOOLCHAIN := $(shell command -v $(WASM_CC) >/dev/null 2>&1 && \
                     echo 'int main(void){return 0;}' | $(WASM_CC) $(WASM_FLAGS) -x c - -o /dev/null \

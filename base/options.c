@@ -232,16 +232,69 @@ int options_parse_flags(Option *options, int num_options, int num_flags, char **
             text = flags[++i];
         }
         opt->given = text;
-        if (opt->type == OPT_STRING) {
-            if (!*text) {
-                set_error(err, err_len, "%s: empty value", opt->name);
-                return 0;
-            }
-            *(const char **)opt->value = text;
-        } else if (!parse_number(opt, text, err, err_len)) {
+        if (!option_set_text(opt, text, err, err_len)) return 0;
+    }
+    return 1;
+}
+
+int choice_in(const char *names, const char *name) {
+    size_t len = strlen(name);
+    int index = 0;
+    for (const char *at = names;; index++) {
+        const char *bar = strchr(at, '|');
+        size_t n = bar ? (size_t)(bar - at) : strlen(at);
+        if (n == len && !strncmp(at, name, len)) return index;
+        if (!bar) return -1;
+        at = bar + 1;
+    }
+}
+
+const char *choice_name(const char *names, int index, char *out, size_t len) {
+    const char *at = names;
+    for (int i = 0; i < index && at; i++) {
+        at = strchr(at, '|');
+        if (at) at++;
+    }
+    const char *bar = at ? strchr(at, '|') : NULL;
+    snprintf(out, len, "%.*s", at ? (int)(bar ? bar - at : (long)strlen(at)) : 0, at ? at : "");
+    return out;
+}
+
+void choice_list(const char *names, const char *quote, char *out, size_t len) {
+    int count = 1;
+    for (const char *at = names; (at = strchr(at, '|')); at++) count++;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < count && used < len; i++) {
+        char name[128];
+        choice_name(names, i, name, sizeof name);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%s%s",
+                                 i == 0 ? "" : i == count - 1 ? " or " : ", ", quote, name, quote);
+    }
+}
+
+int option_set_text(Option *opt, const char *text, char *err, size_t err_len) {
+    if (opt->type == OPT_CHOICE) {
+        int i = choice_in(opt->meta, text);
+        if (i < 0) {
+            char choices[256];
+            choice_list(opt->meta, "", choices, sizeof choices);
+            set_error(err, err_len, "%s %s: expected %s", opt->name, text, choices);
             return 0;
         }
+        *(int *)opt->value = i;
+        return 1;
     }
+    if (opt->type == OPT_FLAG) {
+        set_error(err, err_len, "%s takes no value", opt->name);
+        return 0;
+    }
+    if (opt->type != OPT_STRING) return parse_number(opt, text, err, err_len);
+    if (!*text) {
+        set_error(err, err_len, "%s: empty value", opt->name);
+        return 0;
+    }
+    *(const char **)opt->value = text;
     return 1;
 }
 
@@ -256,6 +309,7 @@ void options_format_value(const Option *opt, char *buf, size_t buf_len) {
         break;
     }
     case OPT_FLAG: snprintf(buf, buf_len, "%s", *(int *)opt->value ? "on" : "off"); break;
+    case OPT_CHOICE: choice_name(opt->meta, *(int *)opt->value, buf, buf_len); break;
     }
 }
 

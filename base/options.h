@@ -8,13 +8,15 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STRING, OPT_FLAG } OptionType;
+// OPT_CHOICE: one of the names its meta lists, "layernorm|rmsnorm", kept as
+// its index (an int).
+typedef enum { OPT_INT, OPT_FLOAT, OPT_U64, OPT_STRING, OPT_FLAG, OPT_CHOICE } OptionType;
 
 typedef struct {
     const char *name;   // "--layers" (also accepted as "--layers=4")
     const char *meta;   // the value as --help names it: "N", "FILE", "fp32|bf16" (NULL for a flag)
     OptionType type;
-    void *value;        // int*, float*, unsigned long long*, const char**, int* (flag)
+    void *value;        // int*, float*, unsigned long long*, const char**, int* (flag, choice)
     const char *help;
     double min, max;    // inclusive range for numbers (ignored if min > max)
     const char *given;  // NULL until options_parse sees the flag; then its value as given
@@ -83,6 +85,16 @@ int option_choice(const char *flag, const char *value, const char *const names[]
 // names none of them.
 int env_choice(const char *variable, const char *const names[], int count, int fallback);
 
+// Set an option's value from text as the command line would, without
+// marking it given (a recipe's setting). Returns 0 with a message in err
+// when the text is not a value of the option.
+int option_set_text(Option *option, const char *text, char *err, size_t err_len);
+// The index of name among names joined by '|' ("layernorm|rmsnorm"), or -1.
+int choice_in(const char *names, const char *name);
+// Name `index` of names joined by '|', into out (empty where there is none).
+const char *choice_name(const char *names, int index, char *out, size_t len);
+// Names joined by '|' as "a, b or c" (quoted with quote: "\"a\", ..."), into out.
+void choice_list(const char *names, const char *quote, char *out, size_t len);
 // Format an option's current value ("4", "0.001", "data/x.txt", "on").
 void options_format_value(const Option *option, char *buf, size_t buf_len);
 // The value as the user gave it ("10080.001", not the float's "10080"), or,

@@ -102,13 +102,6 @@ static void weight_scores(PageModel *m) {
     weight_head_scores(&m->model, NAN, m->scores, NULL);
 }
 
-static int same_config(const GPTConfig *a, const GPTConfig *b) {
-    return a->vocab_size == b->vocab_size && a->context == b->context && a->layers == b->layers &&
-           a->heads == b->heads && a->dim == b->dim && a->norm == b->norm && a->pos == b->pos &&
-           a->rope_base == b->rope_base && a->mlp == b->mlp && a->qk_norm == b->qk_norm &&
-           a->untie == b->untie && a->softcap == b->softcap;
-}
-
 // The weights of count models of num_params each fit in a page, or die
 // saying how much they make.
 static void check_page_size(size_t num_params, int count) {
@@ -153,7 +146,7 @@ static int load_snapshots(const char *dir, int given, int max, const Vocab *voca
         snprintf(path, sizeof path, "%s/step_%ld/model.safetensors", dir, with_weights[chosen[i]]);
         Vocab snapshot_vocab;
         if (!gpt_load(path, &m->model, &snapshot_vocab, err, sizeof err)) die("%s", err);
-        if (!same_config(&m->model.config, &models[0].model.config) ||
+        if (!gpt_config_equal(&m->model.config, &models[0].model.config) ||
             !vocab_equal(&snapshot_vocab, vocab))
             die("%s: another model's snapshot (its shape or vocabulary differs from the "
                 "checkpoint's)", path);
@@ -189,16 +182,16 @@ static void write_data(FILE *out, const char *ckpt, const Vocab *vocab, const ui
     int H = c->layers * c->heads;
     fprintf(out,
             "{\"checkpoint\":\"%s\",\"config\":{\"vocab_size\":%d,\"context\":%d,\"layers\":%d,"
-            "\"heads\":%d,\"dim\":%d,\"norm\":%d,\"pos\":%d,\"rope_base\":",
+            "\"heads\":%d,\"dim\":%d,\"choices\":[",
             strrchr(ckpt, '/') ? strrchr(ckpt, '/') + 1 : ckpt, c->vocab_size, c->context,
-            c->layers, c->heads, c->dim, (int)c->norm, (int)c->pos);
-    json_number(out, c->rope_base);
-    fprintf(out, ",\"mlp\":%d,\"qk_norm\":%d,\"untie\":%d,\"softcap\":", (int)c->mlp, c->qk_norm,
-            c->untie);
-    json_number(out, c->softcap);
-    fprintf(out, ",\"params\":%zu},\"block\":{\"norm\":\"%s\",\"pos\":\"%s\",\"mlp\":\"%s\"}",
-            models[0].model.num_params, gpt_norm_names[c->norm], gpt_pos_names[c->pos],
-            gpt_mlp_names[c->mlp]);
+            c->layers, c->heads, c->dim);
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        if (i) fputc(',', out);
+        json_number(out, gpt_choice_get(c, i));
+    }
+    char block[512]; // flags: letters, digits, '-', '.' and spaces, nothing JSON escapes
+    gpt_block_describe(c, 1, block, sizeof block);
+    fprintf(out, "],\"params\":%zu},\"block\":\"%s\"", models[0].model.num_params, block);
     fputs(",\"vocab\":", out);
     json_code_points(out, vocab->code_points, vocab->size);
     fputs(",\"text\":", out);

@@ -298,20 +298,20 @@ static const char *const norm_titles[] = {"LayerNorm", "RMSNorm"};
 static const char *const pos_titles[] = {"learned positions", "RoPE"};
 static const char *const mlp_titles[] = {"GELU", "ReLU^2", "SwiGLU"};
 
-// Neither target has a final logit soft-cap with our block: in llama.cpp it
-// belongs to architectures of another (gemma2's: GeGLU, a norm after each
-// sublayer, scaled embeddings).
-static const char *const softcap_why[] = {
-    "llama.cpp's final-logit soft-cap belongs to architectures of another block (gemma2's)",
-    "transformers' GPT2LMHeadModel and LlamaForCausalLM have no logit soft-cap"};
-
 // The format of `target` that expresses the block of cfg; dies with one line
-// naming the first of its options that no format of the target expresses.
+// naming the first of its options that no format of the target expresses:
+// a choice whose row (gpt.h) says why the target cannot hold it, then the
+// formats' own.
 static const Format *choose_format(const char *path, const GPTConfig *cfg, Target target) {
     const char *to = target_names[target];
-    if (cfg->softcap > 0)
-        die("%s: --softcap %g cannot be exported to %s: %s", path, (double)cfg->softcap, to,
-            softcap_why[target]);
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        if (!c->export_refusal[target] || gpt_choice_get(cfg, i) == 0) continue;
+        char value[64] = "";
+        if (c->kind != CHOICE_FLAG) gpt_choice_text(cfg, i, value, sizeof value);
+        die("%s: %s%s%s cannot be exported to %s: %s", path, c->flag, *value ? " " : "", value, to,
+            c->export_refusal[target]);
+    }
     // narrowed down by positions, then the norm, then query and key norms
     const Format *by_pos = NULL, *by_norm = NULL, *chosen = NULL;
     for (int i = 0; i < NUM_FORMATS; i++) {
@@ -322,16 +322,18 @@ static const Format *choose_format(const char *path, const GPTConfig *cfg, Targe
         if (!by_norm) by_norm = f;
         if (f->qk_norm == cfg->qk_norm && !chosen) chosen = f;
     }
-    if (!by_pos) die("%s: --pos %s cannot be exported to %s", path, gpt_pos_names[cfg->pos], to);
+    char pos[32], norm[32], mlp[32];
+    gpt_choice_text(cfg, CHOICE_pos, pos, sizeof pos);
+    gpt_choice_text(cfg, CHOICE_norm, norm, sizeof norm);
+    gpt_choice_text(cfg, CHOICE_mlp, mlp, sizeof mlp);
+    if (!by_pos) die("%s: --pos %s cannot be exported to %s", path, pos, to);
     if (!by_norm) {
         // LayerNorm with RoPE, or RMSNorm with learned positions: the flag
         // that departs from GPT-2's block is named, with the other
         int rope = cfg->pos == POS_ROPE;
         char named[64], other[64];
-        snprintf(named, sizeof named, rope ? "--pos %s" : "--norm %s",
-                 rope ? gpt_pos_names[cfg->pos] : gpt_norm_names[cfg->norm]);
-        snprintf(other, sizeof other, rope ? "--norm %s" : "--pos %s",
-                 rope ? gpt_norm_names[cfg->norm] : gpt_pos_names[cfg->pos]);
+        snprintf(named, sizeof named, rope ? "--pos %s" : "--norm %s", rope ? pos : norm);
+        snprintf(other, sizeof other, rope ? "--norm %s" : "--pos %s", rope ? norm : pos);
         die("%s: %s cannot be exported to %s with %s: %s, the one with %s, normalises by %s", path,
             named, to, other, by_pos->title, pos_titles[cfg->pos], norm_titles[by_pos->norm]);
     }
@@ -339,17 +341,16 @@ static const Format *choose_format(const char *path, const GPTConfig *cfg, Targe
         die("%s: --qk-norm cannot be exported to %s: %s has no query and key norms", path, to,
             by_norm->title);
     if (chosen->mlp != cfg->mlp)
-        die("%s: --mlp %s cannot be exported to %s: %s's MLP is %s", path, gpt_mlp_names[cfg->mlp],
-            to, chosen->title, mlp_titles[chosen->mlp]);
+        die("%s: --mlp %s cannot be exported to %s: %s's MLP is %s", path, mlp, to, chosen->title,
+            mlp_titles[chosen->mlp]);
     return chosen;
 }
 
-// The block's config keys (infer/checkpoint.c), which gpt_load reads into
-// GPTConfig; a key bin/export does not know may describe a block it
-// cannot tell, so it is refused.
+// The config's keys: the shape's and the block's choices' (gpt.h), which
+// gpt_load reads into GPTConfig; a key bin/export does not know may describe
+// a block it cannot tell (a newer program's), so it is refused.
 static void check_config_keys(const char *path, Target target) {
-    static const char *const known[] = {"layers", "heads", "dim", "context", "vocab_size", "norm",
-                                        "pos", "rope_base", "mlp", "qk_norm", "untie", "softcap"};
+    static const char *const shape[] = {"layers", "heads", "dim", "context", "vocab_size"};
     char err[1024];
     StFile *file = safetensors_open(path, err, sizeof err);
     if (!file) die("%s", err);
@@ -360,8 +361,10 @@ static void check_config_keys(const char *path, Target target) {
     if (!cJSON_IsObject(config)) die("%s: its config is not a JSON object", path);
     for (const cJSON *item = config->child; item; item = item->next) {
         int is_known = 0;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            is_known |= !strcmp(item->string, known[i]);
+        for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
+            is_known |= !strcmp(item->string, shape[i]);
+        for (int i = 0; i < NUM_BLOCK_CHOICES; i++)
+            is_known |= !strcmp(item->string, gpt_block_choices[i].key);
         if (is_known) continue;
         char key[64];
         snprintf(key, sizeof key, "%s", item->string);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/options.h"
 #include "../base/safetensors.h"
 #include "../base/util.h"
 
@@ -88,8 +89,8 @@ static size_t tensor_floats(const CheckpointTensor *t) {
 // GPT-2 block's config is what it always was.
 
 // {"layers":L,"heads":H,"dim":C,"context":T,"vocab_size":V}, and the
-// block's choices that are not GPT-2's: "norm", "pos", "rope_base", "mlp",
-// "qk_norm", "untie", "softcap"
+// block's choices (GPT_BLOCK_CHOICES) that are not GPT-2's, in the rows'
+// order: a name, true, or a number
 static char *config_json(const GPTConfig *cfg) {
     cJSON *object = cJSON_CreateObject();
     if (!object) die("out of memory building the checkpoint config");
@@ -103,16 +104,19 @@ static char *config_json(const GPTConfig *cfg) {
         if (!cJSON_AddNumberToObject(object, fields[i].key, fields[i].value))
             die("out of memory building the checkpoint config");
     int ok = 1;
-    if (cfg->norm != NORM_LAYERNORM)
-        ok &= cJSON_AddStringToObject(object, "norm", gpt_norm_names[cfg->norm]) != NULL;
-    if (cfg->pos != POS_LEARNED)
-        ok &= cJSON_AddStringToObject(object, "pos", gpt_pos_names[cfg->pos]) != NULL &&
-              cJSON_AddNumberToObject(object, "rope_base", cfg->rope_base) != NULL;
-    if (cfg->mlp != MLP_GELU)
-        ok &= cJSON_AddStringToObject(object, "mlp", gpt_mlp_names[cfg->mlp]) != NULL;
-    if (cfg->qk_norm) ok &= cJSON_AddBoolToObject(object, "qk_norm", 1) != NULL;
-    if (cfg->untie) ok &= cJSON_AddBoolToObject(object, "untie", 1) != NULL;
-    if (cfg->softcap > 0) ok &= cJSON_AddNumberToObject(object, "softcap", cfg->softcap) != NULL;
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        float value = gpt_choice_get(cfg, i);
+        if (value == 0 || !gpt_choice_in_use(cfg, i)) continue; // GPT-2's
+        char name[64];
+        if (c->kind == CHOICE_NAMED)
+            ok &= cJSON_AddStringToObject(object, c->key,
+                                          choice_name(c->names, (int)value, name, sizeof name)) != NULL;
+        else if (c->kind == CHOICE_FLAG)
+            ok &= cJSON_AddBoolToObject(object, c->key, 1) != NULL;
+        else
+            ok &= cJSON_AddNumberToObject(object, c->key, value) != NULL;
+    }
     if (!ok) die("out of memory building the checkpoint config");
     char *text = cJSON_PrintUnformatted(object);
     cJSON_Delete(object);
@@ -196,17 +200,14 @@ int gpt_save(const char *path, const GPT *model, const Vocab *vocab, char *err, 
 
 // ---- loading
 
-// The index of the string item among names (count of them), or -1 with a
+// The index of the string item among names (joined by '|'), or -1 with a
 // message naming the key and what it may be.
-static int name_index(const char *path, const char *key, const cJSON *item,
-                      const char *const *names, int count, char *err, size_t err_len) {
-    int index = cJSON_IsString(item) ? gpt_name_index(names, count, item->valuestring) : -1;
+static int name_index(const char *path, const char *key, const cJSON *item, const char *names,
+                      char *err, size_t err_len) {
+    int index = cJSON_IsString(item) ? choice_in(names, item->valuestring) : -1;
     if (index >= 0) return index;
-    char *found = cJSON_PrintUnformatted(item);
-    char expected[128] = "";
-    for (int i = 0; i < count; i++)
-        snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s\"%s\"",
-                 i ? (i == count - 1 ? " or " : ", ") : "", names[i]);
+    char *found = cJSON_PrintUnformatted(item), expected[128];
+    choice_list(names, "\"", expected, sizeof expected);
     set_error(err, err_len, "%s: config '%s' is %.40s, expected %s", path, key,
               found ? found : "?", expected);
     free(found);
@@ -217,41 +218,30 @@ static int name_index(const char *path, const char *key, const cJSON *item,
 // written before they existed loads as the block it was.
 static int parse_block(const char *path, const cJSON *object, GPTConfig *cfg, char *err,
                        size_t err_len) {
-    struct {
-        const char *key;
-        const char *const *names;
-        int count;
-    } choices[] = {{"norm", gpt_norm_names, 2}, {"pos", gpt_pos_names, 2}, {"mlp", gpt_mlp_names, 3}};
-    int chosen[3] = {0, 0, 0}; // absent: the first name, GPT-2's
-    for (int i = 0; i < 3; i++) {
-        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, choices[i].key);
-        if (!item) continue;
-        chosen[i] = name_index(path, choices[i].key, item, choices[i].names, choices[i].count, err,
-                               err_len);
-        if (chosen[i] < 0) return 0;
-    }
-    cfg->norm = (NormKind)chosen[0], cfg->pos = (PositionKind)chosen[1];
-    cfg->mlp = (MlpKind)chosen[2];
-    const char *flags[] = {"qk_norm", "untie"};
-    int *flag_values[] = {&cfg->qk_norm, &cfg->untie};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, flags[i]);
-        if (item && !cJSON_IsBool(item)) {
-            set_error(err, err_len, "%s: config '%s' is not true or false", path, flags[i]);
-            return 0;
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, c->key);
+        float value = 0; // absent: GPT-2's
+        if (item && c->kind == CHOICE_NAMED) {
+            int index = name_index(path, c->key, item, c->names, err, err_len);
+            if (index < 0) return 0;
+            value = (float)index;
+        } else if (item && c->kind == CHOICE_FLAG) {
+            if (!cJSON_IsBool(item)) {
+                set_error(err, err_len, "%s: config '%s' is not true or false", path, c->key);
+                return 0;
+            }
+            value = cJSON_IsTrue(item);
+        } else if (item) {
+            if (!cJSON_IsNumber(item)) {
+                set_error(err, err_len, "%s: config '%s' is not a number", path, c->key);
+                return 0;
+            }
+            value = (float)item->valuedouble;
         }
-        *flag_values[i] = cJSON_IsTrue(item);
+        gpt_choice_set(cfg, i, value);
     }
-    const char *numbers[] = {"rope_base", "softcap"};
-    float *number_values[] = {&cfg->rope_base, &cfg->softcap};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, numbers[i]);
-        if (item && !cJSON_IsNumber(item)) {
-            set_error(err, err_len, "%s: config '%s' is not a number", path, numbers[i]);
-            return 0;
-        }
-        *number_values[i] = item ? (float)item->valuedouble : 0.0f;
-    }
+    gpt_block_clear_unused(cfg); // a choice the block does not use, named anyway: ignored
     return 1;
 }
 

@@ -23,16 +23,6 @@ const ParamSpec param_specs[NUM_PARAM_TENSORS] = {
 #undef GPT_PARAM_SPEC
 };
 
-const char *const gpt_norm_names[2] = {"layernorm", "rmsnorm"};
-const char *const gpt_pos_names[2] = {"learned", "rope"};
-const char *const gpt_mlp_names[3] = {"gelu", "relu2", "swiglu"};
-
-int gpt_name_index(const char *const *names, int count, const char *name) {
-    for (int i = 0; i < count; i++)
-        if (!strcmp(names[i], name)) return i;
-    return -1;
-}
-
 int gpt_unembedding(const GPTConfig *cfg) { return cfg->untie ? PARAM_lm_head : PARAM_wte; }
 
 int gpt_mlp_hidden(const GPTConfig *cfg) {
@@ -157,11 +147,19 @@ int gpt_config_valid(const GPTConfig *cfg, char *err, size_t err_len) {
         set_error(err, err_len, "dim %d is not divisible by heads %d", cfg->dim, cfg->heads);
         return 0;
     }
-    if ((unsigned)cfg->norm > NORM_RMSNORM || (unsigned)cfg->pos > POS_ROPE ||
-        (unsigned)cfg->mlp > MLP_SWIGLU || (unsigned)cfg->qk_norm > 1 || (unsigned)cfg->untie > 1) {
-        set_error(err, err_len, "norm %d, pos %d, mlp %d, qk_norm %d, untie %d: not a block this "
-                  "program knows", (int)cfg->norm, (int)cfg->pos, (int)cfg->mlp, cfg->qk_norm,
-                  cfg->untie);
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        float value = gpt_choice_get(cfg, i);
+        if (gpt_choice_in_use(cfg, i) ? gpt_choice_valid(i, value) : value == 0) continue;
+        if (!gpt_choice_in_use(cfg, i)) {
+            char with[128];
+            gpt_choice_needs(cfg, i, with, sizeof with);
+            set_error(err, err_len, "%s %g: it goes with %s only", c->key, (double)value, with);
+        } else if (c->kind == CHOICE_NUMBER) {
+            set_error(err, err_len, "%s %g must be %s", c->key, (double)value, c->range);
+        } else {
+            set_error(err, err_len, "%s %g: not a block this program knows", c->key, (double)value);
+        }
         return 0;
     }
     if (cfg->pos == POS_ROPE && (cfg->dim / cfg->heads) % 2 != 0) {
@@ -169,19 +167,10 @@ int gpt_config_valid(const GPTConfig *cfg, char *err, size_t err_len) {
                   "must be even", cfg->dim / cfg->heads, cfg->dim, cfg->heads);
         return 0;
     }
-    if (cfg->pos == POS_ROPE && !(cfg->rope_base > 1 && cfg->rope_base <= 1e9f)) {
-        set_error(err, err_len, "rope base %g must be above 1 (and at most 1e9)",
-                  (double)cfg->rope_base);
-        return 0;
-    }
     if (cfg->mlp == MLP_SWIGLU && cfg->dim % 3 != 0) {
         set_error(err, err_len, "SwiGLU's hidden width 8 x dim / 3 keeps the MLP's parameters: "
                   "dim %d gives %.2f, not a whole number (take a dim divisible by 3, e.g. %d)",
                   cfg->dim, 8.0 * cfg->dim / 3, (cfg->dim + 2) / 3 * 3);
-        return 0;
-    }
-    if (!(cfg->softcap >= 0 && cfg->softcap <= 1e6f)) {
-        set_error(err, err_len, "softcap %g must be 0 (off) or positive", (double)cfg->softcap);
         return 0;
     }
     return 1;

@@ -19,27 +19,130 @@ typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
 typedef enum { POS_LEARNED, POS_ROPE } PositionKind;
 typedef enum { MLP_GELU, MLP_RELU2, MLP_SWIGLU } MlpKind;
 
+// ---- the block's choices, described once
+//
+// One row per choice, in the order checkpoints and flags list them:
+// - its field in GPTConfig (also its key in a checkpoint's config) and
+//   the field's type;
+// - its kind: NAMED, one of its names (joined by '|', in its enum's
+//   order), kept as the index; FLAG, 0 or 1; NUMBER, a float;
+// - the flag that sets it, and a NUMBER's value as --help names it;
+// - a new model's value when no flag is given;
+// - a NUMBER's allowed values: low (OPEN: excluded, CLOSED: included) to
+//   high, and how an error says them ("must be ...");
+// - NEEDS(choice, value), the choice it belongs to, without which it is 0
+//   and not saved (--rope-base, of --pos rope), or ALWAYS;
+// - its help;
+// - for bin/export's targets (gguf, hf), why a value other than GPT-2's (0)
+//   cannot go there, or NULL where the target's formats (export.c) say
+//   what each value becomes.
+// GPTConfig's fields, the checkpoint's config (a key only where a choice is
+// not GPT-2's, so a GPT-2 block's config is what it always was), bin/train's
+// flags, --help and their checks, a run's saved flags, the contradictions
+// with a checkpoint (--resume, --init-from), the block as the start-up line
+// and the page's card say it, the page's model, and export's known keys and
+// refusals all follow from these rows: a new choice is a row here plus its
+// ops (forward, backward, and what they read of the config).
+#define ALWAYS -1, 0
+#define NEEDS(choice, value) CHOICE_##choice, value
+#define GPT_BLOCK_CHOICES(X)                                                                       \
+    /* field     type          kind    flag           meta names                 default          \
+       low open    high "must be"                            needs                            */  \
+    X(norm,      NormKind,     NAMED,  "--norm",      NULL, "layernorm|rmsnorm", 0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "every norm of the model: LayerNorm (gain, bias) or RMSNorm (a gain, no mean)", NULL, NULL) \
+    X(pos,       PositionKind, NAMED,  "--pos",       NULL, "learned|rope",      0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "positions: learned embeddings added to the input, or rotary embeddings of each head's "    \
+      "queries and keys", NULL, NULL)                                                              \
+    X(rope_base, float,        NUMBER, "--rope-base", "B",  NULL,                10000,           \
+      1,  OPEN,   1e9,  "above 1 (and at most 1e9)",         NEEDS(pos, POS_ROPE),                 \
+      "--pos rope: the rotation's base (above 1)", NULL, NULL)                                     \
+    X(mlp,       MlpKind,      NAMED,  "--mlp",       NULL, "gelu|relu2|swiglu", 0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "the MLP's activation: GELU, ReLU^2 (max(0,x)^2), or SwiGLU (hidden width 8 dim/3, the "    \
+      "same parameters: dim divisible by 3)", NULL, NULL)                                          \
+    X(qk_norm,   int,          FLAG,   "--qk-norm",   NULL, NULL,                0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "normalise each head's queries and keys (RMS, a learned gain) before the scores", NULL,     \
+      NULL)                                                                                        \
+    X(untie,     int,          FLAG,   "--untie",     NULL, NULL,                0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "an output matrix of its own instead of the token embedding", NULL, NULL)                   \
+    X(softcap,   float,        NUMBER, "--softcap",   "C",  NULL,                0,               \
+      0,  CLOSED, 1e6,  "0 (off) or positive, at most 1e6",  ALWAYS,                               \
+      "logits C tanh(z / C) before the softmax, in training and sampling (0: off)",               \
+      "llama.cpp's final-logit soft-cap belongs to architectures of another block (gemma2's)",    \
+      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no logit soft-cap")
+
 typedef struct {
     int vocab_size; // V
     int context;    // maximum T (the number of learned positions, or RoPE's table)
     int layers;     // L
     int heads;      // NH
     int dim;        // C
-    // The block, all zero for GPT-2's (a checkpoint names only what differs):
-    NormKind norm;    // every norm's kind: LayerNorm (gain, bias) or RMSNorm (gain)
-    PositionKind pos; // learned positions (wpe) added to the input, or rotary
-                      // embeddings of each head's queries and keys
-    float rope_base;  // POS_ROPE's base (> 1; 10000 by default)
-    MlpKind mlp;      // GELU, ReLU^2 or SwiGLU (hidden width gpt_mlp_hidden)
-    int qk_norm;      // queries and keys RMS-normalised per head, a learned gain (hs)
-    int untie;        // an output matrix of its own (lm_head), not wte
-    float softcap;    // logits become softcap * tanh(z / softcap); 0: none
+    // the block's choices (GPT_BLOCK_CHOICES), all zero for GPT-2's
+#define GPT_CHOICE_FIELD(field, type, ...) type field;
+    GPT_BLOCK_CHOICES(GPT_CHOICE_FIELD)
+#undef GPT_CHOICE_FIELD
 } GPTConfig;
 
-// The choices' names, in their enums' order (checkpoints and options).
-extern const char *const gpt_norm_names[2], *const gpt_pos_names[2], *const gpt_mlp_names[3];
-// The index of `name` among `names` (count of them), or -1.
-int gpt_name_index(const char *const *names, int count, const char *name);
+// CHOICE_norm, CHOICE_pos, ...: a choice's row.
+enum {
+#define GPT_CHOICE_INDEX(field, ...) CHOICE_##field,
+    GPT_BLOCK_CHOICES(GPT_CHOICE_INDEX)
+#undef GPT_CHOICE_INDEX
+    NUM_BLOCK_CHOICES
+};
+
+typedef enum { CHOICE_NAMED, CHOICE_FLAG, CHOICE_NUMBER } ChoiceKind;
+enum { CHOICE_CLOSED, CHOICE_OPEN };
+typedef struct {
+    const char *key;          // the field's name: the checkpoint config's key
+    const char *flag;         // "--rope-base"
+    const char *meta;         // NUMBER: "B" in "--rope-base B"
+    ChoiceKind kind;
+    size_t offset;            // of the field in GPTConfig: an int (or enum) or a float
+    const char *names;        // NAMED: the names, joined by '|' ("layernorm|rmsnorm")
+    float fallback;           // a new model's value (NAMED: the index)
+    float low;                // NUMBER: the values allowed, low to high, low itself
+    int low_open;             //   excluded when CHOICE_OPEN
+    float high;
+    const char *range;        // "must be " what
+    int needs, needs_value;   // used only where choice `needs` is needs_value (-1: always)
+    const char *help;
+    const char *export_refusal[2]; // gguf, hf: why only GPT-2's value goes there, or NULL
+} BlockChoice;
+extern const BlockChoice gpt_block_choices[NUM_BLOCK_CHOICES];
+
+// Choice i's value in cfg (a NAMED's index), and setting it.
+float gpt_choice_get(const GPTConfig *cfg, int i);
+void gpt_choice_set(GPTConfig *cfg, int i, float value);
+// Whether choice i is used by cfg's block (its NEEDS met).
+int gpt_choice_in_use(const GPTConfig *cfg, int i);
+// Whether value is one choice i may take (a NAMED's index or a FLAG in
+// range, a NUMBER within its range).
+int gpt_choice_valid(int i, float value);
+// The choice's value as its flag takes it ("rmsnorm", "10000"; a FLAG:
+// "on" or "off").
+void gpt_choice_text(const GPTConfig *cfg, int i, char *out, size_t len);
+// Choice i of cfg as flags: "--pos rope", "--rope-base 10000", "--qk-norm"
+// or "no --qk-norm".
+void gpt_choice_flags(const GPTConfig *cfg, int i, char *out, size_t len);
+// The choice that choice i needs, as flags ("--pos rope").
+void gpt_choice_needs(const GPTConfig *cfg, int i, char *out, size_t len);
+// cfg's shape with the choices a new model takes when no flag is given
+// (rope_base 10000, which is used only with --pos rope).
+GPTConfig gpt_block_defaults(GPTConfig shape);
+// The choices not in use (NEEDS unmet) set to 0, as a model keeps them.
+void gpt_block_clear_unused(GPTConfig *cfg);
+// The block as flags, "--norm rmsnorm --pos rope --rope-base 10000 --mlp
+// gelu --qk-norm --softcap 15": with every NAMED and NUMBER choice in use
+// when all, else only those a new model does not take by itself (an empty
+// string for the default block); a FLAG when set.
+void gpt_block_describe(const GPTConfig *cfg, int all, char *out, size_t len);
+// Whether a and b have the same shape and block.
+int gpt_config_equal(const GPTConfig *a, const GPTConfig *b);
 
 // The MLP's hidden width H: 4C, or for SwiGLU 8C/3, which keeps the
 // parameter count of the 4C MLP (three (H,C) matrices, 3HC = 8C^2); C must

@@ -57,11 +57,12 @@ function wasiImports() {
 // One model in WebAssembly memory (a Page of page_model.c).
 class PageModel {
   constructor() {
-    const errLen = 512, err = wasm.page_alloc(errLen);
-    this.ptr = wasm.page_new(V, T, L, NH, C, cfg.norm, cfg.pos, cfg.rope_base || 0, cfg.mlp,
-                             cfg.qk_norm, cfg.untie, cfg.softcap || 0, err, errLen);
+    const errLen = 512, err = wasm.page_alloc(errLen), choices = wasm.page_alloc(4 * cfg.choices.length);
+    f32(choices, cfg.choices.length).set(cfg.choices);
+    this.ptr = wasm.page_new(V, T, L, NH, C, choices, err, errLen);
     const message = new TextDecoder().decode(new Uint8Array(mem(), err, errLen)).split('\0')[0];
     wasm.page_release(err);
+    wasm.page_release(choices);
     if (!this.ptr) throw new Error(message);
     this.model = -1;
   }
@@ -604,11 +605,8 @@ window.explorer = {
 // ---- start
 
 function card() {
-  const b = D.block, parts = [L + ' layers \u00d7 ' + NH + ' heads, width ' + C, 'context ' + T, V + ' characters',
-    (cfg.params / 1e6).toFixed(2) + ' M parameters', b.norm, b.pos === 'rope' ? 'RoPE (base ' + cfg.rope_base + ')' : 'learned positions', b.mlp];
-  if (cfg.qk_norm) parts.push('QK-norm');
-  if (cfg.untie) parts.push('untied output');
-  if (cfg.softcap) parts.push('logit cap ' + cfg.softcap);
+  const parts = [L + ' layers \u00d7 ' + NH + ' heads, width ' + C, 'context ' + T, V + ' characters',
+    (cfg.params / 1e6).toFixed(2) + ' M parameters', D.block];
   $('card').textContent = D.checkpoint + ': ' + parts.join(', ');
 }
 

@@ -44,15 +44,15 @@ typedef struct {
 EXPORT(page_alloc) void *page_alloc(int bytes) { return malloc((size_t)bytes); }
 EXPORT(page_release) void page_release(void *p) { free(p); }
 
-// A model of this shape, its parameters zero (page_params: JavaScript
-// copies the checkpoint's in, then calls page_weights_changed). NULL with a
-// message in err (err_len bytes) when the shape makes no sense.
+// A model of this shape and block (choices: NUM_BLOCK_CHOICES values in
+// gpt.h's rows' order, as bin/explore writes them), its parameters zero
+// (page_params: JavaScript copies the checkpoint's in, then calls
+// page_weights_changed). NULL with a message in err (err_len bytes) when
+// the shape makes no sense.
 EXPORT(page_new)
-Page *page_new(int V, int T, int L, int NH, int C, int norm, int pos, float rope_base, int mlp,
-               int qk_norm, int untie, float softcap, char *err, int err_len) {
-    GPTConfig cfg = {.vocab_size = V, .context = T, .layers = L, .heads = NH, .dim = C,
-                     .norm = (NormKind)norm, .pos = (PositionKind)pos, .rope_base = rope_base,
-                     .mlp = (MlpKind)mlp, .qk_norm = qk_norm, .untie = untie, .softcap = softcap};
+Page *page_new(int V, int T, int L, int NH, int C, const float *choices, char *err, int err_len) {
+    GPTConfig cfg = {.vocab_size = V, .context = T, .layers = L, .heads = NH, .dim = C};
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) gpt_choice_set(&cfg, i, choices[i]);
     if (!gpt_config_valid(&cfg, err, (size_t)err_len)) return NULL;
     Page *p = xcalloc(1, sizeof(Page));
     gpt_build(&p->model, &cfg);

@@ -230,9 +230,9 @@ static void test_rope_base_from_checkpoint(void) {
     } refused[] = {
         {"--resume --out %s --rope-base 10000",
          "--rope-base contradicts %s (--norm layernorm --pos rope --rope-base 500 --mlp gelu"},
-        {"--resume --out %s --rope-base 10000", "--rope-base is for --pos rope: %s has learned positions"},
+        {"--resume --out %s --rope-base 10000", "--rope-base is for --pos rope: %s has --pos learned"},
         {"--init-from %s --rope-base 10000", "--rope-base contradicts %s"},
-        {"--init-from %s --rope-base 10000", "--rope-base is for --pos rope: %s has learned"},
+        {"--init-from %s --rope-base 10000", "--rope-base is for --pos rope: %s has --pos learned"},
     };
     const char *args[] = {rope, learned, rope_ckpt, learned_ckpt};
     const char *named[] = {rope_ckpt, learned_ckpt, rope_ckpt, learned_ckpt};

@@ -12,27 +12,27 @@
 // the large corpora. Each budget's rows go from the smallest corpora up.
 #define LARGE LARGE_CORPUS_CHARS
 static const Recipe recipes[] = {
-    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr passes pos  from_passes */
-    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned", 0},
+    /* minutes corpus layers heads dim context batch warmup lr   min_lr dropout decay optimizer muon_lr passes block    from_passes */
+    {1,       0,     4,     4,    128, 64,     16,   50,    2e-3f, 2e-5f, 0.0f,   0.1f, "muon",   0.02f, 0,  "",           0},
     // At most 8 passes: more learn a small text by heart (Shakespeare with
     // RoPE: 7.7 passes 1.4439, 15 passes 1.4560 at best). A machine that
     // makes 12 passes in the budget trains 12 with dropout 0.05 (1.4321);
     // one that makes 25 of the wider model's trains that, with dropout 0.1,
     // for at most 26 (1.4019), the most measured (docs/training.md).
-    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "rope",    0},
-    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "rope",    12},
-    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "rope",    0},
-    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "rope",    12},
-    {15,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 26, "rope",    25},
-    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned", 0},
+    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "--pos rope", 0},
+    {5,       0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "--pos rope", 12},
+    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "--pos rope", 0},
+    {15,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "--pos rope", 12},
+    {15,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 26, "--pos rope", 25},
+    {15,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "",           0},
     // the 15 minutes' rows: an hour of the wider model with learned
     // positions and no cap on the passes (55 here) gave 1.4225, above the
     // 26 passes' 1.4019 with RoPE; more passes not measured with RoPE
-    {60,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "rope",    0},
-    {60,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "rope",    12},
-    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 26, "rope",    25},
+    {60,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.0f,   0.1f, "muon",   0.02f, 8,  "--pos rope", 0},
+    {60,      0,     4,     4,    128, 128,    16,   100,   3e-3f, 3e-5f, 0.05f,  0.1f, "muon",   0.02f, 12, "--pos rope", 12},
+    {60,      0,     4,     4,    192, 128,    16,   100,   2e-3f, 2e-5f, 0.1f,   0.1f, "muon",   0.02f, 26, "--pos rope", 25},
     // not measured at 60 minutes: the 15-minute row, a large text hardly repeating in an hour either
-    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "learned", 0},
+    {60,      LARGE, 4,     4,    192, 128,    16,   100,   2e-3f, 2e-4f, 0.0f,   0.1f, "muon",   0.02f, 0,  "",           0},
 };
 #define NUM_RECIPES (int)(sizeof recipes / sizeof recipes[0])
 
@@ -102,6 +102,20 @@ static void set_unless_given(Option table[NUM_TRAIN_OPTIONS], const IntSetting *
         if (!option_given(table, NUM_TRAIN_OPTIONS, strings[i].flag)) *strings[i].target = strings[i].value;
 }
 
+void recipe_take_block(const char *flags, Option table[NUM_TRAIN_OPTIONS]) {
+    char words[256];
+    snprintf(words, sizeof words, "%s", flags);
+    char *save = NULL, err[512];
+    for (char *flag = strtok_r(words, " ", &save); flag; flag = strtok_r(NULL, " ", &save)) {
+        Option *option = option_named(table, NUM_TRAIN_OPTIONS, flag);
+        if (!option) die("recipe: %s is not a flag of bin/train", flag); // a bug, not a user's
+        const char *value = option->type == OPT_FLAG ? NULL : strtok_r(NULL, " ", &save);
+        if (option->given) continue;
+        if (!value) *(int *)option->value = 1;
+        else if (!option_set_text(option, value, err, sizeof err)) die("recipe: %s", err);
+    }
+}
+
 const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], size_t train_chars,
                            RecipeStepTimer timer, RecipeUsable usable, void *ctx, double *passes) {
     if (o->minutes <= 0) return NULL;
@@ -118,9 +132,9 @@ const Recipe *recipe_apply(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], siz
                                    {"--weight-decay", &o->weight_decay, r->weight_decay},
                                    {"--max-passes", &o->max_passes, r->max_passes},
                                    {"--muon-lr", &o->muon_lr, r->muon_lr}};
-    const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer},
-                                     {"--pos", &o->pos, r->pos}};
+    const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer}};
     set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
+    recipe_take_block(r->block, table);
     return r;
 }
 

@@ -24,8 +24,8 @@ typedef struct {
     const char *optimizer; // "adamw" or "muon" (with --muon-lr muon_lr)
     float muon_lr;
     float max_passes;      // the most passes over the training text (0: any)
-    const char *pos;       // positions: "learned" or "rope" (the block's other choices
-                           // stay GPT-2's: each measured worse here, docs/training.md)
+    const char *block;     // the block's flags ("--pos rope"; the other choices stay
+                           // GPT-2's: each measured worse here, docs/training.md)
     float from_passes;     // 0: the budget's first row; else the row is taken when its model
                            // makes at least this many passes over the training text in the
                            // budget at the speed measured on this machine (and, of such rows,
@@ -55,6 +55,10 @@ const Recipe *recipe_for(float minutes, size_t train_chars, RecipeStepTimer time
 // for start-up, evaluations and the plan's aim, each step reading
 // batch x context characters.
 double recipe_passes(const Recipe *r, float minutes, size_t train_chars, double step_seconds);
+
+// A recipe's block flags ("--pos rope --qk-norm"), each set in the table
+// unless the user gave it.
+void recipe_take_block(const char *flags, Option table[NUM_TRAIN_OPTIONS]);
 
 // With --minutes and no shape flag (--layers, --heads, --dim, --context)
 // given: set every recipe setting the user did not give, from the recipe

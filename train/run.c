@@ -23,48 +23,32 @@
 
 // The block the flags ask for, in a config of the given shape.
 static GPTConfig with_block(GPTConfig cfg, const TrainOptions *o) {
-    cfg.norm = (NormKind)gpt_name_index(gpt_norm_names, 2, o->norm);
-    cfg.pos = (PositionKind)gpt_name_index(gpt_pos_names, 2, o->pos);
-    cfg.rope_base = cfg.pos == POS_ROPE ? o->rope_base : 0.0f;
-    cfg.mlp = (MlpKind)gpt_name_index(gpt_mlp_names, 3, o->mlp);
-    cfg.qk_norm = o->qk_norm, cfg.untie = o->untie, cfg.softcap = o->softcap;
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) gpt_choice_set(&cfg, i, gpt_choice_get(&o->block, i));
+    gpt_block_clear_unused(&cfg);
     return cfg;
 }
 
 // A checkpoint's block becomes the run's (--resume, --init-from): a block
-// flag given now that contradicts it dies, naming both.
+// flag given now that contradicts it dies, naming both; so does one its
+// block does not use (--rope-base for learned positions).
 static void take_checkpoint_block(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS],
                                   const GPTConfig *saved, const char *from, const char *why) {
-    GPTConfig asked = with_block(*saved, o);
-    const struct {
-        const char *flag;
-        int differs;
-    } rows[] = {
-        {"--norm", asked.norm != saved->norm},
-        {"--pos", asked.pos != saved->pos},
-        // the base given, whether or not --pos rope is (the checkpoint's pos is the run's)
-        {"--rope-base", saved->pos == POS_ROPE && o->rope_base != saved->rope_base},
-        {"--mlp", asked.mlp != saved->mlp},
-        {"--qk-norm", asked.qk_norm != saved->qk_norm},
-        {"--untie", asked.untie != saved->untie},
-        {"--softcap", asked.softcap != saved->softcap},
-    };
-    char base[48] = "";
-    if (saved->pos == POS_ROPE)
-        snprintf(base, sizeof base, " --rope-base %g", (double)saved->rope_base);
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].differs && option_given(table, NUM_TRAIN_OPTIONS, rows[i].flag))
-            die("%s contradicts %s (--norm %s --pos %s%s --mlp %s%s%s --softcap %g): %s",
-                rows[i].flag, from, gpt_norm_names[saved->norm], gpt_pos_names[saved->pos], base,
-                gpt_mlp_names[saved->mlp], saved->qk_norm ? " --qk-norm" : "",
-                saved->untie ? " --untie" : "", (double)saved->softcap, why);
-    if (saved->pos != POS_ROPE && option_given(table, NUM_TRAIN_OPTIONS, "--rope-base"))
-        die("--rope-base is for --pos rope: %s has learned positions, which have no base", from);
-    o->norm = gpt_norm_names[saved->norm];
-    o->pos = gpt_pos_names[saved->pos];
-    if (saved->pos == POS_ROPE) o->rope_base = saved->rope_base;
-    o->mlp = gpt_mlp_names[saved->mlp];
-    o->qk_norm = saved->qk_norm, o->untie = saved->untie, o->softcap = saved->softcap;
+    char block[512];
+    gpt_block_describe(saved, 1, block, sizeof block);
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        if (!option_given(table, NUM_TRAIN_OPTIONS, c->flag)) continue;
+        if (!gpt_choice_in_use(saved, i)) {
+            char needs[128], has[128];
+            gpt_choice_needs(saved, i, needs, sizeof needs);
+            gpt_choice_flags(saved, c->needs, has, sizeof has);
+            die("%s is for %s: %s has %s", c->flag, needs, from, has);
+        }
+        if (gpt_choice_get(&o->block, i) != gpt_choice_get(saved, i))
+            die("%s contradicts %s (%s): %s", c->flag, from, block, why);
+    }
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++)
+        if (gpt_choice_in_use(saved, i)) gpt_choice_set(&o->block, i, gpt_choice_get(saved, i));
 }
 
 // An optimizer state for a model of another size belongs to another run
@@ -178,12 +162,10 @@ static void share_state(Run *run) {
 // Flags that make no sense together or out of range, before anything is
 // read or written.
 static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTIONS]) {
-    char given[5][256]; // the values as given, for the messages
+    char given[3][256]; // the values as given, for the messages
     const char *dropout = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--dropout"), given[0], 256);
     const char *muon_lr = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--muon-lr"), given[1], 256);
     const char *minutes = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--minutes"), given[2], 256);
-    const char *rope_base = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--rope-base"), given[3], 256);
-    const char *softcap = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--softcap"), given[4], 256);
     if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
         usage_error("--dropout %s: must be in [0, 1)", dropout);
     option_choice("--optimizer", o->optimizer, optimizer_names, 2);
@@ -220,18 +202,24 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     if (o->recipe && o->resume)
         usage_error("--recipe starts a run; --resume continues it with the settings it started "
                     "with (the recipe's, saved as flags in the run's folder)");
-    option_choice("--norm", o->norm, gpt_norm_names, 2);
-    option_choice("--mlp", o->mlp, gpt_mlp_names, 3);
-    int rope = option_choice("--pos", o->pos, gpt_pos_names, 2) == POS_ROPE;
-    if (!(o->rope_base > 1.0f && o->rope_base <= 1e9f))
-        usage_error("--rope-base %s: must be above 1 (and at most 1e9)", rope_base);
-    // a resumed or fine-tuned run's positions are its checkpoint's
-    // (take_checkpoint_block checks --rope-base against them)
-    int block_from_checkpoint = o->resume || option_named(table, NUM_TRAIN_OPTIONS, "--init-from")->given;
-    if (!rope && !block_from_checkpoint && option_given(table, NUM_TRAIN_OPTIONS, "--rope-base"))
-        usage_error("--rope-base is for --pos rope (learned positions have no base)");
-    if (!(o->softcap >= 0.0f && o->softcap <= 1e6f))
-        usage_error("--softcap %s: must be 0 (off) or positive, at most 1e6", softcap);
+    // the block's numbers in their ranges, and no choice for a block that
+    // does not use it (a resumed or fine-tuned run's block is its
+    // checkpoint's: take_checkpoint_block checks the flags against it)
+    int block_from_checkpoint = o->resume || option_given(table, NUM_TRAIN_OPTIONS, "--init-from");
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        Option *option = option_named(table, NUM_TRAIN_OPTIONS, c->flag);
+        char text[256];
+        if (!gpt_choice_valid(i, gpt_choice_get(&o->block, i)))
+            usage_error("%s %s: must be %s", c->flag, options_value_text(option, text, sizeof text),
+                        c->range);
+        if (!block_from_checkpoint && option->given && !gpt_choice_in_use(&o->block, i)) {
+            char needs[128], has[128];
+            gpt_choice_needs(&o->block, i, needs, sizeof needs);
+            gpt_choice_flags(&o->block, c->needs, has, sizeof has);
+            usage_error("%s is for %s (this run has %s)", c->flag, needs, has);
+        }
+    }
 }
 
 // Flags that would change nothing, refused as bin/attn refuses --clean
@@ -565,7 +553,9 @@ static void print_summary(const Run *run, const Recipe *recipe, double recipe_pa
                (double)o->dropout, (double)o->weight_decay, o->optimizer);
         if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
         if (o->max_passes > 0) printf(" --max-passes %g", (double)o->max_passes);
-        if (strcmp(o->pos, "learned")) printf(" --pos %s", o->pos);
+        char block[512];
+        gpt_block_describe(&o->block, 0, block, sizeof block);
+        if (*block) printf(" %s", block);
         printf("\n");
         if (recipe_passes_measured > 0)
             printf("recipe's model: this machine trains it about %.1f passes over the training "
@@ -661,6 +651,16 @@ typedef struct {
     Precision precision;
 } RecipeTiming;
 
+// The run's options with recipe r's block flags where the user gave none.
+static TrainOptions with_recipe_block(const Run *run, const Recipe *r) {
+    TrainOptions o = run->o;
+    Option table[NUM_TRAIN_OPTIONS];
+    train_option_table(&o, table);
+    for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) table[i].given = run->table[i].given;
+    recipe_take_block(r->block, table);
+    return o;
+}
+
 // Seconds a training step of recipe r's model takes here: forward,
 // backward and the update (Muon's when the recipe's optimizer is Muon), the
 // median of 3 steps after one that warms the caches, on random tokens.
@@ -668,8 +668,7 @@ typedef struct {
 static double time_recipe_step(const Recipe *r, void *ctx) {
     const RecipeTiming *timing = ctx;
     const Run *run = timing->run;
-    TrainOptions o = run->o;
-    if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--pos")) o.pos = r->pos;
+    TrainOptions o = with_recipe_block(run, r);
     int B = option_given(run->table, NUM_TRAIN_OPTIONS, "--batch") ? o.batch : r->batch, T = r->context;
     GPTConfig cfg = with_block((GPTConfig){.vocab_size = run->corpus.vocab.size, .context = T,
                                            .layers = r->layers, .heads = r->heads, .dim = r->dim},
@@ -710,8 +709,7 @@ static double time_recipe_step(const Recipe *r, void *ctx) {
 // skipped, whatever the machine's speed.
 static int recipe_usable(const Recipe *r, void *ctx) {
     const Run *run = ((const RecipeTiming *)ctx)->run;
-    TrainOptions o = run->o;
-    if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--pos")) o.pos = r->pos;
+    TrainOptions o = with_recipe_block(run, r);
     GPTConfig cfg = with_block((GPTConfig){.vocab_size = 1, .context = r->context,
                                            .layers = r->layers, .heads = r->heads, .dim = r->dim},
                                &o);

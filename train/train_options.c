@@ -25,8 +25,7 @@ TrainOptions train_default_options(void) {
                           .eval_batches = 50, .log_every = 10, .sample_chars = 200, .accum = 1,
                           .precision = precision_name(precision_default()),
                           .optimizer = "adamw", .muon_lr = 0.02f, .schedule = "cosine",
-                          .decay_fraction = 0.2f, .norm = "layernorm", .pos = "learned",
-                          .mlp = "gelu", .rope_base = 10000.0f};
+                          .decay_fraction = 0.2f, .block = gpt_block_defaults((GPTConfig){0})};
 }
 
 // --precision's help: what the default is on this CPU, and why.
@@ -60,8 +59,22 @@ static const char *recipe_help(void) {
     return help;
 }
 
+// Choice i of the block (gpt.h) as an option: a NAMED one takes a name, a
+// FLAG is a flag, a NUMBER any number (check_block_flags says which are
+// allowed, as the row does).
+static Option block_option(GPTConfig *block, int i) {
+    const BlockChoice *c = &gpt_block_choices[i];
+    static const OptionType types[] = {[CHOICE_NAMED] = OPT_CHOICE, [CHOICE_FLAG] = OPT_FLAG,
+                                       [CHOICE_NUMBER] = OPT_FLOAT};
+    return (Option){.name = c->flag, .meta = c->kind == CHOICE_NAMED ? c->names : c->meta,
+                    .type = types[c->kind], .value = (char *)block + c->offset, .help = c->help,
+                    .min = -1e30, .max = 1e30};
+}
+
 void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
-    Option table[NUM_TRAIN_OPTIONS] = {
+    // the block's choices go between the shape and the rest (their place in
+    // a run's saved flags)
+    const Option before[] = {
         {"--data", "FILE|DIR|A,B,...", OPT_STRING, &o->data, "training corpus, UTF-8 text: a file, a folder (its files and its subfolders', in path order) or a "
          "comma-separated list of files and folders", 0, -1, 0},
         {"--out", "DIR", OPT_STRING, &o->out,
@@ -74,23 +87,8 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--heads", "N", OPT_INT, &o->heads, "attention heads per block", 1, 4096, 0},
         {"--dim", "N", OPT_INT, &o->dim, "embedding width C (divisible by heads)", 1, 65536, 0},
         {"--context", "N", OPT_INT, &o->context, "context length T in characters", 1, 65536, 0},
-        {"--norm", "layernorm|rmsnorm", OPT_STRING, &o->norm,
-         "every norm of the model: LayerNorm (gain, bias) or RMSNorm (a gain, no mean)", 0, -1, 0},
-        {"--pos", "learned|rope", OPT_STRING, &o->pos,
-         "positions: learned embeddings added to the input, or rotary embeddings of each head's "
-         "queries and keys", 0, -1, 0},
-        {"--rope-base", "B", OPT_FLOAT, &o->rope_base, "--pos rope: the rotation's base (> 1)",
-         -1e30, 1e30, 0}, // run.c says why a value is refused
-        {"--mlp", "gelu|relu2|swiglu", OPT_STRING, &o->mlp,
-         "the MLP's activation: GELU, ReLU^2 (max(0,x)^2), or SwiGLU (hidden width 8 dim/3, the "
-         "same parameters: dim divisible by 3)", 0, -1, 0},
-        {"--qk-norm", NULL, OPT_FLAG, &o->qk_norm,
-         "normalise each head's queries and keys (RMS, a learned gain) before the scores", 0, -1, 0},
-        {"--untie", NULL, OPT_FLAG, &o->untie,
-         "an output matrix of its own instead of the token embedding", 0, -1, 0},
-        {"--softcap", "C", OPT_FLOAT, &o->softcap,
-         "logits C tanh(z / C) before the softmax, in training and sampling (0: off)", -1e30, 1e30,
-         0}, // run.c says why a value is refused
+    };
+    const Option after[] = {
         {"--zero-init-proj", NULL, OPT_FLAG, &o->zero_init_proj,
          "start W_O, the MLP's projection (and an untied output matrix) at zero", 0, -1, 0},
         {"--batch", "N", OPT_INT, &o->batch, "sequences per batch B", 1, 65536, 0},
@@ -166,15 +164,18 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "skip the files of --data that are not UTF-8 text (empty, binary, unreadable), each "
          "named once, instead of stopping", 0, -1, 0},
     };
-    memcpy(t, table, sizeof table);
+    _Static_assert(sizeof before / sizeof before[0] + NUM_BLOCK_CHOICES +
+                           sizeof after / sizeof after[0] == NUM_TRAIN_OPTIONS,
+                   "NUM_TRAIN_OPTIONS counts the table's options");
+    int n = 0;
+    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) t[n++] = before[i];
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) t[n++] = block_option(&o->block, i);
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) t[n++] = after[i];
 }
 
 // --help's headings, each flag under one (train_options_to_json keeps the
 // table's order, so the table is not reordered for them).
 static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fraction", NULL};
-static const char *const model_flags[] = {
-    "--layers", "--heads", "--dim", "--context", "--norm", "--pos", "--rope-base", "--mlp",
-    "--qk-norm", "--untie", "--softcap", "--zero-init-proj", "--init-from", NULL};
 static const char *const training_flags[] = {
     "--recipe", "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer",
     "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--replans", "--beta1", "--beta2",
@@ -183,10 +184,10 @@ static const char *const budget_flags[] = {"--minutes", "--max-passes", "--stop-
 static const char *const output_flags[] = {
     "--out", "--resume", "--force", "--eval-every", "--eval-batches", "--log-every",
     "--sample-chars", "--heatmaps-every", "--probe", NULL};
-static const OptionGroup train_option_groups[] = {
-    {"data", data_flags},         {"model", model_flags},   {"training", training_flags},
-    {"budget", budget_flags},     {"output", output_flags},
-};
+// "model": the shape, then the block's choices (gpt.h), then the two ways
+// to start its weights.
+static const char *const shape_flags[] = {"--layers", "--heads", "--dim", "--context"};
+static const char *const start_flags[] = {"--zero-init-proj", "--init-from"};
 
 // --resume takes no value: "--resume out/1min/model.safetensors" (or the
 // folder) is refused with the line that does what was meant.
@@ -212,6 +213,16 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
     train_option_table(o, table);
     train_option_table(&defaults, help_table);
     refuse_resume_value(argc, argv); // before the parser's own "stray argument"
+    const char *model_flags[4 + NUM_BLOCK_CHOICES + 2 + 1];
+    int n = 0;
+    for (int i = 0; i < 4; i++) model_flags[n++] = shape_flags[i];
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) model_flags[n++] = gpt_block_choices[i].flag;
+    for (int i = 0; i < 2; i++) model_flags[n++] = start_flags[i];
+    model_flags[n] = NULL;
+    const OptionGroup groups[] = {
+        {"data", data_flags},     {"model", model_flags},   {"training", training_flags},
+        {"budget", budget_flags}, {"output", output_flags},
+    };
     options_parse_or_exit(
         table, help_table, NUM_TRAIN_OPTIONS,
         distributed_built_with_mpi
@@ -219,21 +230,24 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
               "character-level GPT on a UTF-8 text file. MPI build: under mpirun, R "
               "processes share each batch (see docs/distributed.md)."
             : "usage: bin/train [options]\n\nTrains a character-level GPT on a UTF-8 text file.",
-        train_option_groups, sizeof train_option_groups / sizeof train_option_groups[0], argc,
-        argv);
+        groups, sizeof groups / sizeof groups[0], argc, argv);
     if (option_given(table, NUM_TRAIN_OPTIONS, "--decay-from") && option_given(table, NUM_TRAIN_OPTIONS, "--decay-fraction"))
         usage_error("--decay-from and --decay-fraction contradict each other: the decay starts at "
                     "step --decay-from, or over the last --decay-fraction of --iters; give one");
 }
 
-// Flags saved only when they differ from their defaults (train_options_to_json).
-static const char *const saved_when_set[] = {"--optimizer", "--muon-lr",    "--schedule",
-                                             "--decay-fraction", "--decay-from", "--norm",
-                                             "--pos",          "--rope-base",  "--mlp",
-                                             "--softcap", "--max-passes"};
+// Flags saved only when they differ from their defaults (train_options_to_json),
+// as the block's choices are (a FLAG: by its name alone, when set).
+static const char *const saved_when_set[] = {"--optimizer",      "--muon-lr",    "--schedule",
+                                             "--decay-fraction", "--decay-from", "--max-passes"};
 // Flags saved by their name alone, when set.
-static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--qk-norm", "--untie",
-                                                   "--zero-init-proj"};
+static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--zero-init-proj"};
+
+static int is_block_choice(const char *flag) {
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++)
+        if (!strcmp(flag, gpt_block_choices[i].flag)) return 1;
+    return 0;
+}
 
 static int at_default(const Option *option, const Option defaults[NUM_TRAIN_OPTIONS], int i) {
     char value[1024], fallback[1024];
@@ -249,10 +263,10 @@ char *train_options_to_json(const Option t[NUM_TRAIN_OPTIONS]) {
     train_option_table(&defaults, default_table);
     for (int i = 0; i < NUM_TRAIN_OPTIONS; i++) {
         int budget_off = !strcmp(t[i].name, "--minutes") && !(*(float *)t[i].value > 0);
-        int unchanged = 0;
+        int unchanged = is_block_choice(t[i].name) && at_default(&t[i], default_table, i);
         for (size_t s = 0; s < sizeof saved_when_set / sizeof saved_when_set[0]; s++)
             if (!strcmp(t[i].name, saved_when_set[s])) unchanged = at_default(&t[i], default_table, i);
-        int flag_set = 0;
+        int flag_set = t[i].type == OPT_FLAG && is_block_choice(t[i].name) && *(int *)t[i].value;
         for (size_t s = 0; s < sizeof saved_flags_when_set / sizeof saved_flags_when_set[0]; s++)
             flag_set |= !strcmp(t[i].name, saved_flags_when_set[s]) && *(int *)t[i].value;
         if (flag_set) {

@@ -28,15 +28,16 @@ typedef struct {
     int decay_from;        // 0: from --decay-fraction (or, with --minutes, the time left)
     const char *replans;   // the cosine's re-plans, "STEP:END,..." (adamw.h), or NULL
     int skip_bad_files;
-    // the block (gpt.h's GPTConfig): names of gpt_norm_names, gpt_pos_names, gpt_mlp_names
-    const char *norm, *pos, *mlp;
-    float rope_base, softcap;
-    int qk_norm, untie, zero_init_proj;
+    // the block's choices (gpt.h's GPT_BLOCK_CHOICES), one flag each; the
+    // shape fields are unused (the ones above are the run's)
+    GPTConfig block;
+    int zero_init_proj;
     float max_passes;      // --minutes: the most passes over the training text the plan takes (0: any)
     const char *recipe;    // --recipe NAME (recipes.h's named recipes), or NULL
 } TrainOptions;
 
-#define NUM_TRAIN_OPTIONS 49
+// the table: the program's own options and one per block choice
+#define NUM_TRAIN_OPTIONS (42 + NUM_BLOCK_CHOICES)
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.

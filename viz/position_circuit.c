@@ -130,8 +130,8 @@ void circuit_qk_distances(const GPT *model, int layer, int head, int T, const in
                           float *dbar, float *rows) {
     const GPTConfig *cfg = &model->config;
     if (cfg->pos != POS_ROPE || T > cfg->context)
-        die("circuit_qk_distances: %d distances of a model with %s positions and context %d", T,
-            gpt_pos_names[cfg->pos], cfg->context);
+        die("circuit_qk_distances: %d distances of a model with --pos %s and context %d", T,
+            cfg->pos == POS_ROPE ? "rope" : "learned", cfg->context); // a caller's bug
     int V = cfg->vocab_size, hs = cfg->dim / cfg->heads;
     double *q = xmalloc(sizeof(double) * V * hs), *k = xmalloc(sizeof(double) * V * hs);
     double *qbar = xcalloc((size_t)hs, sizeof(double)), *kbar = xcalloc((size_t)hs, sizeof(double));
