@@ -1,4 +1,4 @@
-// ops.c: embedding, LayerNorm, RMSNorm, RoPE, GELU, ReLU^2, SwiGLU, residual,
+// ops.c: embedding, LayerNorm, RMSNorm, RoPE, the smear, GELU, ReLU^2, SwiGLU, residual,
 // the logit soft-cap, softmax + cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
@@ -195,6 +195,93 @@ void rope_backward(float *d_x, const float *table, const int *positions, int N, 
             }
         }
     }
+}
+
+// ---- smear (modded-nanoGPT's smear gate)
+// The gate's sum by FIXED_SUM and its sigmoid in one helper, and a row's
+// output in another, which the forward and smear_step both call: each row's
+// bits then do not depend on which of them computed it, nor on the threads.
+
+// sigmoid(gate . x[:G]) for one row x.
+static inline float smear_sigmoid(const float *x, const float *gate, int G) {
+    float z;
+    FIXED_SUM(z, i, G, gate[i] * x[i]);
+    return 1.0f / (1.0f + fast_expf(-z));
+}
+
+// out (C) = cur + lambda sigmoid(gate . cur[:G]) prev; prev NULL (t = 0): out = cur.
+static inline void smear_row(float *out, const float *cur, const float *prev, const float *gate,
+                             float lambda, int C, int G) {
+    if (!prev) {
+        memcpy(out, cur, (size_t)C * sizeof(float));
+        return;
+    }
+    float s = lambda * smear_sigmoid(cur, gate, G);
+    for (int c = 0; c < C; c++) out[c] = cur[c] + s * prev[c];
+}
+
+void smear_forward(float *out, const float *inp, const float *gate, const float *lambda, int B,
+                   int T, int C, int G) {
+    float lam = *lambda;
+    FOR_EACH(bt, (long)B * T, (long)B * T * C, {
+        const float *x = inp + bt * C;
+        smear_row(out + bt * C, x, bt % T ? x - C : NULL, gate, lam, C, G);
+    });
+}
+
+void smear_backward(float *d_inp, float *d_gate, float *d_lambda, const float *d_out,
+                    const float *inp, const float *gate, const float *lambda, int B, int T, int C,
+                    int G) {
+    float lam = *lambda;
+    // The equations in ops.h. Row t of d_inp reads rows t and t+1 of d_out
+    // and writes only its own: a row per iteration.
+    FOR_EACH(bt, (long)B * T, (long)B * T * C, {
+        int t = (int)(bt % T);
+        const float *x = inp + bt * C, *dy = d_out + bt * C;
+        float *dx = d_inp + bt * C;
+        const float *dy_next = t + 1 < T ? dy + C : NULL;
+        float s_next = dy_next ? lam * smear_sigmoid(x + C, gate, G) : 0.0f, dz = 0.0f;
+        int gated = 0; // channels that take the gate's gradient: G, from t = 1
+        if (t > 0) {
+            const float *x_prev = x - C;
+            float sig = smear_sigmoid(x, gate, G), p;
+            FIXED_SUM(p, c, C, dy[c] * x_prev[c]);
+            dz = lam * sig * (1.0f - sig) * p;
+            gated = G;
+        }
+        // one addition onto d_inp per element
+        for (int c = 0; c < C; c++) {
+            float g = dy[c];
+            if (dy_next) g += s_next * dy_next[c];
+            if (c < gated) g += gate[c] * dz;
+            dx[c] += g;
+        }
+    });
+    // d_gate and d_lambda: serial, in row order and in double (one pass over
+    // the rows, as the forward's): the same bits for any thread count. Gate channels in blocks
+    // of GB, so that the sums stay in a fixed array (modded-nanoGPT's G = 12:
+    // one block).
+    enum { GB = 16 };
+    for (int g0 = 0; g0 < G; g0 += GB) {
+        int width = G - g0 < GB ? G - g0 : GB;
+        double dg[GB] = {0}, dl = 0;
+        for (long bt = 0; bt < (long)B * T; bt++) {
+            if (bt % T == 0) continue;
+            const float *x = inp + bt * C, *x_prev = x - C, *dy = d_out + bt * C;
+            float sig = smear_sigmoid(x, gate, G), p;
+            FIXED_SUM(p, c, C, dy[c] * x_prev[c]);
+            float dz = lam * sig * (1.0f - sig) * p;
+            dl += (double)sig * p;
+            for (int j = 0; j < width; j++) dg[j] += (double)dz * x[g0 + j];
+        }
+        for (int j = 0; j < width; j++) d_gate[g0 + j] += (float)dg[j];
+        if (g0 == 0) *d_lambda += (float)dl;
+    }
+}
+
+void smear_step(float *out, const float *inp_t, const float *inp_prev, const float *gate,
+                const float *lambda, int C, int G) {
+    smear_row(out, inp_t, inp_prev, gate, *lambda, C, G);
 }
 
 // ---- GELU (tanh form)

@@ -42,6 +42,31 @@ void rope_table(float *table, int T, int hs, double base);
 void rope_forward(float *x, const float *table, const int *positions, int N, int C, int NH);
 void rope_backward(float *d_x, const float *table, const int *positions, int N, int C, int NH);
 
+// Smear (modded-nanoGPT's smear gate): each position of the embedding inp (B,T,C) takes in
+// the previous position's, gated by its own first G channels (1 <= G <= C; modded-nanoGPT's
+// G is 12):
+//   out[b,0] = inp[b,0];  for t >= 1:
+//   s[b,t] = lambda * sigmoid(z[b,t]),  z[b,t] = sum_{i<G} gate[i] * inp[b,t,i],
+//   out[b,t] = inp[b,t] + s[b,t] * inp[b,t-1]   (the previous row un-smeared).
+// gate (G) and lambda (one float, by pointer) are parameters; modded-nanoGPT starts both at
+// 0, where the smear is the identity. out and inp are distinct buffers.
+void smear_forward(float *out, const float *inp, const float *gate, const float *lambda, int B,
+                   int T, int C, int G);
+// With sig = sigmoid(z) and p[b,t] = d_out[b,t] . inp[b,t-1] (t >= 1):
+//   d_inp[b,t]   += d_out[b,t] + s[b,t+1] d_out[b,t+1]                  (t + 1 < T)
+//   d_inp[b,t,i] += gate[i] dz[b,t],  dz = lambda sig (1 - sig) p       (i < G, t >= 1)
+//   d_gate[i]    += sum_{b,t>=1} dz[b,t] inp[b,t,i],  d_lambda += sum_{b,t>=1} sig p.
+// d_gate and d_lambda are summed over the rows in row order: the same bits for any number
+// of threads, as every output here.
+void smear_backward(float *d_inp, float *d_gate, float *d_lambda, const float *d_out,
+                    const float *inp, const float *gate, const float *lambda, int B, int T, int C,
+                    int G);
+// One position of smear_forward, for decoding a token at a time: out (C) from inp_t (C)
+// and inp_prev (C), the previous position's input, un-smeared (NULL at t = 0: out = inp_t).
+// The same bits as smear_forward's row t.
+void smear_step(float *out, const float *inp_t, const float *inp_prev, const float *gate,
+                const float *lambda, int C, int G);
+
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
 void gelu_forward(float *out, const float *inp, long n);
 void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n);

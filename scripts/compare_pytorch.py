@@ -47,10 +47,23 @@ or together, as a checkpoint's config names them, with our tensor names.
         with bin/train, then loads each checkpoint as check does and
         compares its validation loss with the one bin/train logged for it;
         exits non-zero when one is further than the tolerance. Eleven
-        runs of a few seconds each.
+        runs of a few seconds each, and the smear's two (alone, and with
+        every other choice) where bin/train takes --smear (skipped, and
+        said, where its --help does not list the flag).
+
+    scripts/compare_pytorch.py check-smear [--seed 1337] [--tolerance 1e-4]
+        The smear alone: the Smear module below against model/ops.c's
+        smear_forward and smear_backward (built here as a shared library
+        with $CC, default cc, and called through ctypes) on the same
+        numbers, several shapes (C < 12 among them): the output and the
+        gradients of the input, the gate and lambda (PyTorch's by
+        autograd), each within 1e-5 + tolerance * |PyTorch's|; and in the
+        whole model, the smear at its initialisation changes no logit and
+        its tensors have our checkpoint's names and shapes. Exits non-zero
+        when one is off.
 
 BLOCK FLAGS are bin/train's: --norm layernorm|rmsnorm, --pos learned|rope,
---rope-base B, --mlp gelu|relu2|swiglu, --qk-norm, --untie, --softcap C.
+--rope-base B, --mlp gelu|relu2|swiglu, --qk-norm, --untie, --softcap C, --smear.
 
 Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`),
 numpy, and for bench --long /usr/bin/time (Debian's time). Not part of the tests or CI.
@@ -96,13 +109,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The block's choices are the keys of a checkpoint's config
 # (infer/checkpoint.c), each absent for GPT-2's: "norm" layernorm | rmsnorm
 # (every norm, ln_f's too), "pos" learned | rope (with "rope_base"), "mlp"
-# gelu | relu2 | swiglu, "qk_norm", "untie", "softcap". A tensor the block
+# gelu | relu2 | swiglu, "qk_norm", "untie", "softcap", "smear". A tensor the block
 # does not use is not made (wpe with RoPE, the norms' biases with RMSNorm),
 # so load_state_dict(strict=True) takes a checkpoint as it is. The
 # definitions are model/gpt.c's and model/ops.c's.
 
 GPT2_BLOCK = {"norm": "layernorm", "pos": "learned", "rope_base": 10000.0, "mlp": "gelu",
-              "qk_norm": False, "untie": False, "softcap": 0.0}
+              "qk_norm": False, "untie": False, "softcap": 0.0, "smear": False}
 BLOCK_NAMES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "rope"),
                "mlp": ("gelu", "relu2", "swiglu")}
 
@@ -131,6 +144,8 @@ def describe_block(block):
     parts += [key.replace("_", "-") for key in ("qk_norm", "untie") if block[key]]
     if block["softcap"]:
         parts.append(f"softcap {block['softcap']:g}")
+    if block["smear"]:
+        parts.append("smear")
     return ", ".join(parts) or "GPT-2's block"
 
 
@@ -144,12 +159,15 @@ def add_block_flags(parser):
     parser.add_argument("--qk-norm", action="store_true")
     parser.add_argument("--untie", action="store_true")
     parser.add_argument("--softcap", type=float, default=0.0, metavar="C", help="(default 0: off)")
+    parser.add_argument("--smear", action="store_true",
+                        help="mix each position's embedding with the previous one's, gated")
 
 
 def flags_block(args):
     """The block add_block_flags's flags chose, as a checkpoint's config names it."""
     return {"norm": args.norm, "pos": args.pos, "rope_base": args.rope_base, "mlp": args.mlp,
-            "qk_norm": args.qk_norm, "untie": args.untie, "softcap": args.softcap}
+            "qk_norm": args.qk_norm, "untie": args.untie, "softcap": args.softcap,
+            "smear": args.smear}
 
 
 def block_argv(block):
@@ -161,6 +179,8 @@ def block_argv(block):
     argv += [f"--{key.replace('_', '-')}" for key in ("qk_norm", "untie") if block[key]]
     if block["softcap"]:
         argv += ["--softcap", repr(block["softcap"])]
+    if block["smear"]:
+        argv.append("--smear")
     return argv
 
 
@@ -196,6 +216,31 @@ def rope(x, cos, sin):
     cos, sin = cos[:, None, :], sin[:, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+# The smear's gate reads the first SMEAR_GATE_WIDTH channels (fewer when dim is
+# smaller): modded-nanoGPT's smear_gate, a Linear(12, 1) without bias.
+SMEAR_GATE_WIDTH = 12
+
+
+class Smear(nn.Module):
+    """modded-nanoGPT's smear gate on the embedding x (B,T,C), before the
+    first block (model/ops.h: smear_forward): out[:, 0] = x[:, 0]; for t >= 1
+        out[:, t] = x[:, t] + lambda * sigmoid(x[:, t, :G] . gate) * x[:, t-1],
+    x[:, t-1] un-smeared, G = min(12, C). gate (G) and lambda (1) start at 0,
+    as modded-nanoGPT's (the smear is then the identity), and are named as in
+    our checkpoint: smear.gate.weight, smear.lambda."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.gate = nn.Module()
+        self.gate.weight = nn.Parameter(torch.zeros(min(SMEAR_GATE_WIDTH, dim)))
+        self.register_parameter("lambda", nn.Parameter(torch.zeros(1)))  # a Python keyword
+
+    def forward(self, x):
+        G = self.gate.weight.numel()
+        s = getattr(self, "lambda") * torch.sigmoid(x[:, 1:, :G] @ self.gate.weight)  # (B,T-1)
+        return torch.cat([x[:, :1], x[:, 1:] + s[..., None] * x[:, :-1]], dim=1)
 
 
 class Attention(nn.Module):
@@ -287,6 +332,8 @@ class TinyGPT(nn.Module):
             cos, sin = rope_table(context, dim // heads, self.block["rope_base"])
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
+        if self.block["smear"]:
+            self.smear = Smear(dim)
         self.h = nn.ModuleList([Block(dim, heads, bias, self.block) for _ in range(layers)])
         self.ln_f = norm(self.block["norm"], dim)
         if self.block["untie"]:
@@ -298,6 +345,8 @@ class TinyGPT(nn.Module):
             x, rotation = self.wte[idx] + self.wpe[:T], None
         else:
             x, rotation = self.wte[idx], (self.rope_cos[:T], self.rope_sin[:T])
+        if self.block["smear"]:
+            x = self.smear(x)
         for block in self.h:
             x = block(x, rotation)
         # logits (B,T,V) = ln_f(x) . W_U^T, W_U wte (tied) or lm_head;
@@ -490,6 +539,8 @@ BLOCK_CASES = [
     ("softcap 15", ["--softcap", "15"]),
     ("all, relu2", ALL_CHOICES + ["--mlp", "relu2"]),
     ("all, swiglu", ALL_CHOICES + ["--mlp", "swiglu"]),
+    ("smear", ["--smear"]),
+    ("all, smear", ALL_CHOICES + ["--mlp", "relu2", "--smear"]),
 ]
 
 
@@ -510,11 +561,19 @@ def check_blocks(args):
           f"--threads {args.threads} --data {data}, then each block's flags; PyTorch "
           f"{torch.__version__}; tolerance {args.tolerance:g}")
     print(f"  {'block':16s} {'ours':>9s} {'PyTorch':>9s} {'|diff|':>8s}  flags")
-    failed = []
+    train_help = subprocess.run([os.path.join(ROOT, "bin", "train"), "--help"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True).stdout.split()
+    failed, skipped = [], []
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or tmp
         os.makedirs(folder, exist_ok=True)
         for i, (name, flags) in enumerate(BLOCK_CASES):
+            unknown = [f for f in flags if f.startswith("--") and f not in train_help]
+            if unknown:
+                skipped.append(name)
+                print(f"  {name:16s} skipped: bin/train --help does not list {', '.join(unknown)}")
+                continue
             out = os.path.join(folder, f"block{i}")
             argv = [os.path.join(ROOT, "bin", "train"), *TINY_RUN, "--iters", str(args.iters),
                     "--eval-every", str(args.iters), "--threads", str(args.threads),
@@ -535,7 +594,106 @@ def check_blocks(args):
     if failed:
         sys.exit(f"check-blocks: {', '.join(failed)}: PyTorch's loss is more than "
                  f"{args.tolerance:g} from bin/train's")
-    print(f"all {len(BLOCK_CASES)} within {args.tolerance:g}")
+    print(f"all {len(BLOCK_CASES) - len(skipped)} within {args.tolerance:g}" +
+          (f" ({len(skipped)} skipped: {', '.join(skipped)})" if skipped else ""))
+
+
+# check-smear: the Smear module against model/ops.c's smear on the same numbers.
+SMEAR_SHAPES = [(2, 5, 7), (1, 2, 3), (3, 8, 12), (2, 16, 48)]  # (B, T, C), G = min(12, C)
+
+
+def ops_library(folder):
+    """model/ops.c built as a shared library in folder (the Makefile's
+    floating-point flags), loaded by ctypes, the smear's argument types set."""
+    path = os.path.join(folder, "libops.so")
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c11", "-D_GNU_SOURCE",
+                    "-ffp-contract=fast", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared",
+                    os.path.join(ROOT, "model", "ops.c"), "-o", path, "-lm"], check=True)
+    lib = ctypes.CDLL(path)
+    floats, i = ctypes.POINTER(ctypes.c_float), ctypes.c_int
+    lib.smear_forward.argtypes = [floats] * 4 + [i] * 4
+    lib.smear_backward.argtypes = [floats] * 7 + [i] * 4
+    lib.smear_forward.restype = lib.smear_backward.restype = None
+    return lib
+
+
+def ours_smear(lib, inp, gate, lam, d_out, B, T, C):
+    """smear_forward and smear_backward (onto zeros) of lists of floats:
+    (out, d_inp, d_gate, d_lambda), lists."""
+    G = len(gate)
+
+    def array(values):
+        return (ctypes.c_float * len(values))(*values)
+
+    out, d_inp, d_gate, d_lambda = array([0.0] * len(inp)), array([0.0] * len(inp)), \
+        array([0.0] * G), array([0.0])
+    inp, gate, lam, d_out = array(inp), array(gate), array([lam]), array(d_out)
+    lib.smear_forward(out, inp, gate, lam, B, T, C, G)
+    lib.smear_backward(d_inp, d_gate, d_lambda, d_out, inp, gate, lam, B, T, C, G)
+    return list(out), list(d_inp), list(d_gate), list(d_lambda)
+
+
+def float32(x):
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def check_smear(args):
+    import random
+    rng = random.Random(args.seed)
+    print(f"the smear: PyTorch {torch.__version__}'s Smear against model/ops.c's smear_forward "
+          f"and smear_backward; |ours - PyTorch's| <= 1e-5 + {args.tolerance:g} |PyTorch's|")
+    failed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = ops_library(tmp)
+        for B, T, C in SMEAR_SHAPES:
+            G = min(SMEAR_GATE_WIDTH, C)
+            inp = [float32(rng.gauss(0, 1)) for _ in range(B * T * C)]
+            gate = [float32(rng.gauss(0, 0.5)) for _ in range(G)]
+            lam = float32(0.7)
+            d_out = [float32(rng.gauss(0, 1)) for _ in range(B * T * C)]
+            ours = ours_smear(lib, inp, gate, lam, d_out, B, T, C)
+            smear = Smear(C)
+            with torch.no_grad():
+                smear.gate.weight.copy_(torch.tensor(gate))
+                getattr(smear, "lambda").fill_(lam)
+            x = torch.tensor(inp).view(B, T, C).requires_grad_()
+            out = smear(x)
+            out.backward(torch.tensor(d_out).view(B, T, C))
+            theirs = (out.detach(), x.grad, smear.gate.weight.grad, getattr(smear, "lambda").grad)
+            for name, a, b in zip(("out", "d_inp", "d_gate", "d_lambda"), ours, theirs):
+                b = b.flatten().double()
+                worst = ((torch.tensor(a, dtype=torch.float64) - b).abs() /
+                         (1e-5 + args.tolerance * b.abs())).max().item()
+                ok = worst <= 1
+                if not ok:
+                    failed.append(f"{name} of B {B} T {T} C {C}")
+                print(f"  B {B} T {T:2d} C {C:2d} G {G:2d}  {name:8s} worst {worst:.3f} of the "
+                      f"tolerance{'' if ok else ' !'}")
+    # In the model: at its initialisation the smear is the identity (the same
+    # logits as without it, the same seed), and it is not once lambda moves.
+    checks = []
+    torch.manual_seed(0)
+    plain = TinyGPT(65, 16, 1, 2, 24)
+    torch.manual_seed(0)
+    smeared = TinyGPT(65, 16, 1, 2, 24, block={"smear": True})
+    idx = torch.randint(0, 65, (2, 16))
+    names = {k: tuple(v.shape) for k, v in smeared.state_dict().items() if k.startswith("smear")}
+    checks.append(("its tensors are smear.gate.weight (12) and smear.lambda (1)",
+                   names == {"smear.gate.weight": (12,), "smear.lambda": (1,)}))
+    checks.append(("at its initialisation it changes no logit",
+                   torch.equal(plain(idx)[0], smeared(idx)[0])))
+    with torch.no_grad():
+        getattr(smeared.smear, "lambda").fill_(0.5)
+    moved = (plain(idx)[0] - smeared(idx)[0]).abs().amax(dim=(0, 2))  # (T)
+    checks.append(("with lambda 0.5 it moves the logits past position 0, not at 0",
+                   moved[0].item() <= 1e-6 and moved[1:].min().item() > 1e-4))
+    for what, ok in checks:
+        print(f"  the model's smear: {what}: {'yes' if ok else 'NO'}")
+        if not ok:
+            failed.append(what)
+    if failed:
+        sys.exit(f"check-smear: off: {'; '.join(failed)}")
+    print("all within the tolerance")
 
 
 def train(args):
@@ -552,7 +710,9 @@ def train(args):
     except ValueError as e:
         sys.exit(f"error: {e}")
     for name, p in model.named_parameters():
-        if p.dim() == 1:
+        if name.startswith("smear."):  # modded-nanoGPT's: gate and lambda 0
+            nn.init.zeros_(p)
+        elif p.dim() == 1:
             nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
         else:
             std = 0.02 / math.sqrt(2 * L) if name.endswith(("w_o.weight", "proj.weight")) else 0.02
@@ -845,11 +1005,14 @@ def main():
     k.add_argument("--data", default=os.path.join(ROOT, "data", "tinyshakespeare.txt"))
     k.add_argument("--tolerance", type=float, default=1e-4, help="(default 1e-4)")
     k.add_argument("--keep", metavar="DIR", help="keep the runs in DIR/block0, ... (default: none)")
+    m = sub.add_parser("check-smear")
+    m.add_argument("--seed", type=int, default=1337)
+    m.add_argument("--tolerance", type=float, default=1e-4, help="relative (default 1e-4)")
     args = parser.parse_args()
     if args.command == "train":
         np.random.seed(args.seed)
     {"bench": bench, "pytorch-steps": pytorch_steps, "train": train, "check": check,
-     "check-blocks": check_blocks}[args.command](args)
+     "check-blocks": check_blocks, "check-smear": check_smear}[args.command](args)
 
 
 if __name__ == "__main__":

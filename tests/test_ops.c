@@ -319,6 +319,228 @@ static void test_rope_forward_and_gradient(void) {
     free(table), free(p.x), free(p.rotated), free(p.r), free(back), free(d_x);
 }
 
+// ---- smear
+
+typedef struct {
+    int B, T, C, G;
+    float *inp, *gate, *lambda, *out, *r;
+} SmearCase;
+
+static double smear_loss(void *ctx) {
+    SmearCase *s = ctx;
+    smear_forward(s->out, s->inp, s->gate, s->lambda, s->B, s->T, s->C, s->G);
+    return weighted_sum(s->out, s->r, (long)s->B * s->T * s->C);
+}
+
+// inp N(0,1), gate N(0, 0.5^2), lambda 0.7: the gate away from zero (where
+// modded-nanoGPT starts it, and where gate's gradient would vanish with
+// lambda's).
+static SmearCase smear_case(Rng *rng, int B, int T, int C, int G) {
+    long n = (long)B * T * C;
+    SmearCase s = {.B = B, .T = T, .C = C, .G = G};
+    s.inp = random_normal(rng, n, 1, 0);
+    s.gate = random_normal(rng, G, 0.5f, 0);
+    s.lambda = zeros(1);
+    s.lambda[0] = 0.7f;
+    s.out = zeros(n);
+    s.r = random_normal(rng, n, 1, 0);
+    return s;
+}
+
+static void free_smear_case(SmearCase *s) {
+    free(s->inp), free(s->gate), free(s->lambda), free(s->out), free(s->r);
+}
+
+// The forward against double. Row 0 of each sequence is inp's, bit for bit.
+// For t >= 1, out = x + s prev: the gate's sum of G products is within
+// G u sum|gate x| of the exact z (u = 2^-24), which moves sigmoid by at most
+// a quarter of that; fast_expf is within a few ulps, so the sigmoid's
+// 1/(1 + e) within 10 u relative, and lambda's product adds u: s within
+// (12 u + G u sum|gate x|) s. The sum x + s prev rounds once more (fused,
+// or twice unfused): 2 u (|x| + |s prev|). Allowed: twice all that. A
+// sigmoid of the previous row's gate, or of the smeared previous row, or a
+// lost lambda moves out by far more.
+// Then the three gradients against central differences.
+static void check_smear(int B, int T, int C, int G, uint64_t seed) {
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, seed);
+    SmearCase s = smear_case(&rng, B, T, C, G);
+    smear_loss(&s);
+    int off = 0;
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *x = s.inp + ((long)b * T + t) * C, *o = s.out + ((long)b * T + t) * C;
+            if (t == 0) {
+                CHECK_MSG(!memcmp(o, x, sizeof(float) * C), "B %d T %d C %d: row (%d,0) not inp's",
+                          B, T, C, b);
+                continue;
+            }
+            double z = 0, abs_z = 0;
+            for (int i = 0; i < G; i++) {
+                z += (double)s.gate[i] * x[i];
+                abs_z += fabs((double)s.gate[i] * x[i]);
+            }
+            double gate_s = s.lambda[0] / (1.0 + exp(-z));
+            for (int c = 0; c < C; c++) {
+                double smeared = gate_s * x[c - C], expected = x[c] + smeared;
+                double tol = 2 * (fabs(smeared) * (12 * u + G * u * abs_z) +
+                                  2 * u * (fabs(x[c]) + fabs(smeared)));
+                double error = fabs(o[c] - expected);
+                off += !(error <= tol);
+                worst = fmax(worst, error / tol);
+            }
+        }
+    CHECK_MSG(!off, "B %d T %d C %d G %d: %d outputs off double (worst %.3g of the tolerance)", B,
+              T, C, G, off, worst);
+    long n = (long)B * T * C;
+    float *d_inp = gradient_buffer(n), *d_gate = gradient_buffer(G), *d_lambda = gradient_buffer(1);
+    smear_backward(d_inp, d_gate, d_lambda, s.r, s.inp, s.gate, s.lambda, B, T, C, G);
+    check_gradient("d_inp", s.inp, d_inp, n, 0, smear_loss, &s, &rng);
+    check_gradient("d_gate", s.gate, d_gate, G, 0, smear_loss, &s, &rng);
+    check_gradient("d_lambda", s.lambda, d_lambda, 1, 0, smear_loss, &s, &rng);
+    free_smear_case(&s), free(d_inp), free(d_gate), free(d_lambda);
+}
+
+// C < 12 with G = C (the model's G = min(12, C)); G = 12 of C = 12 and of a
+// wider C; G = 20, past the backward's first block of 16 gate channels; T = 1
+// (no position has a previous one) and T = 2.
+static void test_smear(void) {
+    check_smear(2, 5, 7, 7, 41);
+    check_smear(1, 2, 3, 3, 42);
+    check_smear(3, 4, 12, 12, 43);
+    check_smear(2, 6, 20, 12, 44);
+    check_smear(2, 3, 40, 20, 45);
+    check_smear(3, 1, 9, 9, 46);
+}
+
+// At modded-nanoGPT's initialisation (gate 0, lambda 0) the smear is the
+// identity, bit for bit; lambda's gradient is then sum_t sigmoid(0) p[t] =
+// 0.5 sum_t d_out[t] . inp[t-1], and gate's is 0 (it carries lambda).
+static void test_smear_at_init(void) {
+    enum { B = 2, T = 5, C = 16, G = 12 };
+    Rng rng;
+    rng_seed(&rng, 47);
+    SmearCase s = smear_case(&rng, B, T, C, G);
+    memset(s.gate, 0, sizeof(float) * G);
+    s.lambda[0] = 0.0f;
+    smear_loss(&s);
+    CHECK_MSG(!memcmp(s.out, s.inp, sizeof(float) * B * T * C), "gate 0, lambda 0: out is not inp");
+    float *d_inp = zeros(B * T * C), *d_gate = zeros(G), *d_lambda = zeros(1);
+    smear_backward(d_inp, d_gate, d_lambda, s.r, s.inp, s.gate, s.lambda, B, T, C, G);
+    double expected = 0, abs_sum = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                long at = ((long)b * T + t) * C + c;
+                expected += 0.5 * s.r[at] * s.inp[at - C];
+                abs_sum += fabs(0.5 * s.r[at] * s.inp[at - C]);
+            }
+    CHECK_NEAR(d_lambda[0], expected, 2 * C * abs_sum / 16777216.0);
+    for (int i = 0; i < G; i++) CHECK(d_gate[i] == 0.0f);
+    CHECK_MSG(!memcmp(d_inp, s.r, sizeof(float) * B * T * C), "lambda 0: d_inp is not d_out");
+    free_smear_case(&s), free(d_inp), free(d_gate), free(d_lambda);
+}
+
+// smear_backward run onto zeros and onto a random start G0: the second gives
+// G0 plus the first, within the rounding of that one addition, 2 u (|G0| + |g|).
+static void test_smear_backward_accumulates(void) {
+    enum { B = 2, T = 6, C = 20, G = 12 };
+    const double u = 1.0 / 16777216.0;
+    Rng rng;
+    rng_seed(&rng, 48);
+    SmearCase s = smear_case(&rng, B, T, C, G);
+    enum { D_INP, D_GATE, D_LAMBDA, GRADS };
+    const char *names[GRADS] = {"d_inp", "d_gate", "d_lambda"};
+    const long sizes[GRADS] = {B * T * C, G, 1};
+    float *start = random_normal(&rng, B * T * C, 1, 0), *grad[2][GRADS];
+    for (int pass = 0; pass < 2; pass++) {
+        float **d = grad[pass];
+        for (int g = 0; g < GRADS; g++) {
+            d[g] = zeros(sizes[g]);
+            if (pass == 1) memcpy(d[g], start, sizeof(float) * sizes[g]);
+        }
+        smear_backward(d[D_INP], d[D_GATE], d[D_LAMBDA], s.r, s.inp, s.gate, s.lambda, B, T, C, G);
+    }
+    for (int g = 0; g < GRADS; g++) {
+        int off = 0, moved = 0;
+        for (long i = 0; i < sizes[g]; i++) {
+            double once = grad[0][g][i];
+            off +=
+                !(fabs(grad[1][g][i] - (start[i] + once)) <= 2 * u * (fabs(start[i]) + fabs(once)));
+            moved += once != 0.0;
+        }
+        CHECK_MSG(!off, "%s: %d of %ld elements not the start plus the gradient", names[g], off,
+                  sizes[g]);
+        CHECK_MSG(moved == sizes[g], "%s: %d of %ld elements zero", names[g], (int)(sizes[g] - moved),
+                  sizes[g]);
+        free(grad[0][g]), free(grad[1][g]);
+    }
+    free_smear_case(&s), free(start);
+}
+
+// 1 thread and 2 give the same bits: the forward, and every gradient onto a
+// nonzero start. B*T*C past PARALLEL_MIN_WORK, so that the 2-thread run is
+// split (B*T odd: unevenly, and a sequence's rows on both threads).
+static void test_smear_threads(void) {
+    enum { B = 3, T = 67, C = 100, G = 12 };
+    CHECK((long)B * T * C >= PARALLEL_MIN_WORK);
+    Rng rng;
+    rng_seed(&rng, 49);
+    SmearCase s = smear_case(&rng, B, T, C, G);
+    float *start = random_normal(&rng, B * T * C, 1, 0);
+    enum { OUT, D_INP, D_GATE, D_LAMBDA, OUTPUTS };
+    const char *names[OUTPUTS] = {"out", "d_inp", "d_gate", "d_lambda"};
+    const long sizes[OUTPUTS] = {B * T * C, B * T * C, G, 1};
+    float *got[2][OUTPUTS];
+    int threads = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass + 1);
+        float **o = got[pass];
+        for (int k = 0; k < OUTPUTS; k++) {
+            o[k] = xmalloc(sizeof(float) * sizes[k]);
+            memcpy(o[k], start, sizeof(float) * sizes[k]);
+        }
+        smear_forward(o[OUT], s.inp, s.gate, s.lambda, B, T, C, G);
+        smear_backward(o[D_INP], o[D_GATE], o[D_LAMBDA], s.r, s.inp, s.gate, s.lambda, B, T, C, G);
+    }
+    omp_set_num_threads(threads);
+    for (int k = 0; k < OUTPUTS; k++) {
+        CHECK_MSG(!memcmp(got[0][k], got[1][k], sizeof(float) * sizes[k]),
+                  "smear %s: 1 and 2 threads give different bits", names[k]);
+        free(got[0][k]), free(got[1][k]);
+    }
+    free_smear_case(&s), free(start);
+}
+
+// smear_step, one position at a time as the KV cache calls it, gives the
+// bits of smear_forward's rows: a small batch (the forward on one thread)
+// and one past PARALLEL_MIN_WORK on 2 threads (the forward's parallel copy).
+static void test_smear_step(void) {
+    const int shapes[][4] = {{2, 5, 7, 7}, {3, 67, 100, 12}};
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    Rng rng;
+    rng_seed(&rng, 50);
+    for (int k = 0; k < 2; k++) {
+        int B = shapes[k][0], T = shapes[k][1], C = shapes[k][2], G = shapes[k][3];
+        SmearCase s = smear_case(&rng, B, T, C, G);
+        smear_loss(&s);
+        float *row = xmalloc(sizeof(float) * C);
+        int off = 0;
+        for (long bt = 0; bt < (long)B * T; bt++) {
+            const float *x = s.inp + bt * C;
+            smear_step(row, x, bt % T ? x - C : NULL, s.gate, s.lambda, C, G);
+            off += memcmp(row, s.out + bt * C, sizeof(float) * C) != 0;
+        }
+        CHECK_MSG(!off, "B %d T %d C %d: %d of %d rows of smear_step not smear_forward's bits", B,
+                  T, C, off, B * T);
+        free(row), free_smear_case(&s);
+    }
+    omp_set_num_threads(threads);
+}
+
 // ---- matmul and linear against double
 
 // C (M,N) (+)= A (M,K) . B (K,N) in double; bound (M,N) gets sum_k |a b|.
@@ -1117,4 +1339,9 @@ void suite_ops(void) {
              test_modern_backwards_accumulate);
     run_test("layernorm, rmsnorm, rope, relu2, swiglu, softcap: 1 and 2 threads give the same bits",
              test_modern_ops_threads);
+    run_test("smear forward against double, and gradients of inp, gate, lambda", test_smear);
+    run_test("smear at modded-nanoGPT's initialisation: the identity", test_smear_at_init);
+    run_test("smear backward accumulates", test_smear_backward_accumulates);
+    run_test("smear: 1 and 2 threads give the same bits", test_smear_threads);
+    run_test("smear_step gives smear_forward's rows bit for bit", test_smear_step);
 }
