@@ -322,19 +322,30 @@ static int row_groups(KVCache *cache, int pos, int n, RowGroup groups[MAX_GROUPS
     return 2;
 }
 
-// x (rows,C): each row wte[token] + wpe[position]; no barrier.
+// x (rows,C): each row wte[token] + wpe[position]; with the smear, smeared
+// from those sums (in ln), the window's previous position's (in proj) before
+// its first row, as the batch forward smears a window; no barrier.
 static void embed_rows(KVCache *cache, float *x, const RowGroup *groups, int count) {
     const GPTConfig *cfg = &cache->model->config;
     const ParameterTensors *p = &cache->model->params;
-    int B = cache->samples, T = cfg->context, C = cfg->dim;
+    int B = cache->samples, T = cfg->context, C = cfg->dim, G = gpt_smear_width(cfg);
 #pragma omp for schedule(static) nowait
     for (int item = 0; item < count * B; item++) {
         const RowGroup *g = &groups[item / B];
-        int b = item % B;
-        const float *wpe = cfg->pos == POS_LEARNED ? p->wpe + (long)g->pos * C : NULL;
-        embedding_forward(x + ((long)g->first_row + (long)b * g->n) * C,
-                          cache->tokens + (long)b * T + g->token_offset + g->pos, p->wte, wpe, 1,
-                          g->n, C);
+        int b = item % B, pos = g->pos;
+        long row = (long)g->first_row + (long)b * g->n;
+        const int *tokens = cache->tokens + (long)b * T + g->token_offset + pos;
+        const float *wpe = cfg->pos == POS_LEARNED ? p->wpe : NULL;
+        float *sum = cfg->smear ? cache->ln + row * C : x + row * C;
+        embedding_forward(sum, tokens, p->wte, wpe ? wpe + (long)pos * C : NULL, 1, g->n, C);
+        if (!cfg->smear) continue;
+        float *before = pos > 0 ? cache->proj + row * C : NULL;
+        if (before)
+            embedding_forward(before, tokens - 1, p->wte, wpe ? wpe + (long)(pos - 1) * C : NULL, 1,
+                              1, C);
+        for (int t = 0; t < g->n; t++)
+            smear_step(x + (row + t) * C, sum + (long)t * C, t ? sum + (long)(t - 1) * C : before,
+                       p->smear_gate, p->smear_lambda, C, G);
     }
 }
 

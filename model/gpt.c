@@ -25,6 +25,8 @@ const ParamSpec param_specs[NUM_PARAM_TENSORS] = {
 
 int gpt_unembedding(const GPTConfig *cfg) { return cfg->untie ? PARAM_lm_head : PARAM_wte; }
 
+int gpt_smear_width(const GPTConfig *cfg) { return cfg->dim < 12 ? cfg->dim : 12; }
+
 int gpt_mlp_hidden(const GPTConfig *cfg) {
     return cfg->mlp == MLP_SWIGLU ? 8 * cfg->dim / 3 : 4 * cfg->dim;
 }
@@ -34,7 +36,8 @@ void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols) {
     long V = cfg->vocab_size, T = cfg->context, C = cfg->dim, H = gpt_mlp_hidden(cfg);
     long HS = cfg->dim / cfg->heads, GATES = cfg->mlp == MLP_SWIGLU ? 2 : 1;
     long LEARNED = cfg->pos == POS_LEARNED, NORM_BIAS = cfg->norm == NORM_LAYERNORM;
-    long QK_NORM = cfg->qk_norm != 0, UNTIED = cfg->untie != 0;
+    long QK_NORM = cfg->qk_norm != 0, UNTIED = cfg->untie != 0, SMEAR = cfg->smear != 0;
+    long G = gpt_smear_width(cfg);
     const long shapes[NUM_PARAM_TENSORS][2] = {
 #define GPT_PARAM_SHAPE(view, name, rows, cols, ...) {rows, cols},
         GPT_PARAMETER_TENSORS(GPT_PARAM_SHAPE)
@@ -610,11 +613,19 @@ static float *position_embedding(const GPT *model, const ParameterTensors *tenso
     return model->config.pos == POS_LEARNED ? tensors->wpe : NULL;
 }
 
+// The embedding (B,T,C) of the tokens into out: wte[token] + wpe[t]; with
+// the smear, smeared from the sum, which goes to scratch.ln.
 static void batch_embed(const Forward *f) {
     const GPT *model = f->model;
-    embedding_forward(f->embedded, ((const BatchForward *)f->state)->tokens, model->params.wte,
-                      position_embedding(model, &model->params), model->cur_B, model->cur_T,
-                      model->config.dim);
+    const GPTConfig *cfg = &model->config;
+    const ParameterTensors *p = &model->params;
+    int B = model->cur_B, T = model->cur_T, C = cfg->dim;
+    float *sum = cfg->smear ? model->scratch.ln : f->embedded;
+    embedding_forward(sum, ((const BatchForward *)f->state)->tokens, p->wte,
+                      position_embedding(model, p), B, T, C);
+    if (cfg->smear)
+        smear_forward(f->embedded, sum, p->smear_gate, p->smear_lambda, B, T, C,
+                      gpt_smear_width(cfg));
 }
 
 // Layer l's buffers over the last forward's B x T: its saved activations
@@ -909,6 +920,14 @@ void gpt_backward(GPT *model, const int *tokens, const Dropout *drop, float *gra
         zero_floats(s->d_ln, btc);
         dropout_backward(s->d_ln, s->d_residual, btc, 0, &m);
         d_encoded = s->d_ln;
+    }
+    if (cfg->smear) { // through the smear to the sum it read, recomputed into ln
+        float *d_sum = d_encoded == s->d_ln ? s->d_residual : s->d_ln;
+        embedding_forward(s->ln, tokens, p->wte, position_embedding(model, p), B, T, C);
+        zero_floats(d_sum, btc);
+        smear_backward(d_sum, g->smear_gate, g->smear_lambda, d_encoded, s->ln, p->smear_gate,
+                       p->smear_lambda, B, T, C, gpt_smear_width(cfg));
+        d_encoded = d_sum;
     }
     embedding_backward(g->wte, position_embedding(model, g), d_encoded, tokens, B, T, C);
 }

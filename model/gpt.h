@@ -73,7 +73,14 @@ typedef enum { MLP_GELU, MLP_RELU2, MLP_SWIGLU } MlpKind;
       0,  CLOSED, 1e6,  "0 (off) or positive, at most 1e6",  ALWAYS,                               \
       "logits C tanh(z / C) before the softmax, in training and sampling (0: off)",               \
       "llama.cpp's final-logit soft-cap belongs to architectures of another block (gemma2's)",    \
-      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no logit soft-cap")
+      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no logit soft-cap")             \
+    X(smear,     int,          FLAG,   "--smear",     NULL, NULL,                0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "mix each position's embedding with the previous one's, gated by its first 12 channels "    \
+      "(modded-nanoGPT's smear; smear.gate and smear.lambda start at 0, the identity)",           \
+      "llama.cpp's architectures have no smear of the previous token's embedding",                \
+      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no smear of the previous "         \
+      "token's embedding")
 
 typedef struct {
     int vocab_size; // V
@@ -148,6 +155,9 @@ int gpt_config_equal(const GPTConfig *a, const GPTConfig *b);
 // parameter count of the 4C MLP (three (H,C) matrices, 3HC = 8C^2); C must
 // then be a multiple of 3 (gpt_config_valid).
 int gpt_mlp_hidden(const GPTConfig *cfg);
+// The smear's gate reads the first G = min(12, C) channels of a position's
+// embedding (modded-nanoGPT's 12).
+int gpt_smear_width(const GPTConfig *cfg);
 // The unembedding's weight (V,C): PARAM_wte (tied), or PARAM_lm_head.
 int gpt_unembedding(const GPTConfig *cfg);
 
@@ -175,6 +185,8 @@ int gpt_unembedding(const GPTConfig *cfg);
     /*  view       checkpoint name        rows           cols stacked decayed init     bias */      \
     X(wte,      "wte",                 V,             C,  0, 1, INIT_NORMAL,   NO_BIAS) /* tied */  \
     X(wpe,      "wpe",                 T * LEARNED,   C,  0, 1, INIT_NORMAL,   NOT_A_WEIGHT)        \
+    X(smear_gate,   "smear.gate.weight", G * SMEAR,   0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(smear_lambda, "smear.lambda",      SMEAR,       0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
     X(ln1_w,    "ln_1.weight",         C,             0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
     X(ln1_b,    "ln_1.bias",           C * NORM_BIAS, 0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
     X(w_q,      "attn.w_q.weight",     C,             C,  1, 1, INIT_NORMAL,   b_q)                 \
@@ -198,9 +210,10 @@ int gpt_unembedding(const GPTConfig *cfg);
     X(lm_head,  "lm_head.weight",      V * UNTIED,    C,  0, 1, INIT_OUTPUT,   NO_BIAS)
 
 // The names the rows' shapes are written in (param_shape): V, T, C, H (the
-// MLP's hidden width), HS (head size); and the block's choices as 0 or 1
-// (LEARNED positions, NORM_BIAS for LayerNorm, QK_NORM, UNTIED) or GATES,
-// the MLP's input projections (2 for SwiGLU: gate and up, in one matrix).
+// MLP's hidden width), HS (head size), G (the smear gate's width,
+// gpt_smear_width); and the block's choices as 0 or 1 (LEARNED positions,
+// NORM_BIAS for LayerNorm, QK_NORM, UNTIED, SMEAR) or GATES, the MLP's input
+// projections (2 for SwiGLU: gate and up, in one matrix).
 // A tensor the config does not use has 0 rows: no memory, not in a
 // checkpoint.
 

@@ -113,6 +113,11 @@ static GPTConfig tiny_block(NormKind norm, PositionKind pos, MlpKind mlp, int qk
     return c;
 }
 
+static GPTConfig with_smear(GPTConfig c) {
+    c.smear = 1;
+    return c;
+}
+
 // Each choice of the block alone, then all together.
 static void test_gradients_every_block(void) {
     const struct {
@@ -126,8 +131,10 @@ static void test_gradients_every_block(void) {
         {"qk-norm", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 1, 0, 0)},
         {"untie", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 1, 0)},
         {"softcap 2", tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 0, 2.0f)},
+        {"smear", with_smear(tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 0, 0))},
         {"modern, relu2", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f)},
         {"modern, swiglu", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_SWIGLU, 1, 1, 3.0f)},
+        {"modern with the smear", with_smear(tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f))},
     };
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         int failed = current_test_failures();
