@@ -1,6 +1,6 @@
 #!/bin/sh
 # sweep_block.sh: the block's choices (--norm, --pos, --mlp, --qk-norm,
-# --untie, --softcap, --zero-init-proj) each alone and together, against
+# --untie, --softcap, --smear, --zero-init-proj) each alone and together, against
 # GPT-2's block, at a fixed number of steps of a recipe's schedule, so that
 # every figure is reproducible bit for bit whatever the machine's load.
 #
@@ -38,6 +38,7 @@ variant() {
     untie_rope) echo "--pos rope --untie" ;;
     untie_rope_rms) echo "--norm rmsnorm --pos rope --untie" ;;
     untie_rope_drop) echo "--pos rope --untie --dropout 0.05" ;;
+    rope_smear) echo "--pos rope --smear" ;;
     *) echo "sweep_block.sh: unknown variant $1" >&2; exit 2 ;;
     esac
 }

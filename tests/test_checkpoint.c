@@ -316,6 +316,64 @@ static void test_checkpoint_round_trip_is_bit_identical(void) {
     remove_tree(dir);
 }
 
+// Each choice of the block's table (gpt.h) at a value not GPT-2's (a NAMED
+// its last name, a FLAG on, a NUMBER just above its lowest), with what it
+// needs: saved, it names its key in the config, and loads as the same block
+// and weights; and bin/train's --help offers its flag. What a new row needs
+// of the checkpoint, the options and --help, without a line of theirs.
+static void test_every_block_choice_round_trips(void) {
+    const char *dir = make_temp_dir();
+    const char *path = path_in(dir, "model.safetensors");
+    Vocab vocab;
+    char err[512] = "";
+    CHECK(vocab_from_code_points(&vocab, TEST_CODE_POINTS, TEST_V, err, sizeof err));
+    char *help = NULL;
+    const char *capture = path_in(dir, "help.txt");
+    CHECK(RUN(capture, NULL, "bin/train --help") == 0);
+    help = output_of(capture);
+    for (int i = 0; i < NUM_BLOCK_CHOICES; i++) {
+        const BlockChoice *c = &gpt_block_choices[i];
+        GPTConfig cfg = gpt_block_defaults(
+            (GPTConfig){.vocab_size = TEST_V, .context = 8, .layers = 1, .heads = 2, .dim = 12});
+        if (c->needs >= 0) gpt_choice_set(&cfg, c->needs, (float)c->needs_value);
+        float value = c->kind == CHOICE_NUMBER ? c->low + 1 : 1;
+        if (c->kind == CHOICE_NAMED)
+            for (const char *bar = strchr(c->names, '|'); bar; bar = strchr(bar + 1, '|')) value++;
+        if (c->kind == CHOICE_NAMED) value -= 1; // the last name's index
+        gpt_choice_set(&cfg, i, value);
+        gpt_block_clear_unused(&cfg);
+        CHECK_MSG(gpt_config_valid(&cfg, err, sizeof err), "%s: %s", c->key, err);
+        GPT model, loaded;
+        Vocab loaded_vocab;
+        gpt_build(&model, &cfg);
+        gpt_init_params(&model, 5);
+        CHECK_MSG(gpt_save(path, &model, &vocab, err, sizeof err), "%s: %s", c->key, err);
+        StFile *file = safetensors_open(path, err, sizeof err);
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\":", c->key);
+        CHECK_MSG(file && strstr(safetensors_meta(file, "config"), key), "%s: not in the config",
+                  c->key);
+        if (file) safetensors_close(file);
+        int ok = gpt_load(path, &loaded, &loaded_vocab, err, sizeof err);
+        CHECK_MSG(ok, "%s: %s", c->key, err);
+        if (ok) {
+            CHECK_MSG(gpt_config_equal(&loaded.config, &cfg), "%s: loads as another block", c->key);
+            CHECK(loaded.num_params == model.num_params &&
+                  !memcmp(loaded.params_memory, model.params_memory,
+                          model.num_params * sizeof(float)));
+            gpt_free(&loaded);
+            vocab_free(&loaded_vocab);
+        }
+        gpt_free(&model);
+        char flag[64];
+        snprintf(flag, sizeof flag, "  %s ", c->flag);
+        CHECK_MSG(help && strstr(help, flag), "bin/train --help has no %s", c->flag);
+    }
+    free(help);
+    vocab_free(&vocab);
+    remove_tree(dir);
+}
+
 // Expected name, shape and source of every tensor, written out here
 // independently of checkpoint.c's table.
 typedef struct {
@@ -772,6 +830,8 @@ void suite_checkpoint(void) {
     run_test("safetensors rejects malformed files", test_safetensors_rejects_malformed_files);
     run_test("checkpoint round trip is bit-identical", test_checkpoint_round_trip_is_bit_identical);
     run_test("checkpoint names, shapes and layout", test_checkpoint_names_shapes_and_layout);
+    run_test("every choice of the block's table: saved, loaded, and a flag of bin/train",
+             test_every_block_choice_round_trips);
     run_test("checkpoint truncated at every length", test_checkpoint_truncated_at_every_length);
     run_test("checkpoint corrupted header bytes", test_checkpoint_corrupted_header_bytes);
     run_test("checkpoint rejects wrong tensors", test_checkpoint_rejects_wrong_tensors);
