@@ -248,11 +248,18 @@ $(BIN)/sample: $(BUILD)/sample/sample.o $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BIN)/attn: $(BUILD)/attn/attn.o $(ATTN_LIB_OBJ) $(LIB_OBJ)
+# bin/attn's own files: main, its flags, its inputs, its outputs, its folder
+ATTN_PROGRAM_SRC = attn/attn.c attn/attn_options.c attn/attn_inputs.c attn/attn_outputs.c \
+                   attn/attn_folder.c
+
+$(BIN)/attn: $(ATTN_PROGRAM_SRC:%.c=$(BUILD)/%.o) $(ATTN_LIB_OBJ) $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BIN)/export: $(BUILD)/export/export.o $(LIB_OBJ)
+# bin/export's own files: main, the formats, the GGUF file, the hf folder
+EXPORT_PROGRAM_SRC = export/export.c export/export_formats.c export/export_gguf.c export/export_hf.c
+
+$(BIN)/export: $(EXPORT_PROGRAM_SRC:%.c=$(BUILD)/%.o) $(LIB_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -388,11 +395,11 @@ $(SAN)/bin/sample: $(SAN)/obj/no_leak_check.o $(SAN)/obj/sample/sample.o $(SAN_L
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(SAN)/obj/attn/attn.o $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
+$(SAN)/bin/attn: $(SAN)/obj/no_leak_check.o $(ATTN_PROGRAM_SRC:%.c=$(SAN)/obj/%.o) $(SAN_ATTN_OBJ) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(SAN)/obj/export/export.o $(SAN_LIB_OBJ)
+$(SAN)/bin/export: $(SAN)/obj/no_leak_check.o $(EXPORT_PROGRAM_SRC:%.c=$(SAN)/obj/%.o) $(SAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	gcc $(SAN_CFLAGS) $^ -o $@ $(LDLIBS)
 sanitize: $(SAN)/bin/export
