@@ -116,7 +116,7 @@ INTERPRET_SRC = interpret/interpret.c
 INTERPRET_SRC += interpret/patching.c interpret/head_scores.c
 VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/induction_measures.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
-VIZ_SRC += viz/patching_chart.c
+VIZ_SRC += viz/patching_chart.c viz/snapshot.c viz/atlas_charts.c
 TRAIN_LIB_SRC = train/train_state.c train/train_options.c train/run_folder.c \
                 train/progress.c train/run.c train/distributed.c \
                 train/recipes.c train/named_recipes.c train/loss_plot.c

@@ -35,14 +35,10 @@
 #include <stdint.h>
 
 #include "../model/gpt.h"
+#include "atlas_charts.h"
 #include "draw.h"
 #include "scores.h"
-
-#define FILMSTRIP_MAX_FRAMES 16
-
-// The induction score at which a head counts as an induction head in the
-// phase-change picture (the uniform baseline is about 1/T).
-#define INDUCTION_FORMED 0.3
+#include "snapshot.h"
 
 typedef struct {
     const uint32_t *chars;       // (T) the probe text, whose attention the model holds
@@ -68,42 +64,9 @@ int atlas_snapshot(const char *out_dir, GPT *model, const SnapshotInput *in, cha
 // filmstrips) from its CSVs and snapshot files. Returns 0 with a message.
 int atlas_redraw(const char *out_dir, int L, int NH, char *err, size_t err_len);
 
-typedef struct {
-    long step;
-    double loss;        // NAN if unknown
-    int T;              // 0, chars and attn NULL, when only the scores are read
-    uint32_t *chars;    // (T)
-    float *attn;        // (L, NH, T, T)
-    HeadScores *scores; // (L*NH)
-    double icl;         // the ICL score and the sink rate with its uniform
-    double sink_rate;   // value (icl.csv), NAN if unknown
-    double sink_uniform;
-} Snapshot;
 
-// The steps N of every DIR/step_N/atlas.safetensors, in order (*steps is
-// allocated; free it). Returns 0 with a message if DIR cannot be read.
-int snapshot_steps(const char *dir, long **steps, int *count, char *err, size_t err_len);
-// Read DIR/step_N/atlas.safetensors of a model with L layers and NH heads.
-// Returns 0 with a message (a missing or malformed file, another shape).
-int snapshot_read(const char *dir, long step, int L, int NH, Snapshot *snapshot, char *err,
-                  size_t err_len);
-void snapshot_free(Snapshot *snapshot);
 // The ICL score and sink rate of count snapshots read from DIR, from
 // DIR/icl.csv by step (left NAN where it has no row).
 void snapshots_read_measures(const char *dir, Snapshot *snaps, int count);
-// Up to max of count items spread evenly from the first to the last
-// (all of them when count <= max): their indices in chosen; returns how many.
-int spread_evenly(int count, int max, int *chosen);
-
-// The pictures: the timeline from the steps, losses and scores of count
-// snapshots (count >= 1), a filmstrip from frames read whole.
-void timeline_render(Image *image, const Snapshot *snapshots, int count, int L, int NH);
-// frames: count of the run's `total` snapshots (the picture says when it
-// leaves some out).
-void filmstrip_render(Image *image, const Snapshot *frames, int count, int total, int NH,
-                      int layer, int head);
-// The phase change: the loss, the ICL score and every head's induction
-// score against the step, the first snapshot with an induction head marked.
-void phase_change_render(Image *image, const Snapshot *snaps, int count, int L, int NH);
 
 #endif
