@@ -129,8 +129,7 @@ AttnOptions parse_options(int argc, char **argv) {
     option_table(&o, table);
     option_table(&defaults, help_table);
     options_parse_or_exit(table, help_table, NUM_OPTIONS, USAGE, NULL, 0, argc, argv);
-    o.products = option_choice("--precision", o.precision, precision_names, 2);
-    o.bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
+    precision_choose(o.precision, &o.products, &o.bf16);
     const char *note = precision_note(o.products, o.bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     if (o.ablate_text_file) o.ablate = 1;

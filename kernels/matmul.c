@@ -24,6 +24,7 @@
 #include "matmul_bf16.h"
 #include "matmul_fp32.h"
 #include "parallel.h"
+#include "../base/options.h"
 #include "../base/util.h"
 
 // ---- the products' context: precision and workspace (matmul.h: Products)
@@ -270,4 +271,10 @@ void linear_backward_shared_input(Products *pr, float *d_inp, float *const d_wei
 void linear_backward(Products *pr, float *d_inp, float *d_weight, float *d_bias, const float *d_out,
                      const float *inp, const float *weight, int n, int ic, int oc) {
     linear_backward_shared_input(pr, d_inp, &d_weight, &d_bias, &d_out, inp, &weight, 1, n, ic, oc);
+}
+
+void precision_choose(const char *name, Precision *precision, Bf16Kernel *bf16) {
+    *precision = (Precision)option_choice("--precision", name, precision_names, 2);
+    *bf16 = bf16_best_kernel(
+        (Bf16Kernel)env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
 }

@@ -116,6 +116,11 @@ int precision_parse(const char *name, Precision *p);
 #define PRECISION_HELP "matrix products in fp32, or bf16 (bf16 inputs, fp32 sums)"
 extern const char *const precision_names[2];
 const char *precision_note(Precision p, Bf16Kernel bf16);
+// --precision's value (a usage error naming the flag and the names when it
+// is none of them) and the bf16 kernel the products take: the best this CPU
+// has under GPT_BF16_KERNEL's limit (matmul_bf16.h), as every program takes
+// them.
+void precision_choose(const char *name, Precision *precision, Bf16Kernel *bf16);
 // A precision as the programs print it: "fp32", or "bf16 with the
 // AVX512_BF16 kernel" (or AMX-BF16, AVX2 or the portable one).
 void precision_describe(Precision p, Bf16Kernel bf16, char *out, size_t len);

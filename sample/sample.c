@@ -268,8 +268,9 @@ static void describe_mode(char *out, size_t len, int slide, int T) {
 int main(int argc, char **argv) {
     SampleOptions o = parse_options(argc, argv);
     omp_set_num_threads(o.threads);
-    Precision precision = option_choice("--precision", o.precision, precision_names, 2);
-    Bf16Kernel bf16 = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
+    Precision precision;
+    Bf16Kernel bf16;
+    precision_choose(o.precision, &precision, &bf16);
     const char *note = precision_note(precision, bf16);
     if (note) fprintf(stderr, "note: %s\n", note);
     GPT model;

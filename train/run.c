@@ -738,8 +738,8 @@ void run_start(Run *run, int argc, char **argv) {
     refuse_ignored_flags(o, run->table);
     CorpusLoaded loaded = read_corpus(run);
     omp_set_num_threads(o->threads);
-    Precision precision = option_choice("--precision", o->precision, precision_names, 2);
-    run->bf16_kernel = bf16_best_kernel(env_choice("GPT_BF16_KERNEL", bf16_limit_names, BF16_LIMITS, BF16_AMX));
+    Precision precision;
+    precision_choose(o->precision, &precision, &run->bf16_kernel);
     // a named recipe's model is the one trained, whatever the budget
     RecipeTiming timing = {run, precision};
     double recipe_passes_measured = 0.0;
