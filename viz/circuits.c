@@ -2,6 +2,7 @@
 // singular values of its W_O W_V, and their picture.
 #include "circuits.h"
 
+#include <lapacke.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,75 +87,27 @@ void circuit_ov(const GPT *model, int layer, int head, const int *ids, int n, fl
     free(o);
 }
 
-// Modified Gram-Schmidt: a (rows, cols), columns cols <= rows, into r
-// (cols, cols) upper triangular with a = q r (q overwrites a; a column that
-// depends on the ones before it becomes 0 with r's diagonal 0).
+// The upper triangle R (cols, cols) of a (rows, cols) = Q R, rows >= cols
+// (LAPACK's dgeqrf; a is overwritten).
 static void qr_r(double *a, int rows, int cols, double *r) {
-    memset(r, 0, sizeof(double) * cols * cols);
-    for (int j = 0; j < cols; j++) {
-        for (int i = 0; i < j; i++) {
-            double dot = 0;
-            for (int k = 0; k < rows; k++) dot += a[k * cols + i] * a[k * cols + j];
-            r[i * cols + j] = dot;
-            for (int k = 0; k < rows; k++) a[k * cols + j] -= dot * a[k * cols + i];
-        }
-        double norm = 0;
-        for (int k = 0; k < rows; k++) norm += a[k * cols + j] * a[k * cols + j];
-        norm = sqrt(norm);
-        r[j * cols + j] = norm;
-        for (int k = 0; k < rows; k++) a[k * cols + j] = norm > 0 ? a[k * cols + j] / norm : 0;
-    }
-}
-
-// Singular values of m (n, n) by one-sided Jacobi: rotate column pairs until
-// all are orthogonal; the values are then the column norms.
-static void jacobi_singular_values(double *m, int n, double *values) {
-    for (int sweep = 0; sweep < 60; sweep++) {
-        double off = 0;
-        for (int p = 0; p < n; p++)
-            for (int q = p + 1; q < n; q++) {
-                double alpha = 0, beta = 0, gamma = 0;
-                for (int k = 0; k < n; k++) {
-                    alpha += m[k * n + p] * m[k * n + p];
-                    beta += m[k * n + q] * m[k * n + q];
-                    gamma += m[k * n + p] * m[k * n + q];
-                }
-                if (gamma == 0 || fabs(gamma) <= 1e-15 * sqrt(alpha * beta)) continue;
-                off = fmax(off, fabs(gamma) / sqrt(alpha * beta));
-                double zeta = (beta - alpha) / (2 * gamma);
-                double t = (zeta >= 0 ? 1.0 : -1.0) / (fabs(zeta) + sqrt(1 + zeta * zeta));
-                double c = 1 / sqrt(1 + t * t), s = c * t;
-                for (int k = 0; k < n; k++) {
-                    double x = m[k * n + p], y = m[k * n + q];
-                    m[k * n + p] = c * x - s * y;
-                    m[k * n + q] = s * x + c * y;
-                }
-            }
-        if (off < 1e-14) break;
-    }
-    for (int j = 0; j < n; j++) {
-        double norm = 0;
-        for (int k = 0; k < n; k++) norm += m[k * n + j] * m[k * n + j];
-        values[j] = sqrt(norm);
-    }
-    for (int i = 1; i < n; i++) // largest first
-        for (int j = i; j > 0 && values[j] > values[j - 1]; j--) {
-            double t = values[j];
-            values[j] = values[j - 1];
-            values[j - 1] = t;
-        }
+    double *tau = xmalloc(sizeof(double) * cols);
+    if (LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, rows, cols, a, cols, tau) != 0)
+        die("circuits: LAPACK's dgeqrf failed on a %d x %d matrix", rows, cols);
+    for (int i = 0; i < cols; i++)
+        for (int j = 0; j < cols; j++) r[i * cols + j] = j >= i ? a[i * cols + j] : 0;
+    free(tau);
 }
 
 // W_O,h W_V,h = A B with A (C,hs) and B (hs,C). With A = Qa Ra and
 // B^T = Qb Rb, A B = Qa (Ra Rb^T) Qb^T: the same singular values as the
-// hs x hs matrix Ra Rb^T.
+// hs x hs matrix Ra Rb^T (LAPACK's dgesvd, largest first).
 void circuit_ov_singular_values(const GPT *model, int layer, int head, double *values) {
     int C = model->config.dim, hs = C / model->config.heads;
     LayerParams lp = layer_params(model, &model->params, layer);
     const float *w_o = lp.w_o, *w_v = lp.w_v;
     double *a = xmalloc(sizeof(double) * C * hs), *bt = xmalloc(sizeof(double) * C * hs);
     double *ra = xmalloc(sizeof(double) * hs * hs), *rb = xmalloc(sizeof(double) * hs * hs);
-    double *k = xmalloc(sizeof(double) * hs * hs);
+    double *k = xmalloc(sizeof(double) * hs * hs), *superb = xmalloc(sizeof(double) * hs);
     for (int c = 0; c < C; c++)
         for (int d = 0; d < hs; d++) {
             a[c * hs + d] = w_o[(size_t)c * C + head * hs + d];
@@ -168,7 +121,10 @@ void circuit_ov_singular_values(const GPT *model, int layer, int head, double *v
             for (int t = 0; t < hs; t++) sum += ra[i * hs + t] * rb[j * hs + t];
             k[i * hs + j] = sum;
         }
-    jacobi_singular_values(k, hs, values);
+    if (LAPACKE_dgesvd(LAPACK_ROW_MAJOR, 'N', 'N', hs, hs, k, hs, values, NULL, 1, NULL, 1,
+                       superb) != 0)
+        for (int i = 0; i < hs; i++) values[i] = NAN; // did not converge
+    free(superb);
     free(a);
     free(bt);
     free(ra);
