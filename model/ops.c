@@ -106,8 +106,7 @@ void layernorm_backward(float *d_inp, float *d_weight, float *d_bias, const floa
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C) {
     const float eps = 1e-5f;
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *x = inp + (long)n * C;
         // the sum in vector lanes, then the lanes added, as LayerNorm's
         float sum_sq;
@@ -116,7 +115,7 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
         float *o = out + (long)n * C;
         for (int c = 0; c < C; c++) o[c] = x[c] * s * weight[c];
         rstd[n] = s;
-    }
+    });
 }
 
 void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const float *inp,
@@ -124,8 +123,7 @@ void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const f
     // d_inp: per row. With xhat = x * rstd and g = d_out * weight,
     //   d_x = rstd * (g - xhat * mean(g * xhat))
     // (LayerNorm's without its mean(g) term: no mean was subtracted).
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *x = inp + (long)n * C, *dy = d_out + (long)n * C;
         float s = rstd[n];
         float gx_mean;
@@ -133,7 +131,7 @@ void rmsnorm_backward(float *d_inp, float *d_weight, const float *d_out, const f
         gx_mean /= C;
         float *dx = d_inp + (long)n * C;
         for (int c = 0; c < C; c++) dx[c] += s * (dy[c] * weight[c] - x[c] * s * gx_mean);
-    }
+    });
     // d_weight: a sum over rows, split by blocks of channels as LayerNorm's
     // (no races, and each channel's sum in row order whatever the number of
     // threads), each block walking down the rows along contiguous memory.
@@ -166,8 +164,7 @@ void rope_table(float *table, int T, int hs, double base) {
 
 void rope_forward(float *x, const float *table, const int *positions, int N, int C, int NH) {
     int hs = C / NH;
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *rot = table + (long)positions[n] * hs;
         for (int h = 0; h < NH; h++) {
             float *head = x + (long)n * C + (long)h * hs;
@@ -177,14 +174,13 @@ void rope_forward(float *x, const float *table, const int *positions, int N, int
                 head[i + 1] = x0 * sin_t + x1 * cos_t;
             }
         }
-    }
+    });
 }
 
 // The forward is x' = R x with R a rotation, so d_x = R^T d_x' = R(-angle) d_x'.
 void rope_backward(float *d_x, const float *table, const int *positions, int N, int C, int NH) {
     int hs = C / NH;
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * C))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * C, {
         const float *rot = table + (long)positions[n] * hs;
         for (int h = 0; h < NH; h++) {
             float *head = d_x + (long)n * C + (long)h * hs;
@@ -194,7 +190,7 @@ void rope_backward(float *d_x, const float *table, const int *positions, int N, 
                 head[i + 1] = -g0 * sin_t + g1 * cos_t;
             }
         }
-    }
+    });
 }
 
 // ---- smear (modded-nanoGPT's smear gate)
@@ -313,19 +309,17 @@ void gelu_backward(float *d_inp, const float *inp, const float *d_out, long n) {
 // ---- ReLU^2
 
 void relu2_forward(float *out, const float *inp, long n) {
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (long i = 0; i < n; i++) {
+    FOR_EACH(i, n, n, {
         float r = inp[i] > 0.0f ? inp[i] : 0.0f;
         out[i] = r * r;
-    }
+    });
 }
 
 void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n) {
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (long i = 0; i < n; i++) {
+    FOR_EACH(i, n, n, {
         float r = inp[i] > 0.0f ? inp[i] : 0.0f;
         d_inp[i] += d_out[i] * 2.0f * r;
-    }
+    });
 }
 
 // ---- SwiGLU
@@ -333,19 +327,17 @@ void relu2_backward(float *d_inp, const float *inp, const float *d_out, long n) 
 // is within a few float ulps of one through expf.
 
 void swiglu_forward(float *out, const float *inp, int N, int H) {
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * H, {
         const float *gate = inp + (long)n * 2 * H, *up = gate + H;
         float *o = out + (long)n * H;
         for (int j = 0; j < H; j++) o[j] = gate[j] / (1.0f + fast_expf(-gate[j])) * up[j];
-    }
+    });
 }
 
 void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, int H) {
     // out = silu(a) u: d_a = d_out u silu'(a), d_u = d_out silu(a), with
     //   silu'(a) = s + a s (1 - s),  s = sigmoid(a).
-#pragma omp parallel for schedule(static) if (worth_threads((long)N * H))
-    for (int n = 0; n < N; n++) {
+    FOR_EACH(n, N, (long)N * H, {
         const float *gate = inp + (long)n * 2 * H, *up = gate + H, *dy = d_out + (long)n * H;
         float *d_gate = d_inp + (long)n * 2 * H, *d_up = d_gate + H;
         for (int j = 0; j < H; j++) {
@@ -353,7 +345,7 @@ void swiglu_backward(float *d_inp, const float *inp, const float *d_out, int N, 
             d_gate[j] += dy[j] * up[j] * (s + a * s * (1.0f - s));
             d_up[j] += dy[j] * a * s;
         }
-    }
+    });
 }
 
 // ---- residual
@@ -390,17 +382,15 @@ void zero_floats(float *x, long n) {
 // made them, so the vectorisation fast_expf would buy is worth little.
 
 void softcap_forward(float *out, const float *inp, float cap, long n) {
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (long i = 0; i < n; i++) out[i] = cap * tanhf(inp[i] / cap);
+    FOR_EACH(i, n, n, { out[i] = cap * tanhf(inp[i] / cap); });
 }
 
 void softcap_backward(float *d_inp, const float *out, const float *d_out, float cap, long n) {
     // d tanh(u)/du = 1 - tanh(u)^2, and tanh(u) = out / cap
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-    for (long i = 0; i < n; i++) {
+    FOR_EACH(i, n, n, {
         float t = out[i] / cap;
         d_inp[i] += d_out[i] * (1.0f - t * t);
-    }
+    });
 }
 
 // ---- softmax + cross-entropy
