@@ -113,8 +113,9 @@ DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c infer/threads.c
 INTERPRET_SRC = interpret/interpret.c
-INTERPRET_SRC += interpret/patching.c interpret/head_scores.c
-VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/induction_measures.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
+INTERPRET_SRC += interpret/patching.c interpret/head_scores.c interpret/induction_measures.c \
+                 interpret/circuit_tables.c
+VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/score_grid.c viz/ablation_grid.c viz/logit_lens.c viz/attribution_chart.c viz/position_circuit.c \
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 VIZ_SRC += viz/patching_chart.c viz/snapshot.c viz/atlas_charts.c
 TRAIN_LIB_SRC = train/train_state.c train/train_options.c train/run_folder.c \

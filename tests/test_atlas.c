@@ -19,7 +19,7 @@
 #include "../viz/circuits.h"
 #include "../viz/font.h"
 #include "../viz/heatmap.h"
-#include "../viz/induction_measures.h"
+#include "../interpret/induction_measures.h"
 #include "../viz/scores.h"
 #include "../viz/unifont.h"
 #include "check.h"

@@ -18,7 +18,7 @@
 
 #include "../optim/adamw.h"
 #include "../optim/muon.h"
-#include "../viz/induction_measures.h"
+#include "../interpret/induction_measures.h"
 #include "../viz/scores.h"
 #include "check.h"
 #include "fixtures.h"
@@ -155,7 +155,7 @@ static void test_induction_head_forms(void) {
     free(weights_two);
 }
 
-// ---- the copying score's eigenvalues (viz/induction_measures.h)
+// ---- the copying score's eigenvalues (interpret/induction_measures.h)
 
 // Each of want's n eigenvalues (re, im pairs) has one of got's within tol,
 // a different one each: the two lists are the same spectrum in any order.

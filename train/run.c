@@ -14,7 +14,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 #include "../viz/heatmap.h"
-#include "../viz/induction_measures.h"
+#include "../interpret/induction_measures.h"
 #include "../viz/plot.h"
 #include "../viz/unifont.h"
 #include "distributed.h"

@@ -12,7 +12,7 @@
 #include "../base/files.h"
 #include "../base/util.h"
 #include "../infer/checkpoint.h"
-#include "induction_measures.h"
+#include "../interpret/induction_measures.h"
 
 // ---- atlas_snapshot
 

@@ -7,7 +7,7 @@
 
 #include "../base/files.h"
 #include "../base/util.h"
-#include "induction_measures.h"
+#include "../interpret/induction_measures.h"
 
 void model_head_scores(GPT *model, const int *ids, int T, HeadScores *scores) {
     attention_head_scores(model, ids, T, scores);

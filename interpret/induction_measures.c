@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../base/util.h"
-#include "circuits.h"
+#include "circuit_tables.h"
 
 // ---- eigenvalues
 
