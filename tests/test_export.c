@@ -1314,6 +1314,9 @@ static void test_unexpressible_refused(void) {
         {{.mlp = MLP_SWIGLU}, "hf", "--mlp swiglu cannot be exported to hf: transformers' GPT2LMHeadModel's MLP is GELU"},
         {{.qk_norm = 1}, "gguf", "--qk-norm cannot be exported to gguf: llama.cpp's gpt2 architecture has no query and key norms"},
         {qk, "hf", "--qk-norm cannot be exported to hf: transformers' LlamaForCausalLM has no query and key norms"},
+        {{.smear = 1}, "gguf", "--smear cannot be exported to gguf: llama.cpp's architectures have no smear"},
+        {{.norm = NORM_RMSNORM, .pos = POS_ROPE, .mlp = MLP_SWIGLU, .smear = 1}, "hf",
+         "--smear cannot be exported to hf: transformers' GPT2LMHeadModel and LlamaForCausalLM have no smear"},
         {qk, "gguf", "--qk-norm cannot be exported to gguf: llama.cpp's qwen3 architecture (the one with per-head "
                      "query and key norms) adds no bias after W_O or in the MLP, and h.0.attn.w_o.bias is not zero"},
     };
