@@ -14,6 +14,7 @@
 
 #include "dropout.h"
 #include "../kernels/fastmath.h"
+#include "../kernels/fixed_sum.h"
 #include "../kernels/matmul.h"
 #include "../kernels/matmul_bf16.h"
 #include "../kernels/parallel.h"
@@ -83,9 +84,8 @@ static void softmax_row(float *p, int last, int Tk, float scale) {
         float e = fast_expf((p[j] - max_score) * scale);
         p[j] = j <= last ? e : 0.0f;
     }
-    float sum = 0.0f;
-    _Pragma("omp simd reduction(+ : sum)")
-    for (int j = 0; j <= last; j++) sum += p[j];
+    float sum;
+    FIXED_SUM(sum, j, last + 1, p[j]);
     float inv_sum = 1.0f / sum;
     for (int j = 0; j <= last; j++) p[j] *= inv_sum;
     // masked (future) keys: exactly zero weight
@@ -583,9 +583,8 @@ static void attention_head_forward_fused(const Products *pr, float *out_bh, floa
                     float e = fast_expf((s[j] - new_max) * scale);
                     s[j] = j < n ? e : 0.0f;
                 }
-                float sum = 0.0f;
-                _Pragma("omp simd reduction(+ : sum)")
-                for (int j = 0; j < n; j++) sum += s[j];
+                float sum;
+                FIXED_SUM(sum, j, n, s[j]);
                 row_sum[r] = row_sum[r] * rescale + sum;
                 row_max_so_far[r] = new_max;
                 if (drop) {
@@ -640,14 +639,12 @@ static void attention_head_backward_fused(const Products *pr, float *d_q_bh, flo
     // rounding, not to dO's bf16 rounding times |dO| |v_j|
     for (int i = 0; i < T; i++) {
         const float *g = d_o + (long)i * C, *o = o_bh + (long)i * C;
-        float dot = 0.0f;
+        float dot;
         if (f.bf16) {
             const bf16 *g_rounded = f.d_o_rows + i * f.head_ld;
-            _Pragma("omp simd reduction(+ : dot)")
-            for (int e = 0; e < hs; e++) dot += bf16_to_float(g_rounded[e]) * o[e];
+            FIXED_SUM(dot, e, hs, bf16_to_float(g_rounded[e]) * o[e]);
         } else {
-            _Pragma("omp simd reduction(+ : dot)")
-            for (int e = 0; e < hs; e++) dot += g[e] * o[e];
+            FIXED_SUM(dot, e, hs, g[e] * o[e]);
         }
         d_dot_o[i] = dot;
     }

@@ -34,6 +34,23 @@ extern long checks_in_test;
         if (!(cond)) check_fail(__FILE__, __LINE__, __VA_ARGS__);     \
     } while (0)
 
+// 1 in a build under AddressSanitizer (make sanitize), else 0. There a test
+// may run a smaller case of what it checks (fewer steps, a smaller batch):
+// the sanitizers look for memory errors and undefined behaviour, which the
+// same code reaches in a few steps as in hundreds, at twenty times the
+// cost. What only learning shows (a head forming) is checked by the plain
+// run; every test still asserts behaviour in both.
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_SANITIZERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_SANITIZERS 1
+#endif
+#endif
+#ifndef UNDER_SANITIZERS
+#define UNDER_SANITIZERS 0
+#endif
+
 // |a - b| <= tol
 #define CHECK_NEAR(a, b, tol)                                                         \
     do {                                                                              \

@@ -33,6 +33,10 @@ enum { V = 32, T = 64, LAYERS = 2, HEADS = 4, DIM = 64, B = 16, STEPS = 400, WAR
 // Steps run on both thread counts, their weights compared bit for bit:
 // the warmup, with updates of both optimizers.
 enum { SAME_BITS_STEPS = WARMUP };
+// Under the sanitizers (check.h) the 1-thread run stops there too: the
+// head forming, which needs the hundreds of steps, is the plain run's
+// check; the untrained scores and the same bits are checked in both.
+enum { TRAINED_STEPS = UNDER_SANITIZERS ? SAME_BITS_STEPS : STEPS };
 #define LR 3e-3f       // AdamW's: embeddings, norms, biases
 #define MUON_LR 0.02f  // Muon's: the blocks' matrices
 #define MIN_STRING 4   // the shortest string repeated; the longest T/2, as the probe's
@@ -125,7 +129,7 @@ static size_t train_on_repeated_strings(int threads, int steps,
 static void test_induction_head_forms(void) {
     HeadScores untrained[LAYERS * HEADS], trained[LAYERS * HEADS];
     float *weights_one = NULL, *weights_two = NULL;
-    size_t n = train_on_repeated_strings(1, STEPS, untrained, trained, &weights_one);
+    size_t n = train_on_repeated_strings(1, TRAINED_STEPS, untrained, trained, &weights_one);
     double uniform = untrained[0].uniform[SCORE_INDUCTION];
     CHECK_MSG(uniform > 0.015 && uniform < 0.03, "uniform induction score %g", uniform);
     int best = 0;
@@ -137,13 +141,15 @@ static void test_induction_head_forms(void) {
         if (trained[h].value[SCORE_INDUCTION] > trained[best].value[SCORE_INDUCTION]) best = h;
     }
     double score = trained[best].value[SCORE_INDUCTION];
-    CHECK_MSG(score >= FORMED_SCORE,
-              "after %d steps the best head (layer %d head %d) has induction score %.3f, "
-              "expected >= %.2f (uniform %.3f)", STEPS, best / HEADS, best % HEADS, score,
-              FORMED_SCORE, uniform);
-    // its other half, a head that moves the previous token's identity
-    // along (K-composition), needs a layer before it
-    CHECK_MSG(best / HEADS == LAYERS - 1, "the induction head is in layer %d", best / HEADS);
+    if (!UNDER_SANITIZERS) {
+        CHECK_MSG(score >= FORMED_SCORE,
+                  "after %d steps the best head (layer %d head %d) has induction score %.3f, "
+                  "expected >= %.2f (uniform %.3f)", STEPS, best / HEADS, best % HEADS, score,
+                  FORMED_SCORE, uniform);
+        // its other half, a head that moves the previous token's identity
+        // along (K-composition), needs a layer before it
+        CHECK_MSG(best / HEADS == LAYERS - 1, "the induction head is in layer %d", best / HEADS);
+    }
     // the same bits on 2 threads
     HeadScores untrained2[LAYERS * HEADS], trained2[LAYERS * HEADS];
     train_on_repeated_strings(2, SAME_BITS_STEPS, untrained2, trained2, &weights_two);

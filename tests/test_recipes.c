@@ -610,7 +610,9 @@ static int saved_with_muon(const char *dir) {
 // so, the state file keeps it, a resume continues with it, and
 // --optimizer adamw given wins. The text is small (4,000 characters) so
 // that any machine, even a sanitizer build on a busy one, makes the
-// passes of each budget's last row.
+// passes of each budget's last row. Under the sanitizers (check.h) the
+// models train and are timed on a batch of 2, the recipe's line otherwise
+// the same.
 static void test_recipe_optimizer(void) {
     const char *tmp = make_temp_dir();
     const char *corpus = make_corpus(tmp, "corpus.txt", 4000);
@@ -625,8 +627,8 @@ static void test_recipe_optimizer(void) {
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         snprintf(dir, sizeof dir, "%s/%s", tmp, runs[i].name);
-        snprintf(flags, sizeof flags, "%s --stop-at 2 --eval-batches 1 --sample-chars 0 --threads 1 --data %s",
-                 runs[i].flags, corpus);
+        snprintf(flags, sizeof flags, "%s%s --stop-at 2 --eval-batches 1 --sample-chars 0 --threads 1 --data %s",
+                 runs[i].flags, UNDER_SANITIZERS ? " --batch 2" : "", corpus);
         CHECK(run_train(flags, dir, capture) == 0);
         char *console = read_text_file(capture);
         const char *recipe = console ? strstr(console, "recipe for ") : NULL;
@@ -699,14 +701,16 @@ static void test_recipe_by_passes(void) {
           fake_models_timed == 0);
 
     // through bin/train: 4,000 characters, so the wider model's passes are
-    // many times its threshold however slow (or busy) the machine
+    // many times its threshold however slow (or busy) the machine; under
+    // the sanitizers (check.h) timed and trained on a batch of 2
     const char *tmp = make_temp_dir();
     const char *corpus = make_corpus(tmp, "small.txt", 4000);
     char dir[600], capture[600], flags[1024], expect[128];
     snprintf(dir, sizeof dir, "%s/run", tmp);
     snprintf(capture, sizeof capture, "%s/out.txt", tmp);
-    snprintf(flags, sizeof flags, "--data %s --minutes 15 --stop-at 1 --threads 1 --sample-chars 0",
-             corpus);
+    snprintf(flags, sizeof flags,
+             "--data %s --minutes 15 --stop-at 1 --threads 1 --sample-chars 0 --eval-batches 1%s",
+             corpus, UNDER_SANITIZERS ? " --batch 2" : "");
     CHECK(run_train(flags, dir, capture) == 0);
     char *console = read_text_file(capture);
     snprintf(expect, sizeof expect, "--dim %d ", wider->dim);
