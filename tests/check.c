@@ -107,6 +107,7 @@ SUITE(suite_first_hour);
 SUITE(suite_patching);
 SUITE(suite_induction);
 SUITE(suite_explore);
+SUITE(suite_average);
 
 static int wanted(const char *suite, char **names, int count) {
     for (int i = 0; i < count; i++)
@@ -153,7 +154,7 @@ int main(int argc, char **argv) {
                   {"modern", suite_modern}, {"attn-modern", suite_attn_modern},
                   {"export", suite_export}, {"first-hour", suite_first_hour},
                   {"patching", suite_patching}, {"induction", suite_induction},
-                  {"explore", suite_explore}};
+                  {"explore", suite_explore}, {"average", suite_average}};
     for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
         if (!suites[i].fn || !wanted(suites[i].name, only, only_count)) continue;
         printf("# %s\n", suites[i].name);

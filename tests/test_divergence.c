@@ -72,7 +72,7 @@ static pid_t spawn_training_with_nan(const char *capture, long nan_after, const 
         while (run.opt.step < run.o.iters) {
             train_step(&run, lr_at(&run.adamw, run.opt.step), 0);
             if (run.opt.step == nan_after) run.model.params.w_q[0] = NAN;
-            if (run.opt.step % run.o.eval_every == 0) run_save(&run, NAN);
+            if (run.opt.step % run.o.eval_every == 0) run_save(&run, NAN, NAN);
         }
         run_free(&run);
         _exit(0);

@@ -252,6 +252,14 @@ static void test_resume_two_processes_with_one(void) { check_resume_with_other_c
 static void test_muon_resume_one_process_with_two(void) {
     check_resume_with_other_count(1, 2, "--optimizer muon --warmup 2");
 }
+// every rank holds the same weights, so the same average; a resumed run's
+// other ranks take rank 0's saved one
+static void test_average_two_processes_match_accum_two(void) {
+    check_processes_match_accum(2, 8, "--ema 0.5");
+}
+static void test_average_resume_one_process_with_two(void) {
+    check_resume_with_other_count(1, 2, "--ema 0.5");
+}
 
 // One process resumes the run in the folder `run` to 40 steps past
 // log.csv's last row (the checkpoint is at or before it), output into out,
@@ -569,6 +577,10 @@ void suite_mpi(void) {
              test_resume_two_processes_with_one);
     run_test("mpi: 1 process stopped with Muon, 2 resume = the uninterrupted run, bit for bit",
              test_muon_resume_one_process_with_two);
+    run_test("mpi: 2 processes = --accum 2 with --ema, bit for bit",
+             test_average_two_processes_match_accum_two);
+    run_test("mpi: 1 process stopped with --ema, 2 resume = the uninterrupted run, bit for bit",
+             test_average_resume_one_process_with_two);
     run_test("mpi: a rank that cannot read the corpus ends every rank, printed once",
              test_corpus_unreadable_on_one_rank);
     run_test("mpi: a rank with another corpus is refused", test_different_corpus_refused);

@@ -155,7 +155,26 @@ static void share_state(Run *run) {
     distributed_broadcast(&run->opt.step, sizeof run->opt.step);
     if (run->muon.momentum)
         distributed_broadcast(run->muon.momentum, run->muon.num_params * sizeof(float));
+    if (run->average.params)
+        distributed_broadcast(run->average.params, run->average.num_params * sizeof(float));
     distributed_broadcast(&run->rng, sizeof run->rng);
+}
+
+// --ema: the weights' moving average, a resumed run's from its state (rank
+// 0 reads it; share_state sends it on). A resumed run that kept none cannot
+// start one: the average is of every step since the first.
+static void start_average(Run *run) {
+    const TrainOptions *o = &run->o;
+    if (!(o->ema > 0.0f)) return;
+    average_init(&run->average, o->ema, run->model.num_params);
+    if (!o->resume || run->rank != 0) return;
+    char err[2048];
+    int found = train_state_load_average(run->paths.state_path, &run->average, err, sizeof err);
+    if (found < 0) die("%s", err);
+    if (!found)
+        die("--ema %g: the run in %s kept no average of its weights (it was started without "
+            "--ema), and the average is of every step from the first; start a new run with "
+            "--ema, or resume without it", (double)o->ema, o->out);
 }
 
 
@@ -765,6 +784,7 @@ void run_start(Run *run, int argc, char **argv) {
     gpt_set_precision(&run->model, precision, run->bf16_kernel);
     vocab_free(&init_vocab);
     alloc_run_buffers(run);
+    start_average(run);
     run->options_json = train_options_to_json(run->table);
     // before anything is written: a refused start (another corpus or
     // flags on some rank, a rank that could not read the corpus) leaves
@@ -865,6 +885,7 @@ float train_step(Run *run, float lr, int stop_signal) {
         muon_update(&run->muon, model, muon_lr, run->o.weight_decay, clip_scale);
     }
     adamw_update(&run->opt, model, &run->adamw, lr, clip_scale); // counts the step
+    if (run->average.params) average_update(&run->average, model->params_memory, run->opt.step);
     return loss;
 }
 
@@ -872,15 +893,40 @@ int run_should_stop(const Run *run, int stop_signal) {
     return run->procs > 1 ? run->stop_agreed : stop_signal;
 }
 
-int run_save(Run *run, float val_loss) {
+float run_evaluate_average(Run *run) {
+    if (!run->average.params) return NAN;
+    GPT *model = &run->model;
+    average_swap(&run->average, model->params_memory);
+    float val_loss = evaluate(model, run->val, run->B, run->T, run->o.eval_batches, &run->batch,
+                              run->micro_rows);
+    average_swap(&run->average, model->params_memory);
+    return val_loss;
+}
+
+Kept run_save(Run *run, float val_loss, float average_val_loss) {
+    int average_better = average_val_loss < val_loss; // false when either is NAN
+    float candidate = average_better ? average_val_loss : val_loss;
     // before any evaluation the model file is the last model, as it always was
-    int is_best = run->best.step < 0 || val_loss < run->best.val_loss;
-    if (is_best && val_loss == val_loss) run->best = (BestModel){run->opt.step, val_loss};
-    if (run->rank == 0)
-        save_checkpoint(&run->paths, &run->model, &run->corpus.vocab, &run->opt,
-                        run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL, &run->rng,
-                        run->options_json, &run->best, is_best, &run->window);
-    return is_best;
+    int is_best = run->best.step < 0 || candidate < run->best.val_loss;
+    if (is_best && candidate == candidate)
+        run->best = (BestModel){run->opt.step, candidate, average_better};
+    const Average *average = run->average.params ? &run->average : NULL;
+    const Muon *muon = run->optimizer == OPTIMIZER_MUON ? &run->muon : NULL;
+    GPT *model = &run->model;
+    if (run->rank == 0 && is_best && average_better) {
+        // the model holds the average for the model file; the average's
+        // buffer meanwhile holds the weights to continue from
+        average_swap(&run->average, model->params_memory);
+        Average swapped = {run->average.decay, model->params_memory, run->average.num_params};
+        save_checkpoint(&run->paths, model, &run->corpus.vocab, &run->opt, muon, &run->rng,
+                        run->options_json, &run->best, 1, &run->window, run->average.params,
+                        &swapped);
+        average_swap(&run->average, model->params_memory);
+    } else if (run->rank == 0) {
+        save_checkpoint(&run->paths, model, &run->corpus.vocab, &run->opt, muon, &run->rng,
+                        run->options_json, &run->best, is_best, &run->window, NULL, average);
+    }
+    return !is_best ? KEPT_EARLIER : average_better ? KEPT_AVERAGE : KEPT_LAST;
 }
 
 void run_free(Run *run) {
@@ -895,6 +941,7 @@ void run_free(Run *run) {
     free(run->batch.targets);
     adamw_free(&run->opt);
     muon_free(&run->muon);
+    average_free(&run->average);
     gpt_free(&run->model);
     corpus_free(&run->corpus);
     train_free_saved_flags(run->saved_flags, run->num_saved_flags);

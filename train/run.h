@@ -11,6 +11,7 @@
 #include "../infer/kv_cache.h"
 #include "../optim/adamw.h"
 #include "../optim/muon.h"
+#include "average.h"
 #include "progress.h"
 #include "run_folder.h"
 #include "../base/thread_tuner.h"
@@ -31,6 +32,7 @@ typedef struct {
     char replans[SCHEDULE_MAX_REPLANS * 24]; // adamw's re-plans as --replans saves them
     OptimizerKind optimizer;
     BestModel best;     // the model file's step and validation loss (-1: no evaluation yet)
+    Average average;    // --ema: the weights' moving average (params NULL: none)
     Muon muon;          // --optimizer muon: the blocks' matrices
     float muon_lr, muon_min_lr; // Muon's peak and final rates on the same schedule
     Rng rng;            // the batches' stream
@@ -76,12 +78,22 @@ float train_step(Run *run, float lr, int stop_signal);
 // all stop after the same step).
 int run_should_stop(const Run *run, int stop_signal);
 
+// --ema: the validation loss of the weights' moving average (the model
+// holding it for the evaluation, then its own weights again); NAN without
+// --ema. Every process calls it, as evaluate.
+float run_evaluate_average(Run *run);
+
+// What a save made the model file.
+typedef enum { KEPT_EARLIER, KEPT_LAST, KEPT_AVERAGE } Kept;
+
 // Save the checkpoint (rank 0 only: the other processes hold the same):
-// an evaluation's with its validation loss (NAN: a save without one). The
-// model file keeps the best model evaluated (run->best); a save whose
-// model is not better keeps it and saves the weights to continue from with
-// the optimizer state. Returns whether this model became the model file.
-int run_save(Run *run, float val_loss);
+// an evaluation's with its validation loss and the average's (NAN: a save
+// without one, or no average). The model file keeps the best model
+// evaluated (run->best), the step's weights or their average, whichever
+// has the lower loss; a save whose models are not better keeps it and
+// saves the weights to continue from with the optimizer state. Returns
+// which model the model file now holds.
+Kept run_save(Run *run, float val_loss, float average_val_loss);
 
 void run_free(Run *run);
 

@@ -65,7 +65,8 @@ void record_run_files(const RunPaths *paths, int resumed, int snapshots) {
 // it. A save that keeps the model file (not the best) writes one file.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
                      const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
-                     const BestModel *best, int model_is_best, const ProgressWindow *log_window) {
+                     const BestModel *best, int model_is_best, const ProgressWindow *log_window,
+                     const float *continue_from, const Average *average) {
     char err[1024], name[128];
     if (gpt_first_non_finite(model, model->params_memory, name, sizeof name)) {
         char kept[4200];
@@ -78,11 +79,11 @@ void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab
     unlink(paths->prev_state_path);
     if (model_is_best)
         link(paths->state_path, paths->prev_state_path); // fails harmlessly before the first save
+    const float *last = continue_from ? continue_from : model->params_memory;
     if (!train_state_save_with_muon(paths->state_path, opt, muon, rng->state,
-                                    params_hash(model->params_memory, model->num_params),
-                                    options_json, best,
-                                    model_is_best ? NULL : model->params_memory, log_window, err,
-                                    sizeof err))
+                                    params_hash(last, model->num_params), options_json, best,
+                                    model_is_best && !continue_from ? NULL : last, average,
+                                    log_window, err, sizeof err))
         die("saving optimizer state: %s", err);
     if (model_is_best && !gpt_save(paths->model_path, model, vocab, err, sizeof err))
         die("saving model: %s", err);

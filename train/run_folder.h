@@ -38,15 +38,19 @@ void check_run_folder(const RunPaths *paths, int force);
 // checkpoint, added in any case. Dies if it cannot be written.
 void record_run_files(const RunPaths *paths, int resumed, int snapshots);
 
-// Save the optimizer state (with Muon's momentum unless muon is NULL) and
-// the run's best model so far: with model_is_best, the state then the model
-// (the model file becomes this model); else the state alone, holding the
-// model's weights to continue from, the model file staying the best one.
+// Save the optimizer state (with Muon's momentum unless muon is NULL, the
+// weights' moving average unless average is NULL) and the run's best model
+// so far: with model_is_best, the state then the model (the model file
+// becomes this model); else the state alone, holding the weights to
+// continue from, the model file staying the best one. The weights to
+// continue from are the model's, or continue_from (num_params) when not
+// NULL (the model then holds the average, saved as the best).
 // Dies (the last checkpoint intact) if a parameter is not finite or a
 // write fails.
 void save_checkpoint(const RunPaths *paths, const GPT *model, const Vocab *vocab,
                      const AdamW *opt, const Muon *muon, const Rng *rng, const char *options_json,
-                     const BestModel *best, int model_is_best, const ProgressWindow *log_window);
+                     const BestModel *best, int model_is_best, const ProgressWindow *log_window,
+                     const float *continue_from, const Average *average);
 
 // The optimizer state saved with the model (restoring the previous one if
 // a save was interrupted between its two files); *saved is the optimizer

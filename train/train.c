@@ -49,7 +49,7 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
     TrainOptions *o = &run->o;
     if (interrupted || run->opt.step < o->iters) {
         save_budget_left(run, budget);
-        run_save(run, NAN);
+        run_save(run, NAN, NAN);
         // A batch system's SIGTERM reaches every process, not only mpirun;
         // were another rank to exit first, mpirun would end the job and kill
         // rank 0 mid-save. So every rank waits for rank 0's save.
@@ -69,14 +69,15 @@ static int finish(Run *run, const TimeBudget *budget, int interrupted, float las
         printf("step %ld: train loss %.4f, val loss %.4f\n", run->opt.step, train_loss, last_val);
     }
     // the model file holds the best model evaluated: its loss, and its step
-    // when it is not the last
-    int kept_earlier = run->best.step >= 0 && run->best.step != run->opt.step;
+    // when it is not the last (or the average's, with --ema)
+    int kept_earlier = run->best.step >= 0 && (run->best.step != run->opt.step || run->best.average);
     printf("done: %ld iterations, %.1f s wall (%.1f ms/iter training); final val loss %.4f",
            run->opt.step, run_seconds, steps_run > 0 ? 1e3 * train_seconds / steps_run : 0.0,
            kept_earlier ? (double)run->best.val_loss : (double)last_val);
     if (kept_earlier)
-        printf(", the model of step %ld in %s (the best evaluated; the last step's: %.4f)",
-               run->best.step, run->paths.model_path, (double)last_val);
+        printf(", the %s of step %ld in %s (the best evaluated; the last step's: %.4f)",
+               run->best.average ? "average of the weights" : "model", run->best.step,
+               run->paths.model_path, (double)last_val);
     printf("\n");
     if (run->procs > 1)
         printf("gradient sums across %d processes: %.2f ms/iter\n", run->procs,
@@ -110,14 +111,21 @@ static float evaluate_and_save(Run *run, long step, float lr, float ms_per_iter,
     // round the row would be lost for good.
     log_eval_row(run->log.file, step, train_loss, val_loss, lr, ms_per_iter, tokens_per_s);
     run_log_flush(&run->log);
-    int best = run_save(run, val_loss);
-    if (best)
-        printf("%sstep %ld: train loss %.4f, val loss %.4f (saved %s)\n", live ? "\n" : "", step,
-               train_loss, val_loss, run->paths.model_path);
+    float average_val = run_evaluate_average(run); // NAN without --ema
+    Kept kept = run_save(run, val_loss, average_val);
+    char average[96] = "";
+    if (average_val == average_val)
+        snprintf(average, sizeof average, ", the average's (--ema %g) %.4f", (double)o->ema,
+                 (double)average_val);
+    if (kept != KEPT_EARLIER)
+        printf("%sstep %ld: train loss %.4f, val loss %.4f%s (saved %s%s)\n", live ? "\n" : "",
+               step, train_loss, val_loss, average, run->paths.model_path,
+               kept == KEPT_AVERAGE ? ": the average" : average_val == average_val ? ": the step's" : "");
     else
-        printf("%sstep %ld: train loss %.4f, val loss %.4f (not below step %ld's %.4f: %s keeps "
-               "that model)\n", live ? "\n" : "", step, train_loss, val_loss, run->best.step,
-               (double)run->best.val_loss, run->paths.model_path);
+        printf("%sstep %ld: train loss %.4f, val loss %.4f%s (not below step %ld's %.4f%s: %s "
+               "keeps that model)\n", live ? "\n" : "", step, train_loss, val_loss, average,
+               run->best.step, (double)run->best.val_loss, run->best.average ? ", the average's" : "",
+               run->paths.model_path);
     if (run->rank == 0) { // the others' output goes nowhere
         write_loss_plot(&run->paths, o, run->B * run->T);
         print_sample(&run->sample_cache, &run->sampler, &run->corpus.vocab, o->sample_chars);

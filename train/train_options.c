@@ -163,6 +163,10 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--skip-bad-files", NULL, OPT_FLAG, &o->skip_bad_files,
          "skip the files of --data that are not UTF-8 text (empty, binary, unreadable), each "
          "named once, instead of stopping", 0, -1, 0},
+        {"--ema", "DECAY", OPT_FLOAT, &o->ema,
+         "keep a moving average of the weights, each step's weighing DECAY times the next's "
+         "(0.999 looks back about 1000 steps; 0: none); each evaluation evaluates it too, and "
+         "the model file keeps the best of both", 0, 0.999999, 0},
     };
     _Static_assert(sizeof before / sizeof before[0] + NUM_BLOCK_CHOICES +
                            sizeof after / sizeof after[0] == NUM_TRAIN_OPTIONS,
@@ -179,7 +183,7 @@ static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fr
 static const char *const training_flags[] = {
     "--recipe", "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer",
     "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--replans", "--beta1", "--beta2",
-    "--weight-decay", "--grad-clip", "--dropout", "--seed", "--threads", "--precision", NULL};
+    "--weight-decay", "--grad-clip", "--dropout", "--ema", "--seed", "--threads", "--precision", NULL};
 static const char *const budget_flags[] = {"--minutes", "--max-passes", "--stop-at", NULL};
 static const char *const output_flags[] = {
     "--out", "--resume", "--force", "--eval-every", "--eval-batches", "--log-every",
@@ -239,7 +243,8 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 // Flags saved only when they differ from their defaults (train_options_to_json),
 // as the block's choices are (a FLAG: by its name alone, when set).
 static const char *const saved_when_set[] = {"--optimizer",      "--muon-lr",    "--schedule",
-                                             "--decay-fraction", "--decay-from", "--max-passes"};
+                                             "--decay-fraction", "--decay-from", "--max-passes",
+                                             "--ema"};
 // Flags saved by their name alone, when set.
 static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--zero-init-proj"};
 

@@ -23,26 +23,27 @@ int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len) {
     return train_state_save_with_muon(path, opt, NULL, rng_state, params_hash_value, options_json,
-                                      NULL, NULL, NULL, err, err_len);
+                                      NULL, NULL, NULL, NULL, err, err_len);
 }
 
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
                                const char *options_json, const BestModel *best,
-                               const float *last_params, const ProgressWindow *log_window,
-                               char *err, size_t err_len) {
+                               const float *last_params, const Average *average,
+                               const ProgressWindow *log_window, char *err, size_t err_len) {
     char step_text[32], rng_text[32], hash_text[32], best_step[32], best_loss[32];
-    char log_steps[32], log_loss_sum[40], log_seconds[40];
+    char log_steps[32], log_loss_sum[40], log_seconds[40], average_decay[32];
     snprintf(step_text, sizeof step_text, "%ld", opt->step);
     snprintf(rng_text, sizeof rng_text, "%llu", (unsigned long long)rng_state);
     snprintf(hash_text, sizeof hash_text, "%llu", (unsigned long long)params_hash_value);
     long P = (long)opt->num_params;
     // only the tensors and metadata this state has, in a fixed order
-    StTensor tensors[4] = {{"adam.m", opt->m, 1, {P}}, {"adam.v", opt->v, 1, {P}}};
+    StTensor tensors[5] = {{"adam.m", opt->m, 1, {P}}, {"adam.v", opt->v, 1, {P}}};
     int num_tensors = 2;
     if (muon) tensors[num_tensors++] = (StTensor){"muon.momentum", muon->momentum, 1, {P}};
     if (last_params) tensors[num_tensors++] = (StTensor){"last.params", last_params, 1, {P}};
-    StMeta meta[11] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
+    if (average) tensors[num_tensors++] = (StTensor){"average.params", average->params, 1, {P}};
+    StMeta meta[13] = {{"format_version", TRAIN_STATE_FORMAT_VERSION},
                       {"step", step_text},
                       {"rng_state", rng_text},
                       {"params_hash", hash_text},
@@ -54,6 +55,11 @@ int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *m
         snprintf(best_loss, sizeof best_loss, "%.9g", (double)best->val_loss);
         meta[num_meta++] = (StMeta){"best_step", best_step};
         meta[num_meta++] = (StMeta){"best_val_loss", best_loss};
+        if (best->average) meta[num_meta++] = (StMeta){"best_weights", "average"};
+    }
+    if (average) {
+        snprintf(average_decay, sizeof average_decay, "%.9g", (double)average->decay);
+        meta[num_meta++] = (StMeta){"average_decay", average_decay};
     }
     if (log_window && log_window->steps > 0) { // %.17g: the double back bit for bit
         snprintf(log_steps, sizeof log_steps, "%d", log_window->steps);
@@ -104,6 +110,7 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
     uint64_t step, best_step = 0;
     const char *best_step_text = safetensors_meta(file, "best_step");
     const char *best_loss_text = safetensors_meta(file, "best_val_loss");
+    const char *best_weights = safetensors_meta(file, "best_weights");
     char *loss_end = NULL;
     float best_loss = best_loss_text ? strtof(best_loss_text, &loss_end) : 0.0f;
     long shape[1] = {(long)opt->num_params};
@@ -124,6 +131,9 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
         set_error(err, err_len, "%s: metadata best_step '%.20s' and best_val_loss '%.20s' are not a "
                   "step and a loss", path, best_step_text ? best_step_text : "missing",
                   best_loss_text ? best_loss_text : "missing");
+    } else if (best_weights && (strcmp(best_weights, "average") || !best_step_text)) {
+        set_error(err, err_len, "%s: metadata best_weights is '%.20s', expected average (with "
+                  "best_step) or none", path, best_weights);
     } else if (optimizer && !is_muon) {
         set_error(err, err_len, "%s: metadata optimizer is '%s', expected muon or none (AdamW)",
                   path, optimizer);
@@ -133,7 +143,8 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
                (!last_present ||
                 safetensors_read_f32(file, "last.params", 1, shape, last_params, err, err_len))) {
         if (saved) *saved = is_muon ? OPTIMIZER_MUON : OPTIMIZER_ADAMW;
-        if (best) *best = (BestModel){best_step_text ? (long)best_step : -1, best_loss};
+        if (best)
+            *best = (BestModel){best_step_text ? (long)best_step : -1, best_loss, best_weights != NULL};
         if (has_last) *has_last = last_present;
         opt->step = (long)step;
         *options_json = strdup(options);
@@ -142,6 +153,18 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
     safetensors_close(file);
     if (!ok && err && err_len) safetensors_printable(err); // it quotes the file's metadata
     return ok;
+}
+
+int train_state_load_average(const char *path, Average *average, char *err, size_t err_len) {
+    StFile *file = safetensors_open(path, err, err_len);
+    if (!file) return -1;
+    long shape[1] = {(long)average->num_params};
+    int found = safetensors_meta(file, "average_decay") != NULL;
+    int ok = !found || safetensors_read_f32(file, "average.params", 1, shape, average->params, err,
+                                            err_len);
+    safetensors_close(file);
+    if (!ok) safetensors_printable(err);
+    return !ok ? -1 : found;
 }
 
 int train_state_log_window(const char *path, ProgressWindow *window, char *err, size_t err_len) {

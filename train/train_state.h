@@ -12,7 +12,10 @@
 // continues from are not the model file's; and saved between two log.csv
 // rows (Ctrl-C, --stop-at), the steps since the last row (log_steps,
 // log_loss_sum, log_seconds: a ProgressWindow), which the resumed run's
-// first row averages in, as an uninterrupted run's row does.
+// first row averages in, as an uninterrupted run's row does. With --ema,
+// tensor average.params [P] (the weights' moving average, average.h) and
+// its average_decay, and best_weights "average" when the model file holds
+// the average.
 #ifndef TRAIN_STATE_H
 #define TRAIN_STATE_H
 
@@ -21,6 +24,7 @@
 
 #include "../optim/adamw.h"
 #include "../optim/muon.h"
+#include "average.h"
 #include "progress.h"
 
 uint64_t params_hash(const float *params, size_t n);
@@ -31,20 +35,21 @@ uint64_t params_hash(const float *params, size_t n);
 typedef struct {
     long step;      // the best model's step, or -1 before any evaluation
     float val_loss; // its validation loss
+    int average;    // the model file holds the weights' moving average (--ema), not the step's weights
 } BestModel;
 
 int train_state_save(const char *path, const AdamW *opt, uint64_t rng_state,
                      uint64_t params_hash_value, const char *options_json, char *err,
                      size_t err_len);
 // The same with Muon's momentum (muon NULL: AdamW alone, train_state_save's
-// file), the best model's step and loss, and last_params (num_params) when
+// file), the best model's step and loss, last_params (num_params) when
 // the weights the state continues from are not the model file's (NULL:
-// they are).
+// they are), and the weights' moving average (NULL: none).
 int train_state_save_with_muon(const char *path, const AdamW *opt, const Muon *muon,
                                uint64_t rng_state, uint64_t params_hash_value,
                                const char *options_json, const BestModel *best,
-                               const float *last_params, const ProgressWindow *log_window,
-                               char *err, size_t err_len);
+                               const float *last_params, const Average *average,
+                               const ProgressWindow *log_window, char *err, size_t err_len);
 
 // opt must already be initialised for the model's parameter count. On
 // success *options_json is a new string the caller frees.
@@ -60,6 +65,11 @@ int train_state_load_with_muon(const char *path, AdamW *opt, Muon *muon, Optimiz
                                uint64_t *rng_state, uint64_t *params_hash_value,
                                char **options_json, BestModel *best, float *last_params,
                                int *has_last, char *err, size_t err_len);
+
+// The weights' moving average saved in the state at path, into
+// average->params (its decay stays the one given). Returns 1, 0 when the
+// file has none (the run kept no average), or -1 with a message.
+int train_state_load_average(const char *path, Average *average, char *err, size_t err_len);
 
 // The steps since the last log row saved in the state at path (none: a
 // window of 0 steps, as a state saved at a row or before this was kept).
