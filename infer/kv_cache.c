@@ -363,7 +363,7 @@ static void store_keys_values(KVCache *cache, const RowGroup *g, int l, int b) {
     long at = ((long)l * B + b) * T * C, row = g->first_row + (long)b * n; // sample b's (T,C) keys in layer l
     float *v_new = cache->v_new + row * C;
     if (cfg->value_embed)
-        value_embed_forward(v_new, cache->model->params.value_embed + (long)l * cfg->vocab_size * C,
+        value_embed_forward(v_new, value_embed_table(cache->model, &cache->model->params, l),
                             cache->tokens + (long)b * T + g->token_offset + pos, n, C);
     memcpy(g->v + at + (long)pos * C, v_new, (size_t)n * C * sizeof(float));
     // the keys as the attention reads them, rows pos..pos+n-1 (and, with

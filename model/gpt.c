@@ -107,6 +107,10 @@ void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc) {
     *ic = (int)cols, *oc = (int)rows;
 }
 
+float *value_embed_table(const GPT *model, const ParameterTensors *tensors, int l) {
+    return tensors->value_embed + (long)l * model->config.vocab_size * model->config.dim;
+}
+
 float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l) {
     int bias = param_specs[weight].bias;
     return bias == PARAM_NO_BIAS ? NULL : param_slice(model, tensors, bias, l);
@@ -680,10 +684,9 @@ static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     int ic, oc;
     weight_widths(&model->config, qkv_weights[0], &ic, &oc);
     linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
-    const GPTConfig *cfg = &model->config;
-    if (cfg->value_embed) // v += layer l's value embedding of each row's token
-        value_embed_forward(b->v, model->params.value_embed + (long)l * cfg->vocab_size * cfg->dim,
-                            ((const BatchForward *)f->state)->tokens, f->rows, cfg->dim);
+    if (model->config.value_embed) // v += layer l's value embedding of each row's token
+        value_embed_forward(b->v, value_embed_table(model, &model->params, l),
+                            ((const BatchForward *)f->state)->tokens, f->rows, model->config.dim);
 }
 
 // The fused attention, or the unfused one keeping the probabilities, as
@@ -849,8 +852,7 @@ static void block_backward(GPT *model, int l, const int *tokens, const Dropout *
     life_ends(s->d_att_out, btc);
     if (cfg->key_offset) key_offset_backward(s->d_k, B, T, C, NH); // back to the unshifted keys
     if (cfg->value_embed)
-        value_embed_backward(grads->value_embed + (long)l * cfg->vocab_size * C, s->d_v, tokens,
-                             BT, C);
+        value_embed_backward(value_embed_table(model, grads, l), s->d_v, tokens, BT, C);
     // back through RoPE (the inverse rotation, in place) and qk_norm
     float *d_q_raw = s->d_q, *d_k_raw = s->d_k;
     if (cfg->pos == POS_ROPE) {

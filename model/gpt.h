@@ -379,6 +379,8 @@ LayerParams layer_params(const GPT *model, const ParameterTensors *tensors, int 
 // The bias of product weight `weight` (the table's bias column), block l's
 // slice, or NULL when it has none.
 float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l);
+// Layer l's value embedding table (V,C): its rows of value_embed.
+float *value_embed_table(const GPT *model, const ParameterTensors *tensors, int l);
 // A product's input and output widths: its weight's shape is (OC, IC).
 void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc);
 // The three products that read LN1's output, as one call takes them
