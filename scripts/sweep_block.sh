@@ -42,6 +42,8 @@ variant() {
     rope_smear) echo "--pos rope --smear" ;;
     rope_keyoff) echo "--pos rope --key-offset" ;;
     rope_vembed) echo "--pos rope --value-embed" ;;
+    rope_smear_keyoff) echo "--pos rope --smear --key-offset" ;;
+    rope_smear_keyoff_vembed) echo "--pos rope --smear --key-offset --value-embed" ;;
     *) echo "sweep_block.sh: unknown variant $1" >&2; exit 2 ;;
     esac
 }
