@@ -351,22 +351,39 @@ static void embed_rows(KVCache *cache, float *x, const RowGroup *groups, int cou
 
 // Sample b's new keys and values (its rows of the group in k_new, v_new)
 // join the group's cache of layer l at positions pos..pos+n-1, the keys
-// also transposed.
+// also transposed. With value embeddings, the values first take layer l's
+// of their tokens; with the key offset, the keys are stored shifted
+// (key_offset_store: each key's upper channels ahead, at the next
+// position, which the transposed copy then also holds), as the batch
+// forward shifts a window's.
 static void store_keys_values(KVCache *cache, const RowGroup *g, int l, int b) {
-    int B = cache->samples, T = cache->model->config.context, C = cache->model->config.dim;
+    const GPTConfig *cfg = &cache->model->config;
+    int B = cache->samples, T = cfg->context, C = cfg->dim;
     int pos = g->pos, n = g->n;
     long at = ((long)l * B + b) * T * C, row = g->first_row + (long)b * n; // sample b's (T,C) keys in layer l
-    const float *k_new = cache->k_new + row * C, *v_new = cache->v_new + row * C;
-    memcpy(g->k + at + (long)pos * C, k_new, (size_t)n * C * sizeof(float));
+    float *v_new = cache->v_new + row * C;
+    if (cfg->value_embed)
+        value_embed_forward(v_new, value_embed_table(cache->model, &cache->model->params, l),
+                            cache->tokens + (long)b * T + g->token_offset + pos, n, C);
     memcpy(g->v + at + (long)pos * C, v_new, (size_t)n * C * sizeof(float));
+    // the keys as the attention reads them, rows pos..pos+n-1 (and, with
+    // the key offset, row pos+n's upper channels)
+    const float *k_new = cache->k_new + row * C;
+    int stored = n;
+    if (cfg->key_offset) {
+        key_offset_store(g->k + at, k_new, pos, n, T, C, cfg->heads);
+        k_new = g->k + at + (long)pos * C;
+        stored = pos + n < T ? n + 1 : n;
+    } else
+        memcpy(g->k + at + (long)pos * C, k_new, (size_t)n * C * sizeof(float));
     float *k_t = g->k_t + at; // (C,T)
-    if (n == 1) { // a step: one column, no inner loop over n (3% of a --slide 32 step)
+    if (stored == 1) { // a step: one column, no inner loop over n (3% of a --slide 32 step)
         for (int c = 0; c < C; c++) k_t[(long)c * T + pos] = k_new[c];
         return;
     }
     for (int c = 0; c < C; c++) {
         float *k_t_row = k_t + (long)c * T + pos;
-        for (int i = 0; i < n; i++) k_t_row[i] = k_new[(long)i * C + c];
+        for (int i = 0; i < stored; i++) k_t_row[i] = k_new[(long)i * C + c];
     }
 }
 

@@ -37,7 +37,7 @@ void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols) {
     long HS = cfg->dim / cfg->heads, GATES = cfg->mlp == MLP_SWIGLU ? 2 : 1;
     long LEARNED = cfg->pos == POS_LEARNED, NORM_BIAS = cfg->norm == NORM_LAYERNORM;
     long QK_NORM = cfg->qk_norm != 0, UNTIED = cfg->untie != 0, SMEAR = cfg->smear != 0;
-    long G = gpt_smear_width(cfg);
+    long G = gpt_smear_width(cfg), L = cfg->layers, VALUE_EMBED = cfg->value_embed != 0;
     const long shapes[NUM_PARAM_TENSORS][2] = {
 #define GPT_PARAM_SHAPE(view, name, rows, cols, ...) {rows, cols},
         GPT_PARAMETER_TENSORS(GPT_PARAM_SHAPE)
@@ -105,6 +105,10 @@ void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc) {
     long rows, cols;
     param_shape(cfg, weight, &rows, &cols);
     *ic = (int)cols, *oc = (int)rows;
+}
+
+float *value_embed_table(const GPT *model, const ParameterTensors *tensors, int l) {
+    return tensors->value_embed + (long)l * model->config.vocab_size * model->config.dim;
 }
 
 float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l) {
@@ -680,14 +684,20 @@ static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     int ic, oc;
     weight_widths(&model->config, qkv_weights[0], &ic, &oc);
     linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
+    if (model->config.value_embed) // v += layer l's value embedding of each row's token
+        value_embed_forward(b->v, value_embed_table(model, &model->params, l),
+                            ((const BatchForward *)f->state)->tokens, f->rows, model->config.dim);
 }
 
 // The fused attention, or the unfused one keeping the probabilities, as
-// the caller asked (gpt.h: Attention probabilities).
+// the caller asked (gpt.h: Attention probabilities); with the key offset,
+// over the keys shifted within each window of T positions (in place: the
+// saved k is what the attention read).
 static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
     const Activations *a = &model->acts;
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
+    if (model->config.key_offset) key_offset_forward(b->k, B, T, C, NH);
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
     const DropoutMask *drop = f->dropout ? &masks.att_probs : NULL;
     if (((const BatchForward *)f->state)->args->attention == ATTENTION_KEEP_PROBS) {
@@ -785,7 +795,8 @@ void gpt_zero_grad(const GPT *model, float *grads_memory) {
 // Block l's backward, over the last forward's B x T. d_residual (B,T,C)
 // holds dL/d(residual3) on entry and dL/d(x_in) on exit, x_in being the
 // stream into the block; the block's gradients accumulate into grads.
-static void block_backward(GPT *model, int l, const Dropout *drop, const ParameterTensors *grads) {
+static void block_backward(GPT *model, int l, const int *tokens, const Dropout *drop,
+                           const ParameterTensors *grads) {
     const GPTConfig *cfg = &model->config;
     int C = cfg->dim, NH = cfg->heads, hs = C / NH, B = model->cur_B, T = model->cur_T, BT = B * T;
     long btc = (long)BT * C, fc = (long)mlp_inputs(cfg) * BT, act = (long)gpt_mlp_hidden(cfg) * BT;
@@ -839,6 +850,9 @@ static void block_backward(GPT *model, int l, const Dropout *drop, const Paramet
     attention_backward_fused(&model->products, s->d_q, s->d_k, s->d_v, s->d_att_out, b.att_out,
                              att_stats, b.q, b.k, b.v, B, T, C, NH, drop ? &masks.att_probs : NULL);
     life_ends(s->d_att_out, btc);
+    if (cfg->key_offset) key_offset_backward(s->d_k, B, T, C, NH); // back to the unshifted keys
+    if (cfg->value_embed)
+        value_embed_backward(value_embed_table(model, grads, l), s->d_v, tokens, BT, C);
     // back through RoPE (the inverse rotation, in place) and qk_norm
     float *d_q_raw = s->d_q, *d_k_raw = s->d_k;
     if (cfg->pos == POS_ROPE) {
@@ -912,7 +926,7 @@ void gpt_backward(GPT *model, const int *tokens, const Dropout *drop, float *gra
 
     // d_residual holds dL/d(x_last), the last block's residual3
     for (int l = L - 1; l >= 0; l--)
-        block_backward(model, l, drop, g);
+        block_backward(model, l, tokens, drop, g);
     // d_residual holds dL/d(encoded)
     const float *d_encoded = s->d_residual;
     if (drop) {

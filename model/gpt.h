@@ -80,7 +80,21 @@ typedef enum { MLP_GELU, MLP_RELU2, MLP_SWIGLU } MlpKind;
       "(modded-nanoGPT's smear; smear.gate and smear.lambda start at 0, the identity)",           \
       "llama.cpp's architectures have no smear of the previous token's embedding",                \
       "transformers' GPT2LMHeadModel and LlamaForCausalLM have no smear of the previous "         \
-      "token's embedding")
+      "token's embedding")                                                                         \
+    X(key_offset, int,         FLAG,   "--key-offset", NULL, NULL,               0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "each head's keys take the upper half of their channels from the previous position, "      \
+      "after QK-norm and RoPE, in every layer (modded-nanoGPT's partial key offset: an "          \
+      "induction head in one layer)",                                                              \
+      "llama.cpp's attention has no shift of part of the keys by one position",                   \
+      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no shift of part of the keys by "  \
+      "one position")                                                                              \
+    X(value_embed, int,        FLAG,   "--value-embed", NULL, NULL,              0,               \
+      0,  CLOSED, 0,    NULL,                                ALWAYS,                               \
+      "each layer's values add a token embedding of their own (value_embed: L tables of V x "    \
+      "dim, N(0, 0.02); modded-nanoGPT's value embeddings)",                                       \
+      "llama.cpp's architectures have no value embeddings",                                        \
+      "transformers' GPT2LMHeadModel and LlamaForCausalLM have no value embeddings")
 
 typedef struct {
     int vocab_size; // V
@@ -187,6 +201,7 @@ int gpt_unembedding(const GPTConfig *cfg);
     X(wpe,      "wpe",                 T * LEARNED,   C,  0, 1, INIT_NORMAL,   NOT_A_WEIGHT)        \
     X(smear_gate,   "smear.gate.weight", G * SMEAR,   0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
     X(smear_lambda, "smear.lambda",      SMEAR,       0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
+    X(value_embed,  "value_embed.weight", L * V * VALUE_EMBED, C, 0, 1, INIT_NORMAL, NOT_A_WEIGHT) \
     X(ln1_w,    "ln_1.weight",         C,             0,  1, 0, INIT_ONE,      NOT_A_WEIGHT)        \
     X(ln1_b,    "ln_1.bias",           C * NORM_BIAS, 0,  1, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
     X(w_q,      "attn.w_q.weight",     C,             C,  1, 1, INIT_NORMAL,   b_q)                 \
@@ -209,11 +224,14 @@ int gpt_unembedding(const GPTConfig *cfg);
     X(lnf_b,    "ln_f.bias",           C * NORM_BIAS, 0,  0, 0, INIT_ZERO,     NOT_A_WEIGHT)        \
     X(lm_head,  "lm_head.weight",      V * UNTIED,    C,  0, 1, INIT_OUTPUT,   NO_BIAS)
 
-// The names the rows' shapes are written in (param_shape): V, T, C, H (the
+// The names the rows' shapes are written in (param_shape): V, T, C, L, H (the
 // MLP's hidden width), HS (head size), G (the smear gate's width,
 // gpt_smear_width); and the block's choices as 0 or 1 (LEARNED positions,
-// NORM_BIAS for LayerNorm, QK_NORM, UNTIED, SMEAR) or GATES, the MLP's input
-// projections (2 for SwiGLU: gate and up, in one matrix).
+// NORM_BIAS for LayerNorm, QK_NORM, UNTIED, SMEAR, VALUE_EMBED) or GATES, the
+// MLP's input projections (2 for SwiGLU: gate and up, in one matrix).
+// value_embed holds layer l's (V,C) table at row l*V: one tensor, not
+// stacked, so that the optimizer takes it as an embedding (AdamW), not as a
+// block's matrix (Muon takes the stacked ones).
 // A tensor the config does not use has 0 rows: no memory, not in a
 // checkpoint.
 
@@ -361,6 +379,8 @@ LayerParams layer_params(const GPT *model, const ParameterTensors *tensors, int 
 // The bias of product weight `weight` (the table's bias column), block l's
 // slice, or NULL when it has none.
 float *param_bias(const GPT *model, const ParameterTensors *tensors, int weight, int l);
+// Layer l's value embedding table (V,C): its rows of value_embed.
+float *value_embed_table(const GPT *model, const ParameterTensors *tensors, int l);
 // A product's input and output widths: its weight's shape is (OC, IC).
 void weight_widths(const GPTConfig *cfg, int weight, int *ic, int *oc);
 // The three products that read LN1's output, as one call takes them

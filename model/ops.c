@@ -1,5 +1,5 @@
-// ops.c: embedding, LayerNorm, RMSNorm, RoPE, the smear, GELU, ReLU^2, SwiGLU, residual,
-// the logit soft-cap, softmax + cross-entropy.
+// ops.c: embedding, LayerNorm, RMSNorm, RoPE, the smear, the key offset, value embeddings,
+// GELU, ReLU^2, SwiGLU, residual, the logit soft-cap, softmax + cross-entropy.
 // Forward and backward side by side; shapes in ops.h.
 #include "ops.h"
 
@@ -278,6 +278,65 @@ void smear_backward(float *d_inp, float *d_gate, float *d_lambda, const float *d
 void smear_step(float *out, const float *inp_t, const float *inp_prev, const float *gate,
                 const float *lambda, int C, int G) {
     smear_row(out, inp_t, inp_prev, gate, *lambda, C, G);
+}
+
+// ---- partial key offset (modded-nanoGPT's)
+// Each (window, head) owns its channels: one iteration each.
+
+void key_offset_forward(float *k, int B, int T, int C, int NH) {
+    int hs = C / NH, half = hs / 2;
+    FOR_EACH(bh, (long)B * NH, (long)B * T * C / 2, {
+        float *x = k + (bh / NH) * T * C + (bh % NH) * hs + half;
+        for (int t = T - 1; t > 0; t--) // from the end: each row reads its predecessor's
+            memcpy(x + (long)t * C, x + (long)(t - 1) * C, (size_t)(hs - half) * sizeof(float));
+    });
+}
+
+void key_offset_backward(float *d_k, int B, int T, int C, int NH) {
+    int hs = C / NH, half = hs / 2, width = hs - half;
+    if (T < 2) return;
+    FOR_EACH(bh, (long)B * NH, (long)B * T * C / 2, {
+        float *d = d_k + (bh / NH) * T * C + (bh % NH) * hs + half;
+        // row 0's upper channels are read at rows 0 and 1
+        for (int i = 0; i < width; i++) d[i] += d[C + i];
+        for (int t = 1; t < T - 1; t++)
+            memcpy(d + (long)t * C, d + (long)(t + 1) * C, (size_t)width * sizeof(float));
+        memset(d + (long)(T - 1) * C, 0, (size_t)width * sizeof(float));
+    });
+}
+
+void key_offset_store(float *keys, const float *k_new, int pos, int n, int T, int C, int NH) {
+    int hs = C / NH, half = hs / 2, width = hs - half;
+    for (int i = 0; i < n; i++) {
+        int p = pos + i;
+        const float *src = k_new + (long)i * C;
+        for (int h = 0; h < NH; h++) {
+            const float *s = src + h * hs;
+            memcpy(keys + (long)p * C + h * hs, s, (size_t)half * sizeof(float));
+            if (p == 0) memcpy(keys + h * hs + half, s + half, (size_t)width * sizeof(float));
+            if (p + 1 < T)
+                memcpy(keys + (long)(p + 1) * C + h * hs + half, s + half,
+                       (size_t)width * sizeof(float));
+        }
+    }
+}
+
+// ---- value embeddings (modded-nanoGPT's)
+
+void value_embed_forward(float *v, const float *table, const int *tokens, int N, int C) {
+    FOR_EACH(n, N, (long)N * C, {
+        const float *e = table + (long)tokens[n] * C;
+        float *o = v + n * C;
+        for (int c = 0; c < C; c++) o[c] += e[c];
+    });
+}
+
+void value_embed_backward(float *d_table, const float *d_v, const int *tokens, int N, int C) {
+    // by channel, as embedding_backward: rows of d_table are shared by
+    // the positions of a token, columns by nothing
+    FOR_EACH(c, C, (long)N * C, {
+        for (int n = 0; n < N; n++) d_table[(long)tokens[n] * C + c] += d_v[(long)n * C + c];
+    });
 }
 
 // ---- GELU (tanh form)

@@ -2,8 +2,8 @@
 // backward side by side. Letters: B batch, T time, C channels, V vocab,
 // N = B*T rows, NH heads, hs = C/NH head size, H an MLP's hidden width.
 // Every backward ACCUMULATES (+=) into its d_ outputs; the caller zeroes
-// them first. The one exception is rope_backward, which rotates its
-// gradient in place.
+// them first. The exceptions are rope_backward and key_offset_backward,
+// which turn their gradient in place.
 #ifndef OPS_H
 #define OPS_H
 
@@ -66,6 +66,38 @@ void smear_backward(float *d_inp, float *d_gate, float *d_lambda, const float *d
 // The same bits as smear_forward's row t.
 void smear_step(float *out, const float *inp_t, const float *inp_prev, const float *gate,
                 const float *lambda, int C, int G);
+
+// Partial key offset (modded-nanoGPT's): in every head, the upper half of the channels
+// (i >= hs/2 of each head's hs) of position t's key are position t-1's, the lower half its
+// own; a window's first position keeps its own. A query can then match, in one layer, the
+// token before a key (the upper half) and the key's own (the lower): an induction head's
+// "the token after the last time I was seen" without a previous-token head below it.
+// Applied to the keys as the attention reads them, after QK-norm and RoPE (modded-nanoGPT's
+// order), so the shifted channels carry position t-1's rotation.
+//   out[b,t,h,i] = k[b,t,h,i]      i < hs/2, or t = 0
+//   out[b,t,h,i] = k[b,t-1,h,i]    i >= hs/2, t >= 1
+// k (B,T,C): B windows of T positions, shifted in place.
+void key_offset_forward(float *k, int B, int T, int C, int NH);
+// d_k (B,T,C), the gradient of the shifted keys, turned in place into that of the keys
+// before the shift; on the upper channels (T > 1):
+//   d[b,0] += d[b,1];  d[b,t] = d[b,t+1] (1 <= t < T-1);  d[b,T-1] = 0.
+// It does NOT accumulate (as rope_backward): a permutation of its gradient.
+void key_offset_backward(float *d_k, int B, int T, int C, int NH);
+// The KV cache's side: keys (T,C), one window's cached keys as the attention reads them
+// (shifted); k_new (n,C), the keys of its positions pos..pos+n-1 before the shift. Writes
+// each new position p's lower channels at p, its upper ones ahead at p+1 (when p+1 < T),
+// and position 0's upper ones also at 0. Rows pos..pos+n-1 then hold key_offset_forward's
+// rows, the upper channels of row pos having been written by the call that stored pos-1;
+// row pos+n's upper channels wait there for its own lower ones. Copies only: the same bits.
+void key_offset_store(float *keys, const float *k_new, int pos, int n, int T, int C, int NH);
+
+// Value embeddings (modded-nanoGPT's): a layer's values take a token embedding of their
+// own, v[n] += table[tokens[n]] (table (V,C), one per layer), so that what a head copies
+// from a position carries that token's identity whatever the stream holds there.
+// v (N,C) in place; tokens (N).
+void value_embed_forward(float *v, const float *table, const int *tokens, int N, int C);
+// d_table (V,C) += d_v[n] at row tokens[n], for every n (summed in row order).
+void value_embed_backward(float *d_table, const float *d_v, const int *tokens, int N, int C);
 
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements.
 void gelu_forward(float *out, const float *inp, long n);

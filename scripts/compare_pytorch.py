@@ -47,9 +47,11 @@ or together, as a checkpoint's config names them, with our tensor names.
         with bin/train, then loads each checkpoint as check does and
         compares its validation loss with the one bin/train logged for it;
         exits non-zero when one is further than the tolerance. Eleven
-        runs of a few seconds each, and the smear's two (alone, and with
-        every other choice) where bin/train takes --smear (skipped, and
-        said, where its --help does not list the flag).
+        runs of a few seconds each, the smear's two (alone, and with
+        every other choice), the key offset's two (alone, and with RoPE),
+        value embeddings alone, and every choice together, each where
+        bin/train takes its flags (skipped, and said, where its --help does
+        not list one).
 
     scripts/compare_pytorch.py check-smear [--seed 1337] [--tolerance 1e-4]
         The smear alone: the Smear module below against model/ops.c's
@@ -63,7 +65,8 @@ or together, as a checkpoint's config names them, with our tensor names.
         when one is off.
 
 BLOCK FLAGS are bin/train's: --norm layernorm|rmsnorm, --pos learned|rope,
---rope-base B, --mlp gelu|relu2|swiglu, --qk-norm, --untie, --softcap C, --smear.
+--rope-base B, --mlp gelu|relu2|swiglu, --qk-norm, --untie, --softcap C, --smear,
+--key-offset, --value-embed.
 
 Needs Debian's python3-torch (PyTorch 1.13; `apt-get install python3-torch`),
 numpy, and for bench --long /usr/bin/time (Debian's time). Not part of the tests or CI.
@@ -109,13 +112,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The block's choices are the keys of a checkpoint's config
 # (infer/checkpoint.c), each absent for GPT-2's: "norm" layernorm | rmsnorm
 # (every norm, ln_f's too), "pos" learned | rope (with "rope_base"), "mlp"
-# gelu | relu2 | swiglu, "qk_norm", "untie", "softcap", "smear". A tensor the block
+# gelu | relu2 | swiglu, "qk_norm", "untie", "softcap", "smear", "key_offset",
+# "value_embed". A tensor the block
 # does not use is not made (wpe with RoPE, the norms' biases with RMSNorm),
 # so load_state_dict(strict=True) takes a checkpoint as it is. The
 # definitions are model/gpt.c's and model/ops.c's.
 
 GPT2_BLOCK = {"norm": "layernorm", "pos": "learned", "rope_base": 10000.0, "mlp": "gelu",
-              "qk_norm": False, "untie": False, "softcap": 0.0, "smear": False}
+              "qk_norm": False, "untie": False, "softcap": 0.0, "smear": False,
+              "key_offset": False, "value_embed": False}
 BLOCK_NAMES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "rope"),
                "mlp": ("gelu", "relu2", "swiglu")}
 
@@ -144,8 +149,7 @@ def describe_block(block):
     parts += [key.replace("_", "-") for key in ("qk_norm", "untie") if block[key]]
     if block["softcap"]:
         parts.append(f"softcap {block['softcap']:g}")
-    if block["smear"]:
-        parts.append("smear")
+    parts += [key.replace("_", "-") for key in ("smear", "key_offset", "value_embed") if block[key]]
     return ", ".join(parts) or "GPT-2's block"
 
 
@@ -161,13 +165,17 @@ def add_block_flags(parser):
     parser.add_argument("--softcap", type=float, default=0.0, metavar="C", help="(default 0: off)")
     parser.add_argument("--smear", action="store_true",
                         help="mix each position's embedding with the previous one's, gated")
+    parser.add_argument("--key-offset", action="store_true",
+                        help="the upper half of each head's keys from the previous position")
+    parser.add_argument("--value-embed", action="store_true",
+                        help="each layer's values add a token embedding of their own")
 
 
 def flags_block(args):
     """The block add_block_flags's flags chose, as a checkpoint's config names it."""
     return {"norm": args.norm, "pos": args.pos, "rope_base": args.rope_base, "mlp": args.mlp,
             "qk_norm": args.qk_norm, "untie": args.untie, "softcap": args.softcap,
-            "smear": args.smear}
+            "smear": args.smear, "key_offset": args.key_offset, "value_embed": args.value_embed}
 
 
 def block_argv(block):
@@ -179,8 +187,8 @@ def block_argv(block):
     argv += [f"--{key.replace('_', '-')}" for key in ("qk_norm", "untie") if block[key]]
     if block["softcap"]:
         argv += ["--softcap", repr(block["softcap"])]
-    if block["smear"]:
-        argv.append("--smear")
+    argv += [f"--{key.replace('_', '-')}" for key in ("smear", "key_offset", "value_embed")
+             if block[key]]
     return argv
 
 
@@ -243,10 +251,21 @@ class Smear(nn.Module):
         return torch.cat([x[:, :1], x[:, 1:] + s[..., None] * x[:, :-1]], dim=1)
 
 
+def key_offset(k):
+    """modded-nanoGPT's partial key offset on keys k (B,T,NH,hs), after
+    QK-norm and RoPE (model/ops.h: key_offset_forward): each head's upper
+    channels (hs//2 ..) at position t are position t-1's, position 0 keeps
+    its own."""
+    half = k.shape[-1] // 2
+    upper = torch.cat([k[:, :1, :, half:], k[:, :-1, :, half:]], dim=1)
+    return torch.cat([k[..., :half], upper], dim=-1)
+
+
 class Attention(nn.Module):
-    def __init__(self, dim, heads, bias=True, qk_norm=False):
+    def __init__(self, dim, heads, bias=True, qk_norm=False, shift_keys=False):
         super().__init__()
         self.heads = heads
+        self.shift_keys = shift_keys
         self.w_q = nn.Linear(dim, dim, bias=bias)
         self.w_k = nn.Linear(dim, dim, bias=bias)
         self.w_v = nn.Linear(dim, dim, bias=bias)
@@ -256,8 +275,10 @@ class Attention(nn.Module):
         self.qk_norm = qk_norm
         self.w_o = nn.Linear(dim, dim, bias=bias)
 
-    def forward(self, x, rotation=None):
-        """x (B,T,C); rotation: RoPE's (cos, sin) for positions 0..T-1, or None."""
+    def forward(self, x, rotation=None, value_embed=None):
+        """x (B,T,C); rotation: RoPE's (cos, sin) for positions 0..T-1, or
+        None; value_embed (B,T,C): the layer's value embedding of each
+        position's token, added to v, or None."""
         B, T, C = x.shape
         hs = C // self.heads
         q = self.w_q(x).view(B, T, self.heads, hs)
@@ -267,6 +288,10 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if rotation is not None:
             q, k = rope(q, *rotation), rope(k, *rotation)
+        if self.shift_keys:
+            k = key_offset(k)
+        if value_embed is not None:
+            v = v + value_embed.view(B, T, self.heads, hs)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True) \
             if hasattr(F, "scaled_dot_product_attention") else self._attention(q, k, v)
@@ -306,12 +331,12 @@ class Block(nn.Module):
     def __init__(self, dim, heads, bias=True, block=GPT2_BLOCK):
         super().__init__()
         self.ln_1 = norm(block["norm"], dim)
-        self.attn = Attention(dim, heads, bias, block["qk_norm"])
+        self.attn = Attention(dim, heads, bias, block["qk_norm"], block["key_offset"])
         self.ln_2 = norm(block["norm"], dim)
         self.mlp = MLP(dim, bias, block["mlp"])
 
-    def forward(self, x, rotation=None):
-        x = x + self.attn(self.ln_1(x), rotation)
+    def forward(self, x, rotation=None, value_embed=None):
+        x = x + self.attn(self.ln_1(x), rotation, value_embed)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -334,6 +359,9 @@ class TinyGPT(nn.Module):
             self.register_buffer("rope_sin", sin, persistent=False)
         if self.block["smear"]:
             self.smear = Smear(dim)
+        if self.block["value_embed"]:  # layer l's table (V,C) at rows l*V..: value_embed.weight
+            self.value_embed = nn.Module()
+            self.value_embed.weight = nn.Parameter(torch.randn(layers * vocab_size, dim) * 0.02)
         self.h = nn.ModuleList([Block(dim, heads, bias, self.block) for _ in range(layers)])
         self.ln_f = norm(self.block["norm"], dim)
         if self.block["untie"]:
@@ -347,8 +375,10 @@ class TinyGPT(nn.Module):
             x, rotation = self.wte[idx], (self.rope_cos[:T], self.rope_sin[:T])
         if self.block["smear"]:
             x = self.smear(x)
-        for block in self.h:
-            x = block(x, rotation)
+        tables = self.value_embed.weight.view(len(self.h), self.wte.shape[0], -1) \
+            if self.block["value_embed"] else None
+        for l, block in enumerate(self.h):
+            x = block(x, rotation, tables[l][idx] if tables is not None else None)
         # logits (B,T,V) = ln_f(x) . W_U^T, W_U wte (tied) or lm_head;
         # with a softcap, then cap * tanh(logits / cap)
         logits = self.lm_head(self.ln_f(x)) if self.block["untie"] else self.ln_f(x) @ self.wte.t()
@@ -541,6 +571,11 @@ BLOCK_CASES = [
     ("all, swiglu", ALL_CHOICES + ["--mlp", "swiglu"]),
     ("smear", ["--smear"]),
     ("all, smear", ALL_CHOICES + ["--mlp", "relu2", "--smear"]),
+    ("key offset", ["--key-offset"]),
+    ("rope, key offset", ["--pos", "rope", "--key-offset"]),
+    ("value embed", ["--value-embed"]),
+    ("all, every row", ALL_CHOICES + ["--mlp", "relu2", "--smear", "--key-offset",
+                                      "--value-embed"]),
 ]
 
 

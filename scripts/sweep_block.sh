@@ -1,8 +1,9 @@
 #!/bin/sh
 # sweep_block.sh: the block's choices (--norm, --pos, --mlp, --qk-norm,
-# --untie, --softcap, --smear, --zero-init-proj) each alone and together, against
-# GPT-2's block, at a fixed number of steps of a recipe's schedule, so that
-# every figure is reproducible bit for bit whatever the machine's load.
+# --untie, --softcap, --smear, --key-offset, --value-embed, --zero-init-proj)
+# each alone and together, against GPT-2's block, at a fixed number of
+# steps of a recipe's schedule, so that every figure is reproducible bit
+# for bit whatever the machine's load.
 #
 #   scripts/sweep_block.sh STEPS [CORPUS] [OUT] [SEED]
 #   RECIPE="--layers 4 ... --muon-lr 0.02" scripts/sweep_block.sh 3754
@@ -39,6 +40,10 @@ variant() {
     untie_rope_rms) echo "--norm rmsnorm --pos rope --untie" ;;
     untie_rope_drop) echo "--pos rope --untie --dropout 0.05" ;;
     rope_smear) echo "--pos rope --smear" ;;
+    rope_keyoff) echo "--pos rope --key-offset" ;;
+    rope_vembed) echo "--pos rope --value-embed" ;;
+    rope_smear_keyoff) echo "--pos rope --smear --key-offset" ;;
+    rope_smear_keyoff_vembed) echo "--pos rope --smear --key-offset --value-embed" ;;
     *) echo "sweep_block.sh: unknown variant $1" >&2; exit 2 ;;
     esac
 }

@@ -118,6 +118,16 @@ static GPTConfig with_smear(GPTConfig c) {
     return c;
 }
 
+static GPTConfig with_key_offset(GPTConfig c) {
+    c.key_offset = 1;
+    return c;
+}
+
+static GPTConfig with_value_embed(GPTConfig c) {
+    c.value_embed = 1;
+    return c;
+}
+
 // Each choice of the block alone, then all together.
 static void test_gradients_every_block(void) {
     const struct {
@@ -135,6 +145,11 @@ static void test_gradients_every_block(void) {
         {"modern, relu2", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f)},
         {"modern, swiglu", tiny_block(NORM_RMSNORM, POS_ROPE, MLP_SWIGLU, 1, 1, 3.0f)},
         {"modern with the smear", with_smear(tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f))},
+        {"key offset", with_key_offset(tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 0, 0))},
+        {"rope, key offset", with_key_offset(tiny_block(NORM_LAYERNORM, POS_ROPE, MLP_GELU, 0, 0, 0))},
+        {"value embed", with_value_embed(tiny_block(NORM_LAYERNORM, POS_LEARNED, MLP_GELU, 0, 0, 0))},
+        {"modern with every row", with_value_embed(with_key_offset(with_smear(
+                                      tiny_block(NORM_RMSNORM, POS_ROPE, MLP_RELU2, 1, 1, 3.0f))))},
     };
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         int failed = current_test_failures();

@@ -541,6 +541,160 @@ static void test_smear_step(void) {
     omp_set_num_threads(threads);
 }
 
+// ---- partial key offset
+
+typedef struct {
+    int B, T, C, NH;
+    float *k, *out, *r;
+} KeyOffsetCase;
+
+static double key_offset_loss(void *ctx) {
+    KeyOffsetCase *o = ctx;
+    memcpy(o->out, o->k, sizeof(float) * o->B * o->T * o->C);
+    key_offset_forward(o->out, o->B, o->T, o->C, o->NH);
+    return weighted_sum(o->out, o->r, (long)o->B * o->T * o->C);
+}
+
+// The forward against its definition (ops.h), element by element; the
+// backward (in place, not accumulating: given GRAD_START + its result, as
+// rope's) against central differences; an odd head size (5: channels 2..4
+// shifted) and T = 1 (nothing shifted) included.
+static void check_key_offset(int B, int T, int C, int NH, uint64_t seed) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    long n = (long)B * T * C;
+    int hs = C / NH;
+    KeyOffsetCase o = {.B = B, .T = T, .C = C, .NH = NH};
+    o.k = random_normal(&rng, n, 1, 0);
+    o.out = zeros(n);
+    o.r = random_normal(&rng, n, 1, 0);
+    key_offset_loss(&o);
+    int wrong = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                int shifted = t > 0 && c % hs >= hs / 2;
+                long at = ((long)b * T + t) * C + c;
+                wrong += o.out[at] != o.k[shifted ? at - C : at];
+            }
+    CHECK_MSG(!wrong, "B %d T %d C %d NH %d: %d elements not the definition's", B, T, C, NH, wrong);
+    float *d_k = xmalloc(sizeof(float) * n);
+    memcpy(d_k, o.r, sizeof(float) * n);
+    key_offset_backward(d_k, B, T, C, NH);
+    for (long i = 0; i < n; i++) d_k[i] += GRAD_START;
+    check_gradient("d_k", o.k, d_k, n, 0, key_offset_loss, &o, &rng);
+    free(o.k), free(o.out), free(o.r), free(d_k);
+}
+
+static void test_key_offset(void) {
+    check_key_offset(2, 5, 8, 2, 61);
+    check_key_offset(3, 4, 12, 3, 62);
+    check_key_offset(2, 6, 10, 2, 63);
+    check_key_offset(2, 1, 8, 2, 64);
+    check_key_offset(1, 2, 6, 3, 65);
+}
+
+// key_offset_store, as the KV cache calls it (a prompt's rows together,
+// then one position at a time, the first call at position 0), leaves a
+// window's keys with key_offset_forward's bits; and the forward and
+// backward give the same bits on 1 and 2 threads (B*T*C/2 past
+// PARALLEL_MIN_WORK).
+static void test_key_offset_store_and_threads(void) {
+    enum { B = 3, T = 67, C = 200, NH = 5 };
+    CHECK((long)B * T * C / 2 >= PARALLEL_MIN_WORK);
+    Rng rng;
+    rng_seed(&rng, 66);
+    long n = (long)B * T * C;
+    float *k = random_normal(&rng, n, 1, 0), *d = random_normal(&rng, n, 1, 0);
+    float *got[2][2];
+    int threads = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass + 1);
+        got[pass][0] = xmalloc(sizeof(float) * n), got[pass][1] = xmalloc(sizeof(float) * n);
+        memcpy(got[pass][0], k, sizeof(float) * n), memcpy(got[pass][1], d, sizeof(float) * n);
+        key_offset_forward(got[pass][0], B, T, C, NH);
+        key_offset_backward(got[pass][1], B, T, C, NH);
+    }
+    omp_set_num_threads(threads);
+    CHECK_MSG(!memcmp(got[0][0], got[1][0], sizeof(float) * n), "key offset forward: 1 and 2 "
+              "threads give different bits");
+    CHECK_MSG(!memcmp(got[0][1], got[1][1], sizeof(float) * n), "key offset backward: 1 and 2 "
+              "threads give different bits");
+    float *window = random_normal(&rng, (long)T * C, 1, 0); // stale values where nothing is stored
+    const int prompts[] = {1, 5, T};
+    for (int b = 0; b < B; b++) {
+        const float *keys = k + (long)b * T * C;
+        int prompt = prompts[b];
+        key_offset_store(window, keys, 0, prompt, T, C, NH);
+        for (int p = prompt; p < T; p++) key_offset_store(window, keys + (long)p * C, p, 1, T, C, NH);
+        CHECK_MSG(!memcmp(window, got[0][0] + (long)b * T * C, sizeof(float) * T * C),
+                  "key_offset_store after a prompt of %d: not key_offset_forward's window", prompt);
+    }
+    free(k), free(d), free(window);
+    for (int pass = 0; pass < 2; pass++) free(got[pass][0]), free(got[pass][1]);
+}
+
+// ---- value embeddings
+
+typedef struct {
+    int N, C;
+    const int *tokens;
+    float *v, *table, *out, *r;
+} ValueEmbedCase;
+
+static double value_embed_loss(void *ctx) {
+    ValueEmbedCase *e = ctx;
+    memcpy(e->out, e->v, sizeof(float) * e->N * e->C);
+    value_embed_forward(e->out, e->table, e->tokens, e->N, e->C);
+    return weighted_sum(e->out, e->r, (long)e->N * e->C);
+}
+
+// The forward exact (one addition), the table's gradient against central
+// differences (token 2 absent: its rows stay GRAD_START; token 1 at four
+// rows), onto a start (it accumulates); 1 and 2 threads the same bits.
+static void test_value_embed(void) {
+    enum { N = 8, C = 3, V = 5 };
+    const int tokens[N] = {1, 3, 1, 1, 4, 0, 3, 1};
+    Rng rng;
+    rng_seed(&rng, 67);
+    ValueEmbedCase e = {.N = N, .C = C, .tokens = tokens};
+    e.v = random_normal(&rng, N * C, 1, 0);
+    e.table = random_normal(&rng, V * C, 1, 0);
+    e.out = zeros(N * C);
+    e.r = random_normal(&rng, N * C, 1, 0);
+    value_embed_loss(&e);
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++)
+            CHECK(e.out[i * C + c] == e.v[i * C + c] + e.table[tokens[i] * C + c]);
+    float *d_table = gradient_buffer(V * C);
+    value_embed_backward(d_table, e.r, tokens, N, C);
+    check_gradient("d_table", e.table, d_table, V * C, 0, value_embed_loss, &e, &rng);
+    for (int c = 0; c < C; c++) CHECK(d_table[2 * C + c] == GRAD_START);
+    free(e.v), free(e.table), free(e.out), free(e.r), free(d_table);
+
+    enum { BIG_N = 400, BIG_C = 100, BIG_V = 65 };
+    int *many = xmalloc(sizeof(int) * BIG_N);
+    random_tokens(&rng, many, BIG_N, BIG_V);
+    float *table = random_normal(&rng, BIG_V * BIG_C, 1, 0), *v = random_normal(&rng, BIG_N * BIG_C, 1, 0);
+    float *got[2][2];
+    int threads = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass + 1);
+        got[pass][0] = xmalloc(sizeof(float) * BIG_N * BIG_C);
+        memcpy(got[pass][0], v, sizeof(float) * BIG_N * BIG_C);
+        got[pass][1] = gradient_buffer(BIG_V * BIG_C);
+        value_embed_forward(got[pass][0], table, many, BIG_N, BIG_C);
+        value_embed_backward(got[pass][1], v, many, BIG_N, BIG_C);
+    }
+    omp_set_num_threads(threads);
+    CHECK_MSG(!memcmp(got[0][0], got[1][0], sizeof(float) * BIG_N * BIG_C),
+              "value_embed_forward: 1 and 2 threads give different bits");
+    CHECK_MSG(!memcmp(got[0][1], got[1][1], sizeof(float) * BIG_V * BIG_C),
+              "value_embed_backward: 1 and 2 threads give different bits");
+    for (int pass = 0; pass < 2; pass++) free(got[pass][0]), free(got[pass][1]);
+    free(many), free(table), free(v);
+}
+
 // ---- matmul and linear against double
 
 // C (M,N) (+)= A (M,K) . B (K,N) in double; bound (M,N) gets sum_k |a b|.
@@ -1344,4 +1498,9 @@ void suite_ops(void) {
     run_test("smear backward accumulates", test_smear_backward_accumulates);
     run_test("smear: 1 and 2 threads give the same bits", test_smear_threads);
     run_test("smear_step gives smear_forward's rows bit for bit", test_smear_step);
+    run_test("key offset forward by its definition, and gradient", test_key_offset);
+    run_test("key_offset_store gives key_offset_forward's window; 1 and 2 threads the same bits",
+             test_key_offset_store_and_threads);
+    run_test("value embeddings: forward exact, gradient, accumulates, 1 and 2 threads",
+             test_value_embed);
 }

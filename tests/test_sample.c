@@ -27,12 +27,13 @@ static void build_random_model(GPT *model, int V, int T) {
 }
 
 // The same with the modern block: RMSNorm, RoPE, QK-norm, an untied output
-// matrix, a logit cap, the smear and ReLU^2, or SwiGLU (24 wide then: 8C/3
-// whole, the head size even).
+// matrix, a logit cap, the smear, the key offset, value embeddings and
+// ReLU^2, or SwiGLU (24 wide then: 8C/3 whole, the head size even).
 static void build_modern_model(GPT *model, int V, int T, MlpKind mlp) {
     GPTConfig cfg = {.vocab_size = V, .context = T, .layers = 2, .heads = 2, .dim = mlp == MLP_SWIGLU ? 24 : 16};
     cfg.norm = NORM_RMSNORM, cfg.pos = POS_ROPE, cfg.rope_base = 10000.0f, cfg.mlp = mlp;
     cfg.qk_norm = 1, cfg.untie = 1, cfg.softcap = 5.0f, cfg.smear = 1;
+    cfg.key_offset = 1, cfg.value_embed = 1;
     build_model(model, &cfg, (RandomWeights){7, 0.3f, 99});
 }
 
@@ -90,14 +91,22 @@ static void check_cache_matches_full_forward(GPT *model_built) {
     gpt_free(&model);
 }
 
-// GPT-2's block, alone and with the smear (its learned positions: each
-// window's previous position read from wpe), and the modern one with ReLU^2
-// and with SwiGLU.
+// GPT-2's block, alone, with the smear (its learned positions: each
+// window's previous position read from wpe), with the key offset (each
+// window's first key its own, the others' upper channels stored ahead) and
+// with value embeddings; and the modern one (every row) with ReLU^2 and
+// with SwiGLU.
 static void test_cache_matches_full_forward(void) {
     GPT model;
     build_random_model(&model, 11, 8);
     check_cache_matches_full_forward(&model);
     build_model(&model, &(GPTConfig){.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16, .smear = 1},
+                (RandomWeights){7, 0.3f, 99});
+    check_cache_matches_full_forward(&model);
+    build_model(&model, &(GPTConfig){.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16, .key_offset = 1},
+                (RandomWeights){7, 0.3f, 99});
+    check_cache_matches_full_forward(&model);
+    build_model(&model, &(GPTConfig){.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16, .value_embed = 1},
                 (RandomWeights){7, 0.3f, 99});
     check_cache_matches_full_forward(&model);
     build_modern_model(&model, 11, 8, MLP_RELU2);
