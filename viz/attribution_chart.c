@@ -56,18 +56,25 @@ static int bars_of(const Attribution *a, Bar *bars) {
     return n;
 }
 
-// text, then a character's label glyph in quotes; returns the x after it.
-// text, a space, then the character in quotes, in the label font (which
-// draws any script), apart from the text so that neither reads into the other.
+// text, a space, then the character in quotes, apart from the text so that
+// neither reads into the other: a printable ASCII character in the text's
+// font, any other in the label font (which draws any script); returns the x
+// after it.
 static int draw_text_char(Image *image, const char *text, uint32_t cp, int x, int y) {
     draw_text(image, text, x, y, 1);
     x += font_text_width((int)strlen(text), 1) + FONT_ADVANCE;
     draw_text(image, "'", x, y, 1);
     x += FONT_ADVANCE;
-    LabelGlyph g;
-    label_font_glyph(cp, &g);
-    draw_label_glyph(image, &g, x, y + 7 - g.h * 13 / 16, 1, INK); // baselines level
-    x += g.w + 1;
+    if (cp > 0x20 && cp < 0x7f) { // in the text's own font: a label glyph beside it read as another
+        char ascii[2] = {(char)cp, '\0'};
+        draw_text(image, ascii, x, y, 1);
+        x += FONT_ADVANCE;
+    } else { // any other script, and a space or a newline as a visible sign
+        LabelGlyph g;
+        label_font_glyph(cp, &g);
+        draw_label_glyph(image, &g, x, y + 7 - g.h * 13 / 16, 1, INK); // baselines level
+        x += g.w + 1;
+    }
     draw_text(image, "'", x, y, 1);
     return x + FONT_ADVANCE + 8;
 }
