@@ -313,6 +313,16 @@ int same_tensors(const char *dir_a, const char *dir_b, const char *file) {
     return same;
 }
 
+void train_on_1_and_2_threads(const char *flags, char run_1[512], char run_2[512]) {
+    char *runs[2] = {run_1, run_2}, cmd[1024];
+    for (int threads = 1; threads <= 2; threads++) {
+        snprintf(runs[threads - 1], 512, "%s/run", make_temp_dir());
+        snprintf(cmd, sizeof cmd, "bin/train %s --threads %d --out %s", flags, threads,
+                 runs[threads - 1]);
+        CHECK(run_command(cmd, NULL) == 0);
+    }
+}
+
 char *log_columns(const char *run, int columns) {
     char *text = read_text_file(path_in(run, "log.csv"));
     if (!text) return NULL;

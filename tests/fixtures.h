@@ -110,6 +110,10 @@ char *output_of(const char *capture);
 unsigned char *corpus_text(size_t bytes);
 // That text written to dir/name; returns the path (path_in's).
 const char *make_corpus(const char *dir, const char *name, size_t bytes);
+// The same bin/train run (flags, without --threads and --out) on 1 and on
+// 2 threads, each into a new folder's "run": their paths into run_1 and
+// run_2 (512 bytes each). Checks that both exit 0.
+void train_on_1_and_2_threads(const char *flags, char run_1[512], char run_2[512]);
 // The first `columns` fields of every row of run/log.csv (the header's
 // too), each with the comma after it, a row a line, in a new string; NULL
 // without a log. The later columns are timings, which differ run to run.

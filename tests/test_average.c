@@ -308,17 +308,10 @@ static void test_resume_equals_straight_run(void) {
 
 // 1 and 2 threads: the same average, the same model file and state.
 static void test_thread_count_does_not_change_the_average(void) {
-    const char *a = make_temp_dir(), *b = make_temp_dir();
-    const char *shape = "--layers 1 --heads 2 --dim 64 --context 64 --batch 8 --iters 6 "
-                        "--eval-every 3 --eval-batches 2 --log-every 1 --sample-chars 0 --ema 0.5";
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "bin/train %s --threads 1 --out %s/run", shape, a);
-    CHECK(run_command(cmd, NULL) == 0);
-    snprintf(cmd, sizeof cmd, "bin/train %s --threads 2 --out %s/run", shape, b);
-    CHECK(run_command(cmd, NULL) == 0);
     char da[512], db[512];
-    snprintf(da, sizeof da, "%s/run", a);
-    snprintf(db, sizeof db, "%s/run", b);
+    train_on_1_and_2_threads("--layers 1 --heads 2 --dim 64 --context 64 --batch 8 --iters 6 "
+                             "--eval-every 3 --eval-batches 2 --log-every 1 --sample-chars 0 "
+                             "--ema 0.5", da, db);
     CHECK(same_bytes(path_in(da, "model.safetensors"), path_in(db, "model.safetensors")));
     CHECK(same_tensors(da, db, "optimizer.safetensors"));
 }

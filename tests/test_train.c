@@ -39,22 +39,16 @@ static void test_same_seed_same_losses(void) {
 // so 1 and 2 threads agree bit for bit. The shape is large enough that the
 // loops really run in parallel (work above PARALLEL_MIN_WORK).
 static void test_thread_count_does_not_change_results(void) {
-    const char *a = make_temp_dir(), *b = make_temp_dir();
-    const char *shape = "--layers 1 --heads 2 --dim 64 --context 64 --batch 8 --iters 4 "
-                        "--eval-every 2 --eval-batches 2 --log-every 1 --sample-chars 0";
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "bin/train %s --threads 1 --out %s/run", shape, a);
-    CHECK(run_command(cmd, NULL) == 0);
-    snprintf(cmd, sizeof cmd, "bin/train %s --threads 2 --out %s/run", shape, b);
-    CHECK(run_command(cmd, NULL) == 0);
     char da[512], db[512];
-    snprintf(da, sizeof da, "%s/run", a);
-    snprintf(db, sizeof db, "%s/run", b);
+    train_on_1_and_2_threads("--layers 1 --heads 2 --dim 64 --context 64 --batch 8 --iters 4 "
+                             "--eval-every 2 --eval-batches 2 --log-every 1 --sample-chars 0",
+                             da, db);
     char *la = log_columns(da, 4), *lb = log_columns(db, 4);
     CHECK(la && lb && !strcmp(la, lb));
     free(la);
     free(lb);
-    snprintf(cmd, sizeof cmd, "cmp -s %s/run/model.safetensors %s/run/model.safetensors", a, b);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "cmp -s %s/model.safetensors %s/model.safetensors", da, db);
     CHECK(run_command(cmd, NULL) == 0);
 }
 
