@@ -62,14 +62,19 @@
 // of ROWS. One or two rows (a token while sampling, or a token and the next
 // window's copy of it, kv_cache.c) stream all of B once: they also fetch a
 // few rows of B ahead.
+//
+// The accumulators start from `start` (row r at start + r * ld_start): C's
+// own block (ld_start = ldc) to add to it, a bias broadcast down the rows
+// (ld_start = 0), so that C = bias + A . B is written once; or from zero
+// (start NULL).
 #define DEFINE_TILE(name, R, W)                                                                \
     static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
-                              int k, int ldb, int ldc, int accumulate) {                       \
+                              int k, int ldb, int ldc, const float *start, int ld_start) {     \
         enum { NV = (W) / VLEN };                                                              \
         vfloat acc[R][NV];                                                                     \
         for (int r = 0; r < R; r++)                                                            \
             for (int v = 0; v < NV; v++)                                                       \
-                acc[r][v] = accumulate ? load_v(c + r * ldc + v * VLEN) : (vfloat){0};         \
+                acc[r][v] = start ? load_v(start + r * ld_start + v * VLEN) : (vfloat){0};     \
         for (int p = 0; p < k; p++) {                                                          \
             const float *b_row = b + (long)p * ldb;                                            \
             if (R <= 2)                                                                        \
@@ -95,10 +100,10 @@ DEFINE_TILE(tile_one_half, 1, COLS / 2)
 
 // Edge tile: rows x cols with rows <= ROWS, cols <= COLS.
 static void tile_edge(float *c, const float *a, long a_row, long a_col, const float *b, int k,
-                      int ldb, int ldc, int rows, int cols, int accumulate) {
+                      int ldb, int ldc, int rows, int cols, const float *start, int ld_start) {
     float acc[ROWS][COLS];
     for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
+        for (int j = 0; j < cols; j++) acc[r][j] = start ? start[r * ld_start + j] : 0.0f;
     for (int p = 0; p < k; p++) {
         const float *b_row = b + (long)p * ldb;
         for (int r = 0; r < rows; r++) {
@@ -114,31 +119,31 @@ static void tile_edge(float *c, const float *a, long a_row, long a_col, const fl
 // go to the fixed-size tiles, ROWS rows at once or the leftover rows in
 // fours, twos and ones.
 static inline void tile(float *c, const float *a, long a_row, long a_col, const float *b, int k,
-                        int ldb, int ldc, int rows, int cols, int accumulate) {
+                        int ldb, int ldc, int rows, int cols, const float *start, int ld_start) {
     if (cols != COLS && cols != COLS / 2) {
-        tile_edge(c, a, a_row, a_col, b, k, ldb, ldc, rows, cols, accumulate);
+        tile_edge(c, a, a_row, a_col, b, k, ldb, ldc, rows, cols, start, ld_start);
         return;
     }
     int wide = cols == COLS;
     if (rows == ROWS) {
-        if (wide) tile_full(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
-        else tile_half(c, a, a_row, a_col, b, k, ldb, ldc, accumulate);
+        if (wide) tile_full(c, a, a_row, a_col, b, k, ldb, ldc, start, ld_start);
+        else tile_half(c, a, a_row, a_col, b, k, ldb, ldc, start, ld_start);
         return;
     }
     for (int r = 0; r < rows;) {
         float *c_r = c + (long)r * ldc;
-        const float *a_r = a + r * a_row;
+        const float *a_r = a + r * a_row, *s_r = start ? start + (long)r * ld_start : NULL;
         if (rows - r >= 4) {
-            if (wide) tile_four(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_four_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            if (wide) tile_four(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
+            else tile_four_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
             r += 4;
         } else if (rows - r >= 2) {
-            if (wide) tile_two(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_two_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            if (wide) tile_two(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
+            else tile_two_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
             r += 2;
         } else {
-            if (wide) tile_one(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
-            else tile_one_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, accumulate);
+            if (wide) tile_one(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
+            else tile_one_half(c_r, a_r, a_row, a_col, b, k, ldb, ldc, s_r, ld_start);
             r += 1;
         }
     }
@@ -146,16 +151,24 @@ static inline void tile(float *c, const float *a, long a_row, long a_col, const 
 
 // A rows x cols block of C, cols < COLS, whose B is a panel packed with
 // zeros past its cols columns (pack_panels): the block runs in the vector
-// tile of the next width (COLS / 2 or COLS) on a copy of it, and its cols
-// columns are copied back. Each element's sum is the same as tile_edge's
-// (k ascending, one multiply-add a step), in vector registers.
+// tile of the next width (COLS / 2 or COLS) on a copy of it (and of its
+// bias, padded likewise), and its cols columns are copied back. Each
+// element's sum is the same as tile_edge's (k ascending, one multiply-add
+// a step), in vector registers.
 static void tile_padded(float *c, const float *a, long a_row, long a_col, const float *b_panel,
-                        int k, int ldc, int rows, int cols, int accumulate) {
-    float block[ROWS * COLS] = {0};
-    if (accumulate)
-        for (int r = 0; r < rows; r++) memcpy(block + r * COLS, c + (long)r * ldc, (size_t)cols * sizeof(float));
+                        int k, int ldc, int rows, int cols, const float *start, int ld_start) {
+    float block[ROWS * COLS] = {0}, bias[COLS] = {0};
+    const float *block_start = NULL;
+    if (start && ld_start == 0) { // a bias row
+        memcpy(bias, start, (size_t)cols * sizeof(float));
+        block_start = bias;
+    } else if (start) {
+        for (int r = 0; r < rows; r++)
+            memcpy(block + r * COLS, start + (long)r * ld_start, (size_t)cols * sizeof(float));
+        block_start = block;
+    }
     tile(block, a, a_row, a_col, b_panel, k, COLS, COLS, rows, cols <= COLS / 2 ? COLS / 2 : COLS,
-         accumulate);
+         block_start, block_start == block ? COLS : 0);
     for (int r = 0; r < rows; r++) memcpy(c + (long)r * ldc, block + r * COLS, (size_t)cols * sizeof(float));
 }
 
@@ -212,25 +225,26 @@ static int panel_count(int n) { return (n + COLS - 1) / COLS; }
 // Rows [i0, i1) x panels [panel0, panel1) of the product. Every element
 // sums its products in the same order (k ascending, in KC passes), in one
 // register tile, whichever thread computes it, so results do not depend on
-// the thread count, nor on how the items are cut. With a bias, C's block
-// starts as the bias in every row (written here, while it is in L1, rather
-// than over all of C before the product) and the product accumulates onto it.
+// the thread count, nor on how the items are cut. With a bias, each tile's
+// accumulators start from it (tile's `start`): C is written once, not
+// first filled with the bias and then read back.
 static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1) {
-    int accumulate = pr->accumulate;
-    if (pr->bias || pr->k == 0) {
-        for (int panel = panel0; panel < panel1; panel++) {
+    if (pr->k == 0) { // an empty sum: C = bias, or 0, or C unchanged
+        for (int panel = panel0; panel < panel1 && (pr->bias || !pr->accumulate); panel++) {
             int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
             for (int i = i0; i < i1; i++) {
                 float *c_row = pr->c + (long)i * pr->ldc + j;
                 if (pr->bias) memcpy(c_row, pr->bias + j, (size_t)cols * sizeof(float));
-                else if (!accumulate) memset(c_row, 0, (size_t)cols * sizeof(float)); // an empty sum
+                else memset(c_row, 0, (size_t)cols * sizeof(float));
             }
         }
-        accumulate = 1;
+        return;
     }
     for (int k0 = 0; k0 < pr->k; k0 += KC) {
         int kc = pr->k - k0 < KC ? pr->k - k0 : KC;
-        int acc = accumulate || k0 > 0; // later passes add to the earlier ones
+        // the first pass starts from the bias, or from C to add to it, or
+        // from zero; later passes add to the earlier ones
+        int from_c = pr->accumulate || k0 > 0, from_bias = pr->bias && k0 == 0;
         const float *a_k = pr->a + (long)k0 * pr->a_col;
         for (int panel = panel0; panel < panel1; panel++) {
             int j = panel * COLS, cols = pr->n - j < COLS ? pr->n - j : COLS;
@@ -239,12 +253,20 @@ static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1)
                 int rows = i1 - i < ROWS ? i1 - i : ROWS;
                 float *c_block = pr->c + (long)i * pr->ldc + j;
                 const float *a_block = a_k + i * pr->a_row;
+                const float *start = from_bias ? pr->bias + j : from_c ? c_block : NULL;
+                int ld_start = from_bias ? 0 : pr->ldc;
+                // the next tile's block of C (ROWS rows below) on its way
+                // into L1 while this one runs its k loop: the tile's first
+                // loads (or its stores) would otherwise wait for it
+                for (int r = ROWS; r < 2 * ROWS && i + r < i1; r++)
+                    for (int jj = 0; jj < cols; jj += 16)
+                        __builtin_prefetch(c_block + (long)r * pr->ldc + jj, 1, 3);
                 if (pr->b_padded && cols < COLS)
                     tile_padded(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldc, rows,
-                                cols, acc);
+                                cols, start, ld_start);
                 else
                     tile(c_block, a_block, pr->a_row, pr->a_col, b_block, kc, pr->ldb, pr->ldc, rows,
-                         cols, acc);
+                         cols, start, ld_start);
             }
         }
     }

@@ -676,7 +676,7 @@ static int bench_steps_only(int threads) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, steps = 0, blocks = 0, recipes = 0;
+    int quick = 0, steps = 0, blocks = 0, recipes = 0, threads = omp_get_num_procs();
     Option table[] = {
         {"--quick", NULL, OPT_FLAG, &quick, "fewer steps of each shape", 0, -1, 0},
         {"--steps", NULL, OPT_FLAG, &steps,
@@ -689,18 +689,19 @@ int main(int argc, char **argv) {
          "append each headline figure to FILE as a CSV row; unset: none", 0, -1, 0},
         {"--commit", "HASH", OPT_STRING, &bench_history.commit, "the code measured, for --history's rows",
          0, -1, 0},
+        {"--threads", "N", OPT_INT, &threads,
+         "threads (default: the processors; 1 beside the default gives the steps' scaling)", 1, 1024, 0},
     };
     int num_options = sizeof table / sizeof table[0];
     char err[1024];
     int parsed = options_parse(table, num_options, argc, argv, err, sizeof err);
     if (parsed == OPTIONS_HELP) {
         options_usage(stdout,
-                      "usage: bin/bench [--quick | --steps | --blocks | --recipes] [--history FILE [--commit HASH]]",
+                      "usage: bin/bench [--quick | --steps | --blocks | --recipes] [--threads N] [--history FILE [--commit HASH]]",
                       table, num_options);
         return 0;
     }
     if (!parsed) usage_error("%s", err);
-    int threads = omp_get_num_procs();
     if (steps) return bench_steps_only(threads);
     if (blocks) {
         omp_set_num_threads(threads);
