@@ -10,6 +10,8 @@
 #include "../kernels/matmul.h"
 #include "layouts.h"
 #include "ops.h"
+#include "packed_weights.h"
+#include "../kernels/parallel.h"
 #include "../base/util.h"
 
 // ---- the forward, written once (gpt.h: Forward)
@@ -73,22 +75,127 @@ static void queries_keys_forward(const GPT *model, const LayerParams *p, const B
                                  int rows) {
     const GPTConfig *cfg = &model->config;
     int C = cfg->dim, NH = cfg->heads, hs = C / NH;
+    const QueryRows *q = &b->queries;
     if (cfg->qk_norm) {
-        rmsnorm_forward(b->q, b->q_rstd, b->q_raw, p->q_norm_w, b->q_rows * NH, hs);
+        rmsnorm_forward(b->q, b->q_rstd, b->q_raw, p->q_norm_w, q->rows * NH, hs);
         rmsnorm_forward(b->k, b->k_rstd, b->k_raw, p->k_norm_w, rows * NH, hs);
     }
     if (cfg->pos == POS_ROPE) {
-        rope_forward(b->q, model->rope_table, b->q_positions, b->q_rows, C, NH);
+        rope_forward(b->q, model->rope_table, q->positions, q->rows, C, NH);
         rope_forward(b->k, model->rope_table, b->positions, rows, C, NH);
     }
+}
+
+// With RoPE no position is added here (wpe has no rows).
+static float *position_embedding(const GPT *model, const ParameterTensors *tensors) {
+    return model->config.pos == POS_LEARNED ? tensors->wpe : NULL;
+}
+
+// The stream's start, embedded (R,C): each row wte[token] + wpe[position];
+// with the smear, smeared from those sums (in sums), a group's first row
+// at pos > 0 from the window's previous position's (in before, at the
+// group's row) as gpt_forward smears a whole window.
+static void embed_rows(const Forward *f, float *x, float *sums, float *before) {
+    const GPT *model = f->model;
+    const GPTConfig *cfg = &model->config;
+    const ParameterTensors *p = &model->params;
+    const float *wpe = position_embedding(model, p);
+    int B = f->samples, C = cfg->dim, G = gpt_smear_width(cfg);
+    FOR_EACH(item, (long)f->group_count * B, (long)f->rows * C, {
+        const RowGroup *g = &f->groups[item / B];
+        int b = (int)(item % B), pos = g->pos;
+        long row = (long)g->first_row + (long)b * g->n;
+        const int *tokens = g->tokens + b * g->token_stride + pos;
+        float *sum = cfg->smear ? sums + row * C : x + row * C;
+        embedding_forward(sum, tokens, p->wte, wpe ? wpe + (long)pos * C : NULL, 1, g->n, C);
+        if (!cfg->smear) continue;
+        float *previous = pos > 0 ? before + row * C : NULL;
+        if (previous)
+            embedding_forward(previous, tokens - 1, p->wte, wpe ? wpe + (long)(pos - 1) * C : NULL,
+                              1, 1, C);
+        for (int t = 0; t < g->n; t++)
+            smear_step(x + (row + t) * C, sum + (long)t * C, t ? sum + (long)(t - 1) * C : previous,
+                       p->smear_gate, p->smear_lambda, C, G);
+    });
+}
+
+// out (rows,OC) = inp (rows,IC) . W^T + b: W is tensor `weight` (PARAM_w_o,
+// ...), layer l's slice when stacked, (OC,IC) its shape, b its bias (the
+// table's bias column); through the packed weights when the Forward has them.
+static void forward_linear(const Forward *f, int l, int weight, float *out, const float *inp,
+                           int rows) {
+    const GPT *model = f->model;
+    int ic, oc;
+    weight_widths(&model->config, weight, &ic, &oc);
+    if (f->packed)
+        packed_linear(f->packed, model, weight, l, out, inp, ic, rows);
+    else
+        linear_forward(f->products, out, inp, param_slice(model, &model->params, weight, l),
+                       param_bias(model, &model->params, weight, l), rows, ic, oc);
+}
+
+// q (queries,C), k, v (R,C) = ln . W_{Q,K,V}^T + b_{Q,K,V}, layer l's; with
+// value embeddings, v += layer l's embedding of each row's token.
+static void project_qkv(const Forward *f, int l, const BlockBuffers *b) {
+    const GPT *model = f->model;
+    const QueryRows *q = &b->queries;
+    float *const qkv[3] = {b->q_raw, b->k_raw, b->v};
+    int C = model->config.dim;
+    if (f->packed) {
+        packed_qkv(f->packed, model, l, qkv, b->ln, f->rows, q->first, q->step, q->rows);
+    } else {
+        if (q->rows != f->rows) die("transformer_forward: the model's products take every row's query");
+        const float *w_qkv[3], *b_qkv[3];
+        for (int i = 0; i < 3; i++) {
+            w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
+            b_qkv[i] = param_bias(model, &model->params, qkv_weights[i], l);
+        }
+        int ic, oc;
+        weight_widths(&model->config, qkv_weights[0], &ic, &oc);
+        linear_forward_shared_input(f->products, qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
+    }
+    if (!model->config.value_embed) return;
+    const float *table = value_embed_table(model, &model->params, l);
+    for (int gi = 0; gi < f->group_count; gi++) {
+        const RowGroup *g = &f->groups[gi];
+        if (g->token_stride == g->n) // the samples' tokens one after the other: one call
+            value_embed_forward(b->v + (long)g->first_row * C, table, g->tokens + g->pos,
+                                f->samples * g->n, C);
+        else
+            for (int s = 0; s < f->samples; s++)
+                value_embed_forward(b->v + ((long)g->first_row + (long)s * g->n) * C, table,
+                                    g->tokens + s * g->token_stride + g->pos, g->n, C);
+    }
+}
+
+// Layer l's buffers: the Forward's layer 0's, the saved ones l *
+// layer_rows rows on (each its width a row), x_in the stream into it.
+static BlockBuffers block_buffers(const Forward *f, int l, const float *x_in) {
+    const GPTConfig *cfg = &f->model->config;
+    BlockBuffers b = f->buffers;
+    long rows = l * f->layer_rows, C = cfg->dim, NH = cfg->heads, T = f->model->cur_T;
+    long fc = (long)mlp_inputs(cfg);
+#define LAYER_ROWS(view, width) \
+    if (b.view) b.view += rows * (width)
+    LAYER_ROWS(ln1_mean, 1); LAYER_ROWS(ln1_rstd, 1);
+    LAYER_ROWS(q_raw, C); LAYER_ROWS(k_raw, C); LAYER_ROWS(q_rstd, NH); LAYER_ROWS(k_rstd, NH);
+    LAYER_ROWS(q, C); LAYER_ROWS(k, C); LAYER_ROWS(v, C);
+    LAYER_ROWS(att_probs, NH * T); LAYER_ROWS(att_stats, NH * 2);
+    LAYER_ROWS(att_out, C); LAYER_ROWS(residual2, C);
+    LAYER_ROWS(ln2_mean, 1); LAYER_ROWS(ln2_rstd, 1);
+    LAYER_ROWS(fc, fc); LAYER_ROWS(x_out, C);
+#undef LAYER_ROWS
+    b.x_in = x_in;
+    if (l == cfg->layers - 1) b.queries = f->last_queries;
+    return b;
 }
 
 // Block l over the forward's R rows: x_in (R,C) -> norm 1 -> q, k, v (R,C)
 // (q and k normalised and rotated as the config says) -> attention ->
 // att_out (rows,C) -> W_O -> residual2 = x_in + that; -> norm 2 -> fc
 // (rows,GATES*H) -> the activation (rows,H) -> W_proj -> x_out (rows,C) =
-// residual2 + that. rows = R, but in the KV cache's last layer (gpt.h:
-// attend); it is returned.
+// residual2 + that. rows: the queries' (R, but in the KV cache's last
+// layer), returned; the stream's rows that go on move to the front.
 static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
     const GPTConfig *cfg = &f->model->config;
     LayerParams p = layer_params(f->model, &f->model->params, l);
@@ -99,23 +206,32 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
 
     // x += Attn(norm1(x)) W_O^T + b_O
     norm_forward(cfg, b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R);
-    f->project_qkv(f, l, b);
+    project_qkv(f, l, b);
     queries_keys_forward(f->model, &p, b, R);
-    int rows = f->attend(f, l, b);
+    const QueryRows *q = &b->queries;
+    const float *x_in = b->x_in;
+    if (q->first != 0 || q->step != 1) { // only the queries' rows of the stream go on
+        for (int i = 0; i < q->rows; i++)
+            memmove(b->residual2 + (long)i * C, x_in + ((long)q->first + (long)i * q->step) * C,
+                    (size_t)C * sizeof(float));
+        x_in = b->residual2;
+    }
+    f->attend(f, l, b);
+    int rows = q->rows;
     long rc = (long)rows * C;
     const ForwardHooks *hooks = f->hooks;
     if (hooks && hooks->attention_output) hooks->attention_output(hooks, l, b->att_out, rows);
-    f->linear(f, l, PARAM_w_o, b->proj_out, b->att_out, rows);
+    forward_linear(f, l, PARAM_w_o, b->proj_out, b->att_out, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.att_proj);
     if (hooks && hooks->sublayer_output)
         hooks->sublayer_output(hooks, l, SUBLAYER_ATTENTION, b->proj_out, rows);
-    residual_forward(b->residual2, b->x_in, b->proj_out, rc);
+    residual_forward(b->residual2, x_in, b->proj_out, rc);
     // x += act(norm2(x) W_fc^T + b_fc) W_proj^T + b_proj
     norm_forward(cfg, b->ln, b->ln2_mean, b->ln2_rstd, b->residual2, p.ln2_w, p.ln2_b, rows);
-    f->linear(f, l, PARAM_fc_w, b->fc, b->ln, rows);
+    forward_linear(f, l, PARAM_fc_w, b->fc, b->ln, rows);
     mlp_activation_forward(cfg, b->fc_act, b->fc, rows);
-    f->linear(f, l, PARAM_proj_w, b->proj_out, b->fc_act, rows);
+    forward_linear(f, l, PARAM_proj_w, b->proj_out, b->fc_act, rows);
     if (drop)
         dropout_forward(b->proj_out, b->proj_out, rc, 0, &masks.mlp_proj);
     if (hooks && hooks->sublayer_output)
@@ -133,7 +249,7 @@ int transformer_forward(const Forward *f) {
         // With dropout (nanoGPT's four places): the embedding sum, the
         // attention probabilities, and the outputs of W_O and of the MLP
         // projection, each before it joins the residual stream.
-        f->embed(f);
+        embed_rows(f, f->embedded, f->buffers.ln, f->buffers.proj_out);
         if (f->dropout) {
             DropoutMask m =
                 dropout_mask(f->dropout, DROPOUT_EMBEDDING, 0, (long)f->model->cur_T * C);
@@ -141,9 +257,9 @@ int transformer_forward(const Forward *f) {
         }
         if (hooks && hooks->stream) hooks->stream(hooks, 0, f->embedded, rows);
     }
-    const float *x_out = f->embedded;
+    const float *x_out = first == 0 ? f->embedded : f->start_stream;
     for (int l = first; l < cfg->layers; l++) {
-        BlockBuffers b = f->buffers(f, l);
+        BlockBuffers b = block_buffers(f, l, x_out);
         rows = block_forward(f, l, &b);
         x_out = b.x_out;
         if (hooks && hooks->stream) hooks->stream(hooks, l + 1, x_out, rows);
@@ -151,7 +267,7 @@ int transformer_forward(const Forward *f) {
     // logits (rows,V) = norm_f(x) . W_U^T, W_U wte (tied) or lm_head;
     // with a softcap, then cap * tanh(logits / cap)
     norm_forward(cfg, f->lnf, f->lnf_mean, f->lnf_rstd, x_out, p->lnf_w, p->lnf_b, rows);
-    f->linear(f, -1, gpt_unembedding(cfg), f->logits, f->lnf, rows);
+    forward_linear(f, -1, gpt_unembedding(cfg), f->logits, f->lnf, rows);
     if (cfg->softcap > 0)
         softcap_forward(f->logits, f->logits, cfg->softcap, (long)rows * cfg->vocab_size);
     return rows;
@@ -160,128 +276,90 @@ int transformer_forward(const Forward *f) {
 // ---- gpt_forward: the Forward over a batch of B x T positions, its
 // activations saved for the backward
 
-// The Forward's state: the model, whose products' workspace the batch's
-// products use, the tokens (B,T) and what the caller asked for.
-typedef struct {
-    GPT *model;
-    const int *tokens;
-    const ForwardArgs *args;
-} BatchForward;
-
-static Products *batch_products(const Forward *f) {
-    return &((const BatchForward *)f->state)->model->products;
-}
-
-// With RoPE no position is added here (wpe has no rows).
-static float *position_embedding(const GPT *model, const ParameterTensors *tensors) {
-    return model->config.pos == POS_LEARNED ? tensors->wpe : NULL;
-}
-
-// The embedding (B,T,C) of the tokens into out: wte[token] + wpe[t]; with
-// the smear, smeared from the sum, which goes to scratch.ln.
-static void batch_embed(const Forward *f) {
-    const GPT *model = f->model;
-    const GPTConfig *cfg = &model->config;
-    const ParameterTensors *p = &model->params;
-    int B = model->cur_B, T = model->cur_T, C = cfg->dim;
-    float *sum = cfg->smear ? model->scratch.ln : f->embedded;
-    embedding_forward(sum, ((const BatchForward *)f->state)->tokens, p->wte,
-                      position_embedding(model, p), B, T, C);
-    if (cfg->smear)
-        smear_forward(f->embedded, sum, p->smear_gate, p->smear_lambda, B, T, C,
-                      gpt_smear_width(cfg));
-}
-
-// Layer l's buffers over the last forward's B x T: its saved activations
-// (their per-layer offsets written here alone, for the forward and the
-// backward) and the scratch every layer reuses.
-static BlockBuffers layer_buffers(const GPT *model, int l) {
+// Layer 0's buffers over the last forward's B x T: its saved activations
+// (each layer's R = B*T rows on: block_buffers) and the scratch every
+// layer reuses.
+static BlockBuffers batch_buffers(const GPT *model) {
     const Activations *a = &model->acts;
     const Scratch *s = &model->scratch;
-    int NH = model->config.heads, qk_norm = model->config.qk_norm;
-    long BT = (long)model->cur_B * model->cur_T, btc = BT * model->config.dim;
-    long fc = (long)mlp_inputs(&model->config);
-    float *q = a->q + l * btc, *k = a->k + l * btc;
-    return (BlockBuffers){.x_in = l == 0 ? a->encoded : a->residual3 + (l - 1) * btc,
+    int qk_norm = model->config.qk_norm, BT = model->cur_B * model->cur_T;
+    return (BlockBuffers){.x_in = a->encoded,
                           .ln = s->ln,
-                          .ln1_mean = a->ln1_mean + l * BT,
-                          .ln1_rstd = a->ln1_rstd + l * BT,
-                          .q_raw = qk_norm ? a->q_raw + l * btc : q,
-                          .k_raw = qk_norm ? a->k_raw + l * btc : k,
-                          .q_rstd = qk_norm ? a->q_rstd + l * BT * NH : NULL,
-                          .k_rstd = qk_norm ? a->k_rstd + l * BT * NH : NULL,
-                          .q = q,
-                          .k = k,
-                          .v = a->v + l * btc,
-                          .q_rows = (int)BT,
-                          .q_positions = s->positions,
+                          .ln1_mean = a->ln1_mean,
+                          .ln1_rstd = a->ln1_rstd,
+                          .q_raw = qk_norm ? a->q_raw : a->q,
+                          .k_raw = qk_norm ? a->k_raw : a->k,
+                          .q_rstd = qk_norm ? a->q_rstd : NULL,
+                          .k_rstd = qk_norm ? a->k_rstd : NULL,
+                          .q = a->q,
+                          .k = a->k,
+                          .v = a->v,
+                          .queries = {BT, 0, 1, s->positions},
                           .positions = s->positions,
-                          .att_out = a->att_out + l * btc,
+                          .att_probs = a->att_probs,
+                          .att_stats = a->att_probs ? NULL : a->att_stats,
+                          .att_out = a->att_out,
                           .proj_out = s->proj_out,
-                          .residual2 = a->residual2 + l * btc,
-                          .ln2_mean = a->ln2_mean + l * BT,
-                          .ln2_rstd = a->ln2_rstd + l * BT,
-                          .fc = a->fc + l * fc * BT,
+                          .residual2 = a->residual2,
+                          .ln2_mean = a->ln2_mean,
+                          .ln2_rstd = a->ln2_rstd,
+                          .fc = a->fc,
                           .fc_act = s->fc_act,
-                          .x_out = a->residual3 + l * btc};
-}
-
-// The first block run reads the caller's stream when it is not block 0.
-static BlockBuffers batch_buffers(const Forward *f, int l) {
-    BlockBuffers b = layer_buffers(f->model, l);
-    if (l > 0 && l == f->first_layer) b.x_in = ((const BatchForward *)f->state)->args->start_stream;
-    return b;
-}
-
-static void batch_project_qkv(const Forward *f, int l, const BlockBuffers *b) {
-    const GPT *model = f->model;
-    float *qkv[3] = {b->q_raw, b->k_raw, b->v};
-    const float *w_qkv[3], *b_qkv[3];
-    for (int i = 0; i < 3; i++) {
-        w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
-        b_qkv[i] = param_bias(model, &model->params, qkv_weights[i], l);
-    }
-    int ic, oc;
-    weight_widths(&model->config, qkv_weights[0], &ic, &oc);
-    linear_forward_shared_input(batch_products(f), qkv, b->ln, w_qkv, b_qkv, 3, f->rows, ic, oc);
-    if (model->config.value_embed) // v += layer l's value embedding of each row's token
-        value_embed_forward(b->v, value_embed_table(model, &model->params, l),
-                            ((const BatchForward *)f->state)->tokens, f->rows, model->config.dim);
+                          .x_out = a->residual3};
 }
 
 // The fused attention, or the unfused one keeping the probabilities, as
 // the caller asked (gpt.h: Attention probabilities); with the key offset,
 // over the keys shifted within each window of T positions (in place: the
 // saved k is what the attention read).
-static int batch_attend(const Forward *f, int l, const BlockBuffers *b) {
+static void batch_attend(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
-    const Activations *a = &model->acts;
     int B = model->cur_B, T = model->cur_T, C = model->config.dim, NH = model->config.heads;
     if (model->config.key_offset) key_offset_forward(b->k, B, T, C, NH);
     BlockMasks masks = f->dropout ? block_masks(f->dropout, l, NH, T, C) : (BlockMasks){0};
     const DropoutMask *drop = f->dropout ? &masks.att_probs : NULL;
-    if (((const BatchForward *)f->state)->args->attention == ATTENTION_KEEP_PROBS) {
-        float *probs = a->att_probs + (long)l * B * NH * T * T;
-        attention_forward_dropout(&model->products, b->att_out, probs, b->q, b->k, b->v, B, T, T,
+    if (b->att_probs) {
+        attention_forward_dropout(f->products, b->att_out, b->att_probs, b->q, b->k, b->v, B, T, T,
                                   C, NH, 1, drop);
         const ForwardHooks *hooks = f->hooks;
         if (hooks && hooks->attention_probs) { // gpt_forward: no dropout then
-            hooks->attention_probs(hooks, l, probs, B, T);
-            attention_values_forward(&model->products, b->att_out, probs, b->v, B, T, T, C, NH, 1);
+            hooks->attention_probs(hooks, l, b->att_probs, B, T);
+            attention_values_forward(f->products, b->att_out, b->att_probs, b->v, B, T, T, C, NH, 1);
         }
     } else
-        attention_forward_fused(&model->products, b->att_out, a->att_stats + 2L * l * B * NH * T,
-                                b->q, b->k, b->v, B, T, C, NH, drop);
-    return f->rows;
+        attention_forward_fused(f->products, b->att_out, b->att_stats, b->q, b->k, b->v, B, T, C,
+                                NH, drop);
 }
 
-static void batch_linear(const Forward *f, int l, int weight, float *out, const float *inp,
-                         int rows) {
-    const GPT *model = f->model;
-    int ic, oc;
-    weight_widths(&model->config, weight, &ic, &oc);
-    linear_forward(batch_products(f), out, inp, param_slice(model, &model->params, weight, l),
-                   param_bias(model, &model->params, weight, l), rows, ic, oc);
+// The batch's Forward over tokens (B,T), the last forward's B x T (what
+// gpt_forward's caller asked for aside).
+static Forward batch_forward(GPT *model, const int *tokens) {
+    Activations *a = &model->acts;
+    int B = model->cur_B, T = model->cur_T, BT = B * T;
+    return (Forward){.model = model,
+                     .rows = BT,
+                     .samples = B,
+                     .groups = {{.tokens = tokens, .token_stride = T, .pos = 0, .n = T}},
+                     .group_count = 1,
+                     .buffers = batch_buffers(model),
+                     .layer_rows = BT,
+                     .last_queries = {BT, 0, 1, model->scratch.positions},
+                     .products = &model->products,
+                     .embedded = a->encoded,
+                     .lnf = a->lnf,
+                     .lnf_mean = a->lnf_mean,
+                     .lnf_rstd = a->lnf_rstd,
+                     .logits = model->scratch.logits,
+                     .attend = batch_attend};
+}
+
+// Layer l's saved activations, as the last forward over the batch left
+// them: the stream into it block l-1's output.
+static BlockBuffers layer_buffers(GPT *model, int l) {
+    Forward f = batch_forward(model, NULL); // its buffers only
+    const Activations *a = &model->acts;
+    long btc = (long)model->cur_B * model->cur_T * model->config.dim;
+    return block_buffers(&f, l, l == 0 ? a->encoded : a->residual3 + (l - 1) * btc);
 }
 
 float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args) {
@@ -316,23 +394,11 @@ float gpt_forward(GPT *model, const int *tokens, int B, int T, ForwardArgs args)
     int BT = B * T;
     if (model->scratch.positions)
         for (int r = 0; r < BT; r++) model->scratch.positions[r] = r % T;
-    BatchForward batch = {model, tokens, &args};
-    Forward f = {.model = model,
-                 .rows = BT,
-                 .dropout = args.dropout,
-                 .first_layer = first,
-                 .embedded = a->encoded,
-                 .lnf = a->lnf,
-                 .lnf_mean = a->lnf_mean,
-                 .lnf_rstd = a->lnf_rstd,
-                 .logits = model->scratch.logits,
-                 .embed = batch_embed,
-                 .buffers = batch_buffers,
-                 .project_qkv = batch_project_qkv,
-                 .attend = batch_attend,
-                 .linear = batch_linear,
-                 .state = &batch,
-                 .hooks = args.hooks};
+    Forward f = batch_forward(model, tokens);
+    f.dropout = args.dropout;
+    f.first_layer = first;
+    f.start_stream = args.start_stream;
+    f.hooks = args.hooks;
     transformer_forward(&f);
     if (args.targets) {
         memcpy(model->targets, args.targets, (size_t)BT * sizeof(int));
@@ -426,7 +492,7 @@ static void block_backward(GPT *model, int l, const int *tokens, const Dropout *
     // back through RoPE (the inverse rotation, in place) and qk_norm
     float *d_q_raw = s->d_q, *d_k_raw = s->d_k;
     if (cfg->pos == POS_ROPE) {
-        rope_backward(s->d_q, model->rope_table, b.q_positions, BT, C, NH);
+        rope_backward(s->d_q, model->rope_table, b.queries.positions, BT, C, NH);
         rope_backward(s->d_k, model->rope_table, b.positions, BT, C, NH);
     }
     if (cfg->qk_norm) {
