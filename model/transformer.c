@@ -144,7 +144,8 @@ static void project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     if (f->packed) {
         packed_qkv(f->packed, model, l, qkv, b->ln, f->rows, q->first, q->step, q->rows);
     } else {
-        if (q->rows != f->rows) die("transformer_forward: the model's products take every row's query");
+        if (q->rows != f->rows)
+            die("transformer_forward: the model's products take every row's query");
         const float *w_qkv[3], *b_qkv[3];
         for (int i = 0; i < 3; i++) {
             w_qkv[i] = param_slice(model, &model->params, qkv_weights[i], l);
@@ -324,7 +325,8 @@ static void batch_attend(const Forward *f, int l, const BlockBuffers *b) {
         const ForwardHooks *hooks = f->hooks;
         if (hooks && hooks->attention_probs) { // gpt_forward: no dropout then
             hooks->attention_probs(hooks, l, b->att_probs, B, T);
-            attention_values_forward(f->products, b->att_out, b->att_probs, b->v, B, T, T, C, NH, 1);
+            attention_values_forward(f->products, b->att_out, b->att_probs, b->v, B, T, T, C, NH,
+                                     1);
         }
     } else
         attention_forward_fused(f->products, b->att_out, b->att_stats, b->q, b->k, b->v, B, T, C,
