@@ -108,7 +108,7 @@ BASE_SRC += base/gguf.c base/png.c base/base64.c base/page_template.c
 KERNELS_SRC = kernels/matmul.c kernels/matmul_fp32.c kernels/matmul_fp32_avx2.c kernels/matmul_fp32_avx512.c \
               kernels/matmul_bf16.c kernels/bf16_portable.c kernels/bf16_avx2.c kernels/bf16_avx512f.c \
               kernels/bf16_avx512.c kernels/bf16_amx.c kernels/transpose.c kernels/cpu_features.c
-MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c model/block.c
+MODEL_SRC = model/ops.c model/dropout.c model/attention.c model/gpt.c model/transformer.c model/packed_weights.c model/block.c
 DATA_SRC = data/vocab.c data/dataset.c data/corpus_files.c
 OPTIM_SRC = optim/adamw.c optim/muon.c
 INFER_SRC = infer/checkpoint.c infer/sampler.c infer/kv_cache.c infer/threads.c

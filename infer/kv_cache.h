@@ -52,6 +52,7 @@
 #define KV_CACHE_H
 
 #include "../model/gpt.h"
+#include "../model/packed_weights.h"
 
 typedef struct {
     const GPT *model;
@@ -81,22 +82,14 @@ typedef struct {
     float *att_probs;                                    // (windows,B,NH,T,T)
     float *ln_mean, *ln_rstd;                            // (B*T)
     float *logits;                                       // (B,V) the next token's
-    // Each product's weight (the table's weights, model/gpt.h) transposed
-    // to (in, out) in column panels (one buffer, see kv_cache.c), read by
-    // every step; refreshed by kv_cache_reset (the trainer samples between
-    // steps, after the weights changed). In bf16 precision (the model's, as
-    // it was when kv_cache_reset ran: bf16 = 1) they are bf16 panels in the
-    // same buffers, in the layout of the model's bf16 kernel (bf16_kernel),
-    // and the rows they multiply are rounded to bf16 as the products read
-    // them; the attention stays fp32 (attention_forward with fp32
-    // products), so that its one-query and many-query forms agree and a
-    // sample's text does not depend on K. Block l's panels of tensor i start
-    // l * packed_stride[i] floats into packed[i] (enough for either layout);
-    // NULL for a tensor that is no product's weight.
-    int bf16;
-    Bf16Kernel bf16_kernel;
-    float *packed[NUM_PARAM_TENSORS];
-    long packed_stride[NUM_PARAM_TENSORS];
+    // Each product's weight packed (model/packed_weights.h), read by every
+    // step; refreshed by kv_cache_reset (the trainer samples between steps,
+    // after the weights changed). In bf16 precision (the model's, as it was
+    // when kv_cache_reset ran) bf16 panels, the rows they multiply rounded
+    // to bf16 as the products read them; the attention stays fp32
+    // (attention_forward with fp32 products), so that its one-query and
+    // many-query forms agree and a sample's text does not depend on K.
+    PackedWeights weights;
     float *memory[3];                      // the three buffers
 } KVCache;
 

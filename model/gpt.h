@@ -431,21 +431,43 @@ const char *gpt_first_non_finite(const GPT *model, const float *memory, char *na
 // ---- the forward, written once
 //
 // A forward runs R rows of the residual stream through the embedding, the L
-// blocks, LN_f and the unembedding (transformer_forward, gpt.c). gpt_forward
-// runs it over a batch of B x T positions; the KV cache (infer/kv_cache.c)
-// over the new positions of its samples, whose attention also reads the
-// keys and values it keeps. A Forward says what differs between the two:
-// where layer l's buffers are, how the rows get their embedding, queries,
-// keys and values and attention, and how a product reads its weight (each
-// product named by its weight's row in the table, which gives its shape
-// and bias).
+// blocks, LN_f and the unembedding (transformer_forward, transformer.c).
+// gpt_forward runs it over a batch of B x T positions; the KV cache
+// (infer/kv_cache.c) over the new positions of its samples, whose attention
+// also reads the keys and values it keeps. A Forward says what differs
+// between the two as data: the rows (their tokens and positions), where
+// layer l's buffers are, the weights the products read (the model's, or
+// the cache's packed once), the rows that go on in the last layer; and, the
+// one part that behaves differently, the attention.
+
+// The forward's rows come in groups, each the n positions pos..pos+n-1 of
+// every one of the B samples' windows: row first_row + b*n + i is sample
+// b's position pos+i, its token tokens[b*token_stride + pos + i] (the
+// smear also reads the one before, at pos-1). gpt_forward's one group is
+// its batch (pos 0, n = T); the KV cache's are its window's new positions
+// and, when it keeps the next window (kv_cache.h), the same tokens' rows in
+// that one; each then with the keys and values its attention reads.
+typedef struct {
+    const int *tokens;
+    long token_stride;
+    int pos, n, first_row;
+    float *k, *v, *k_t; // the KV cache's window: (L,B,T,C), (L,B,T,C), (L,B,C,T), else NULL
+    float *probs;       // (B,NH,T,T) scratch for its attention (the KV cache's)
+} RowGroup;
+enum { FORWARD_MAX_GROUPS = 2 };
+
+// The rows whose queries the attention reads, the rows that go on past it:
+// row i is the forward's row first + i*step, at positions[i] (RoPE's).
+// Every row (R, 0, 1) but in the KV cache's last layer, where only each
+// sample's last new position goes on.
+typedef struct {
+    int rows, first, step;
+    const int *positions;
+} QueryRows;
 
 // Layer l's buffers, R rows each. gpt_forward's are the layer's saved
 // activations; the KV cache's are the same scratch in every layer, with
 // x_in, residual2 and x_out one buffer (the stream, updated in place).
-//
-// q rows: the rows whose queries the attention reads (R, or in the KV
-// cache's last layer one per sample); each row's position, for RoPE.
 typedef struct {
     const float *x_in;              // (R,C) the stream into the block
     float *ln;                      // (R,C) LN1's output, later LN2's
@@ -454,10 +476,11 @@ typedef struct {
                                     //   themselves, or with qk_norm their own buffers
     float *q_rstd, *k_rstd;         // (q rows,NH), (R,NH) qk_norm's 1/rms per head
     float *q, *k, *v;               // (q rows,C), (R,C), (R,C) what the attention reads
-    int q_rows;
-    const int *q_positions;         // (q rows)
+    QueryRows queries;
     const int *positions;           // (R) the rows' positions: k's
-    float *att_out;                 // (R,C) heads concatenated, before W_O
+    float *att_probs, *att_stats;   // gpt_forward's saved attention, one of them (else NULL):
+                                    //   probabilities (B,NH,T,T) or log-sum-exps (B,NH,T,2)
+    float *att_out;                 // (q rows,C) heads concatenated, before W_O
     float *proj_out;                // (R,C) W_O's output, later the MLP projection's
     float *residual2;               // (R,C) x_in + attention
     float *ln2_mean, *ln2_rstd;     // (R)
@@ -492,31 +515,37 @@ struct ForwardHooks {
 };
 
 typedef struct Forward Forward;
+typedef struct PackedWeights PackedWeights; // packed_weights.h
 struct Forward {
     const GPT *model;
     int rows;                       // R
+    int samples;                    // B
+    RowGroup groups[FORWARD_MAX_GROUPS];
+    int group_count;
+    // Layer 0's buffers, x_in aside (the stream into the first block run):
+    // layer l's saved ones are l * layer_rows rows further on (gpt_forward:
+    // R, each layer's kept for the backward; the KV cache: 0, one scratch
+    // for every layer). ln, proj_out, fc_act and positions are every
+    // layer's; queries are every layer's but the last's: last_queries.
+    BlockBuffers buffers;
+    long layer_rows;
+    QueryRows last_queries;
+    // The products: the model's weights through products (its workspace),
+    // or, where packed is not NULL, packed's panels (packed_weights.h).
+    Products *products;
+    const PackedWeights *packed;
     const Dropout *dropout;         // NULL: none (all but a training step)
-    // 0, or the block to start from: its buffers' x_in then holds the
+    // 0, or the block to start from: start_stream (R,C) then holds the
     // stream into it (gpt.h: ForwardArgs), and nothing is embedded
     int first_layer;
+    const float *start_stream;
     float *embedded;                // (R,C) the embedding's output, block 0's x_in
     float *lnf, *lnf_mean, *lnf_rstd; // (R,C), (R), (R)
     float *logits;                  // (R,V)
-    // embedded (R,C) = wte[token] + wpe[position], each row's
-    void (*embed)(const Forward *f);
-    BlockBuffers (*buffers)(const Forward *f, int l);
-    // q, k, v (R,C) = ln (R,C) . W_{Q,K,V}^T + b_{Q,K,V}, layer l's
-    void (*project_qkv)(const Forward *f, int l, const BlockBuffers *b);
-    // att_out (R,C): each row's causal attention over its keys. Returns the
-    // rows that go on: R, or fewer when a caller needs fewer outputs (the
-    // KV cache's last layer: each sample's newest position, whose rows of
-    // the stream it moves to the front).
-    int (*attend)(const Forward *f, int l, const BlockBuffers *b);
-    // out (rows,OC) = inp (rows,IC) . W^T + b: W is tensor `weight`
-    // (PARAM_w_o, ...), layer l's slice when stacked, (OC,IC) its shape, b
-    // its bias (the table's bias column).
-    void (*linear)(const Forward *f, int l, int weight, float *out, const float *inp, int rows);
-    void *state;                    // the caller's
+    // att_out (queries,C): each query row's causal attention over its keys,
+    // layer l's: over the rows' own (gpt_forward), or the cached ones too,
+    // after the new keys and values join them (the KV cache).
+    void (*attend)(const Forward *f, int l, const BlockBuffers *b);
     const ForwardHooks *hooks;      // NULL: none
 };
 // Runs the forward; returns the rows whose logits it wrote (the last
