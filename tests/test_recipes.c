@@ -1333,9 +1333,11 @@ static void test_recipe_induction(void) {
              r->layers, r->heads, r->iters, r->warmup);
     CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
               console ? console : "");
+    char repeats[64] = "";
+    if (r->repeats > 0) snprintf(repeats, sizeof repeats, " --repeats %g", (double)r->repeats);
     snprintf(expect, sizeof expect,
-             "--optimizer %s --muon-lr %g --eval-every %d --heatmaps-every %d\n", r->optimizer,
-             (double)r->muon_lr, r->eval_every, r->heatmaps_every);
+             "--optimizer %s --muon-lr %g%s --eval-every %d --heatmaps-every %d\n", r->optimizer,
+             (double)r->muon_lr, repeats, r->eval_every, r->heatmaps_every);
     CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
               console ? console : "");
     free(console);
@@ -1343,7 +1345,22 @@ static void test_recipe_induction(void) {
     snprintf(expect, sizeof expect, "\"--heatmaps-every\",\"%d\"", r->heatmaps_every);
     CHECK_MSG(options && strstr(options, expect) && strstr(options, "\"--dim\",\"16\"") &&
                   !strstr(options, "--recipe"), "%s", options ? options : "(none)");
+    // the recipe's --repeats saved with the run (so --resume keeps it)
+    snprintf(expect, sizeof expect, "\"--repeats\",\"%g\"", (double)r->repeats);
+    CHECK_MSG(options && (r->repeats > 0 ? strstr(options, expect) != NULL
+                                         : strstr(options, "--repeats") == NULL),
+              "%s", options ? options : "(none)");
     free(options);
+    // --repeats given wins over the recipe's: 0 turns it off
+    char off[600];
+    snprintf(off, sizeof off, "%s/no_repeats", tmp);
+    snprintf(flags, sizeof flags, "--recipe induction --data %s --dim 16 --context 16 --batch 4 "
+             "--stop-at 1 --eval-batches 1 --sample-chars 0 --threads 1 --repeats 0", corpus);
+    CHECK(run_train(flags, off, capture) == 0);
+    console = read_text_file(capture);
+    CHECK_MSG(console && !strstr(console, " --repeats") && !strstr(console, "\nrepeats: "), "%s",
+              console ? console : "");
+    free(console);
     CHECK(run_train("--resume --threads 1 --stop-at 3", dir, capture) == 0);
     CHECK(checkpoint_step(dir, NULL) == 3);
 

@@ -603,6 +603,7 @@ static void print_summary(const Run *run, const Recipe *recipe, double recipe_pa
                o->layers, o->heads, o->dim, o->context, o->batch, length, o->warmup,
                (double)o->lr, (double)o->min_lr, (double)o->weight_decay, o->optimizer);
         if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
+        if (o->repeats > 0.0f) printf(" --repeats %g", (double)o->repeats);
         printf(" --eval-every %d --heatmaps-every %d\n", o->eval_every, o->heatmaps_every);
     }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
