@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -225,13 +226,43 @@ static void copy_window(Split split, size_t start, int T, int *inputs, int *targ
     }
 }
 
+// The window of T+1 tokens that repeats the span of L tokens at start:
+// window[t] = span[t mod L].
+static void copy_repeated_span(Split split, size_t start, size_t L, int T, int *inputs,
+                               int *targets) {
+    const uint16_t *span = split.tokens + start;
+    for (int t = 0; t < T; t++) {
+        inputs[t] = span[(size_t)t % L];
+        targets[t] = span[(size_t)(t + 1) % L];
+    }
+}
+
 void batch_random(Split split, int B, int T, Rng *rng, int *inputs, int *targets) {
+    batch_random_repeats(split, B, T, 0.0f, rng, inputs, targets);
+}
+
+int batch_row_repeats(int b, float repeats) {
+    // the rows before b hold round(b * repeats) repeated ones
+    return floor((b + 1) * (double)repeats + 0.5) > floor(b * (double)repeats + 0.5);
+}
+
+void batch_random_repeats(Split split, int B, int T, float repeats, Rng *rng, int *inputs,
+                          int *targets) {
     // inputs, targets (B,T); a start in [0, len - T - 1] keeps the window's
-    // last token, window[T], inside the split.
+    // last token, window[T], inside the split, and one in [0, len - L] the
+    // span's last.
     uint64_t num_starts = (uint64_t)split.len - (uint64_t)T;
+    uint64_t max_span = ((uint64_t)T + 2) / 2; // ceil((T+1)/2): two copies at least
     for (int b = 0; b < B; b++) {
-        size_t start = (size_t)rng_below(rng, num_starts);
-        copy_window(split, start, T, inputs + (size_t)b * T, targets + (size_t)b * T);
+        int *row_inputs = inputs + (size_t)b * T, *row_targets = targets + (size_t)b * T;
+        if (batch_row_repeats(b, repeats)) {
+            uint64_t L = 1 + rng_below(rng, max_span);
+            size_t start = (size_t)rng_below(rng, (uint64_t)split.len - L + 1);
+            copy_repeated_span(split, start, (size_t)L, T, row_inputs, row_targets);
+        } else {
+            size_t start = (size_t)rng_below(rng, num_starts);
+            copy_window(split, start, T, row_inputs, row_targets);
+        }
     }
 }
 

@@ -71,6 +71,20 @@ int corpus_check_splits(const Corpus *corpus, const char *path, int T, char *err
 // B random windows of T+1 tokens: inputs (B,T) = window[0..T),
 // targets (B,T) = window[1..T]. Starts are drawn from rng.
 void batch_random(Split split, int B, int T, Rng *rng, int *inputs, int *targets);
+// The same with a share of the rows (--repeats) made of a repeated span, so
+// that copying pays on any text: row b is one when
+// round((b+1) * repeats) > round(b * repeats) (halves up), which makes
+// round(B * repeats) of the B rows, spread evenly. Such a row's window is a
+// span of the split, L = 1 + rng_below(ceil((T+1)/2)) tokens (L then the
+// start drawn from rng), repeated to the window's end:
+//   window[t] = split[start + t mod L]
+// so from position L on each token is the one L before it, known only by
+// copying, at an offset that differs row to row. The other rows draw
+// exactly what batch_random draws: with repeats 0 the two are the same.
+void batch_random_repeats(Split split, int B, int T, float repeats, Rng *rng, int *inputs,
+                          int *targets);
+// Whether row b of a batch is one of batch_random_repeats's repeated rows.
+int batch_row_repeats(int b, float repeats);
 // Evaluation batch `index` of `count`: B*count windows spread evenly over
 // the split, the same every time.
 void batch_eval(Split split, int B, int T, int index, int count, int *inputs, int *targets);

@@ -1,5 +1,6 @@
 // test_data.c: UTF-8 decoding and encoding, the character vocabulary, corpus
 // loading with its errors, the train/validation split, and the batches.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +446,171 @@ static void test_batch_random(void) {
     remove_tree(dir);
 }
 
+// The window of T+1 tokens a row holds: inputs[0..T), then the last target.
+// Checks that the targets are the inputs shifted by one.
+static void row_window(const char *what, int b, int T, const int *inputs, const int *targets,
+                       int *window) {
+    const int *in = inputs + (size_t)b * T, *tg = targets + (size_t)b * T;
+    for (int t = 0; t < T; t++) window[t] = in[t];
+    window[T] = tg[T - 1];
+    for (int t = 0; t + 1 < T; t++)
+        CHECK_MSG(tg[t] == in[t + 1], "%s: row %d: targets[%d] = %d, inputs[%d] = %d", what, b, t,
+                  tg[t], t + 1, in[t + 1]);
+}
+
+// A repeated row of a position split (tokens[i] = i): the window is
+// start, start+1, ..., start+L-1, start, ... (window[t] = start + t mod L),
+// L in [1, ceil((T+1)/2)], the span inside the split. Returns L (0 if not).
+static int check_repeated_row(const char *what, Split split, int b, int T, const int *inputs,
+                              const int *targets) {
+    int window[129];
+    if (T > 128) die("check_repeated_row: T %d, at most 128", T);
+    row_window(what, b, T, inputs, targets, window);
+    int L = 1;
+    while (L <= T && window[L] != window[0]) L++;
+    int max_span = (T + 2) / 2, start = window[0] - split.tokens[0];
+    CHECK_MSG(L <= max_span, "%s: row %d repeats after %d tokens, at most %d", what, b, L, max_span);
+    CHECK_MSG(start >= 0 && (size_t)start + (size_t)L <= split.len,
+              "%s: row %d: span [%d, %d) leaves the split (%zu)", what, b, start, start + L,
+              split.len);
+    int ok = 1;
+    for (int t = 0; t <= T; t++) {
+        int expected = split.tokens[0] + start + t % L;
+        ok &= window[t] == expected && (t < L || window[t] == window[t - L]);
+        CHECK_MSG(window[t] == expected, "%s: row %d: window[%d] = %d, expected %d (span %d)",
+                  what, b, t, window[t], expected, L);
+    }
+    return ok && L <= max_span ? L : 0;
+}
+
+// --repeats: which rows repeat (round(B x F) of them, every prefix of b
+// rows holding round(b x F)); a repeated row is a span repeated to the
+// window's end, the targets shifted with it; span lengths from 1 to
+// ceil((T+1)/2); the other rows plain windows; the stream reproducible from
+// the seed; with F = 0, exactly batch_random's batches of before.
+static void test_batch_repeats(void) {
+    const struct {
+        int B;
+        float F;
+        int rows;
+    } counts[] = {{16, 0.25f, 4}, {16, 0.5f, 8}, {12, 0.25f, 3}, {10, 0.7f, 7}, {10, 0.3f, 3},
+                  {4, 0.1f, 0},   {16, 0.0f, 0}, {16, 0.99f, 16}, {3, 0.5f, 2}, {7, 0.2f, 1}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        int rows = 0;
+        for (int b = 0; b < counts[i].B; b++) {
+            rows += batch_row_repeats(b, counts[i].F);
+            CHECK_MSG(fabs(rows - (b + 1) * (double)counts[i].F) <= 0.5 + 1e-6,
+                      "B %d F %g: %d repeated rows among the first %d", counts[i].B,
+                      (double)counts[i].F, rows, b + 1);
+        }
+        CHECK_MSG(rows == counts[i].rows, "B %d F %g: %d repeated rows, expected %d", counts[i].B,
+                  (double)counts[i].F, rows, counts[i].rows);
+    }
+
+    enum { B = 16, T = 16, LEN = 300 };
+    uint16_t tokens[LEN];
+    Split split = position_split(tokens, LEN);
+    int inputs[B * T], targets[B * T], inputs2[B * T], targets2[B * T];
+    size_t starts[1];
+    const float fractions[] = {0.25f, 0.5f, 0.7f};
+    for (size_t f = 0; f < sizeof fractions / sizeof fractions[0]; f++) {
+        float F = fractions[f];
+        Rng rng, rng2;
+        rng_seed(&rng, 7);
+        rng_seed(&rng2, 7);
+        int seen_short = 0, seen_long = 0, max_span = (T + 2) / 2;
+        for (int draw = 0; draw < 200; draw++) {
+            batch_random_repeats(split, B, T, F, &rng, inputs, targets);
+            batch_random_repeats(split, B, T, F, &rng2, inputs2, targets2);
+            CHECK(!memcmp(inputs, inputs2, sizeof inputs) && !memcmp(targets, targets2, sizeof targets));
+            int repeated = 0;
+            for (int b = 0; b < B; b++) {
+                if (batch_row_repeats(b, F)) {
+                    int L = check_repeated_row("repeats", split, b, T, inputs, targets);
+                    CHECK(L > 0);
+                    seen_short |= L == 1;
+                    seen_long |= L == max_span;
+                    repeated++;
+                } else {
+                    // a plain window: it does not repeat its first token
+                    Split row_view = split;
+                    check_windows("repeats plain row", row_view, 1, T, inputs + (size_t)b * T,
+                                  targets + (size_t)b * T, starts);
+                }
+            }
+            CHECK(repeated == (int)floor(B * (double)F + 0.5));
+        }
+        CHECK_MSG(seen_short && seen_long, "F %g: spans of 1 and %d tokens drawn: %d, %d",
+                  (double)F, max_span, seen_short, seen_long);
+        // another seed, another stream
+        Rng other;
+        rng_seed(&other, 8);
+        batch_random_repeats(split, B, T, F, &other, inputs2, targets2);
+        CHECK(memcmp(inputs, inputs2, sizeof inputs) != 0);
+    }
+
+    // F = 0: the batches of before, bit for bit (one start a row, drawn in
+    // [0, len - T), the window there), and the generator left where
+    // batch_random leaves it.
+    Rng rng, before;
+    rng_seed(&rng, 1337);
+    rng_seed(&before, 1337);
+    for (int draw = 0; draw < 20; draw++) {
+        batch_random_repeats(split, B, T, 0.0f, &rng, inputs, targets);
+        for (int b = 0; b < B; b++) {
+            size_t start = (size_t)rng_below(&before, LEN - T);
+            for (int t = 0; t < T; t++) {
+                inputs2[b * T + t] = tokens[start + (size_t)t];
+                targets2[b * T + t] = tokens[start + (size_t)t + 1];
+            }
+        }
+        CHECK(!memcmp(inputs, inputs2, sizeof inputs) && !memcmp(targets, targets2, sizeof targets));
+    }
+    CHECK(rng_next_u64(&rng) == rng_next_u64(&before));
+
+    // The shortest split a window fits, T + 1 tokens: every span fits too.
+    Split exact = {tokens + 5, T + 1};
+    rng_seed(&rng, 3);
+    for (int draw = 0; draw < 50; draw++) {
+        batch_random_repeats(exact, B, T, 0.5f, &rng, inputs, targets);
+        for (int b = 0; b < B; b++)
+            if (batch_row_repeats(b, 0.5f)) CHECK(check_repeated_row("exact", exact, b, T, inputs, targets) > 0);
+    }
+
+    // On a real text: the second copy is the first, token for token.
+    unsigned char *text = corpus_text(4000);
+    Corpus corpus;
+    char err[512];
+    if (!corpus_from_text(&corpus, text, strlen((const char *)text), "text", 0.1, err, sizeof err)) {
+        CHECK_MSG(0, "%s", err);
+        free(text);
+        return;
+    }
+    enum { TC = 64 };
+    int in[B * TC], tg[B * TC], window[TC + 1];
+    rng_seed(&rng, 11);
+    batch_random_repeats(corpus_train(&corpus), B, TC, 0.25f, &rng, in, tg);
+    for (int b = 0; b < B; b++) {
+        if (!batch_row_repeats(b, 0.25f)) continue;
+        row_window("text", b, TC, in, tg, window);
+        // the span's length: the shortest period of the window that is a
+        // substring of the text at the span's start
+        const uint16_t *train = corpus.tokens;
+        int found = 0;
+        for (size_t start = 0; start + 1 < corpus.train_tokens && !found; start++) {
+            if (train[start] != window[0]) continue;
+            for (int L = 1; L <= (TC + 2) / 2 && !found && start + (size_t)L <= corpus.train_tokens; L++) {
+                int match = 1;
+                for (int t = 0; t <= TC && match; t++) match = window[t] == train[start + (size_t)(t % L)];
+                found = match;
+            }
+        }
+        CHECK_MSG(found, "text: row %d is not a span of the text repeated", b);
+    }
+    corpus_free(&corpus);
+    free(text);
+}
+
 static void test_batch_eval(void) {
     enum { B = 4, T = 10, LEN = 123, COUNT = 5 };
     uint16_t tokens[LEN];
@@ -490,4 +656,6 @@ void suite_data(void) {
     run_test("corpus_check_splits", test_corpus_check_splits);
     run_test("batch_random windows", test_batch_random);
     run_test("batch_eval windows", test_batch_eval);
+    run_test("batch_random_repeats: rows repeated, their share, F = 0 the batches of before",
+             test_batch_repeats);
 }

@@ -995,6 +995,11 @@ static void test_bad_new_flags(void) {
         {TINY " --minutes 0.0001", 2, "shortest budget"}, {TINY " --minutes 0.09", 2, "0.1 minutes"},
         {TINY " --minutes 100000", 2, "a week"},       {TINY " --minutes 10081", 2, "a week"},
         {missing, 1, "none.safetensors"},              {damaged, 1, "damaged.safetensors"},
+        {TINY " --repeats 1", 2, "--repeats 1: must be in [0, 1)"},
+        {TINY " --repeats -0.25", 2, "--repeats -0.25: must be in [0, 1)"},
+        {TINY " --repeats 1e9", 2, "--repeats"},       {TINY " --repeats nan", 2, "--repeats"},
+        {TINY " --repeats half", 2, "--repeats"},
+        {TINY " --repeats 0.1", 2, "no row of a batch of 4 would repeat"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = run_train(cases[i].args, dir, capture);
@@ -1246,6 +1251,65 @@ static char *saved_options(const char *dir) {
     return copy;
 }
 
+// --repeats in a run: said at the start, saved with the run's flags (and
+// not saved at 0, so a run without it saves what it saved before), the same
+// losses stopped and resumed and on 2 threads, not the losses of a plain
+// run; --repeats 0 is the plain run, bit for bit.
+static void test_repeats_runs(void) {
+    const char *tmp = make_temp_dir();
+    char one[512], two[512], resumed[512], plain[512], zero[512], capture[512];
+    snprintf(one, sizeof one, "%s/one", tmp);
+    snprintf(two, sizeof two, "%s/two", tmp);
+    snprintf(resumed, sizeof resumed, "%s/resumed", tmp);
+    snprintf(plain, sizeof plain, "%s/plain", tmp);
+    snprintf(zero, sizeof zero, "%s/zero", tmp);
+    snprintf(capture, sizeof capture, "%s/out.txt", tmp);
+    const char *args = SMALL " --iters 12 --eval-every 6 --log-every 1";
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s --repeats 0.5 --threads 1", args);
+    CHECK(run_train(flags, one, capture) == 0);
+    char *console = read_text_file(capture);
+    CHECK_MSG(console && strstr(console, "repeats: 2 of each batch's 4 rows (--repeats 0.5) a span "
+                                         "of 1 to 17 characters repeated to the row's end\n"),
+              "%s", console ? console : "");
+    free(console);
+    snprintf(flags, sizeof flags, "%s --repeats 0.5 --threads 2", args);
+    CHECK(run_train(flags, two, NULL) == 0);
+    snprintf(flags, sizeof flags, "%s --repeats 0.5 --threads 2 --stop-at 5", args);
+    CHECK(run_train(flags, resumed, NULL) == 0);
+    char *options = saved_options(resumed);
+    CHECK_MSG(options && strstr(options, "\"--repeats\",\"0.5\""), "%s", options ? options : "(none)");
+    free(options);
+    CHECK(run_train("--resume --threads 1", resumed, NULL) == 0);
+    snprintf(flags, sizeof flags, "%s --threads 1", args);
+    CHECK(run_train(flags, plain, capture) == 0);
+    console = read_text_file(capture);
+    CHECK(console && !strstr(console, "repeats"));
+    free(console);
+    snprintf(flags, sizeof flags, "%s --repeats 0 --threads 1", args);
+    CHECK(run_train(flags, zero, NULL) == 0);
+    options = saved_options(plain);
+    char *options_zero = saved_options(zero);
+    CHECK_MSG(options && !strstr(options, "--repeats") && options_zero &&
+                  !strstr(options_zero, "--repeats"),
+              "plain: %s\n--repeats 0: %s", options ? options : "(none)",
+              options_zero ? options_zero : "(none)");
+    free(options), free(options_zero);
+    char *l1 = log_columns(one, 4), *l2 = log_columns(two, 4), *lr = log_columns(resumed, 4),
+         *lp = log_columns(plain, 4), *lz = log_columns(zero, 4);
+    CHECK(l1 && l2 && lr && lp && lz);
+    if (l1 && l2 && lr && lp && lz) {
+        CHECK_MSG(!strcmp(l1, l2), "1 thread:\n%s\n2 threads:\n%s", l1, l2);
+        CHECK_MSG(!strcmp(l1, lr), "straight:\n%s\nresumed:\n%s", l1, lr);
+        CHECK(strcmp(l1, lp) != 0);
+        CHECK_MSG(!strcmp(lp, lz), "plain:\n%s\n--repeats 0:\n%s", lp, lz);
+    }
+    CHECK(same_tensors(one, resumed, "model.safetensors"));
+    CHECK(same_tensors(plain, zero, "model.safetensors"));
+    CHECK(same_tensors(plain, zero, "optimizer.safetensors"));
+    free(l1), free(l2), free(lr), free(lp), free(lz);
+}
+
 // --recipe induction: its settings where no flag is given, said in one
 // line; the flags given win; --minutes chooses --iters in the recipe's
 // place and takes no budget recipe; the settings are saved as flags, so
@@ -1269,9 +1333,11 @@ static void test_recipe_induction(void) {
              r->layers, r->heads, r->iters, r->warmup);
     CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
               console ? console : "");
+    char repeats[64] = "";
+    if (r->repeats > 0) snprintf(repeats, sizeof repeats, " --repeats %g", (double)r->repeats);
     snprintf(expect, sizeof expect,
-             "--optimizer %s --muon-lr %g --eval-every %d --heatmaps-every %d\n", r->optimizer,
-             (double)r->muon_lr, r->eval_every, r->heatmaps_every);
+             "--optimizer %s --muon-lr %g%s --eval-every %d --heatmaps-every %d\n", r->optimizer,
+             (double)r->muon_lr, repeats, r->eval_every, r->heatmaps_every);
     CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
               console ? console : "");
     free(console);
@@ -1279,7 +1345,22 @@ static void test_recipe_induction(void) {
     snprintf(expect, sizeof expect, "\"--heatmaps-every\",\"%d\"", r->heatmaps_every);
     CHECK_MSG(options && strstr(options, expect) && strstr(options, "\"--dim\",\"16\"") &&
                   !strstr(options, "--recipe"), "%s", options ? options : "(none)");
+    // the recipe's --repeats saved with the run (so --resume keeps it)
+    snprintf(expect, sizeof expect, "\"--repeats\",\"%g\"", (double)r->repeats);
+    CHECK_MSG(options && (r->repeats > 0 ? strstr(options, expect) != NULL
+                                         : strstr(options, "--repeats") == NULL),
+              "%s", options ? options : "(none)");
     free(options);
+    // --repeats given wins over the recipe's: 0 turns it off
+    char off[600];
+    snprintf(off, sizeof off, "%s/no_repeats", tmp);
+    snprintf(flags, sizeof flags, "--recipe induction --data %s --dim 16 --context 16 --batch 4 "
+             "--stop-at 1 --eval-batches 1 --sample-chars 0 --threads 1 --repeats 0", corpus);
+    CHECK(run_train(flags, off, capture) == 0);
+    console = read_text_file(capture);
+    CHECK_MSG(console && !strstr(console, " --repeats") && !strstr(console, "\nrepeats: "), "%s",
+              console ? console : "");
+    free(console);
     CHECK(run_train("--resume --threads 1 --stop-at 3", dir, capture) == 0);
     CHECK(checkpoint_step(dir, NULL) == 3);
 
@@ -1595,13 +1676,15 @@ void suite_recipes(void) {
              test_time_budget_week_resumes);
     run_test("recipes: a resumed wsd run takes --decay-from and --decay-fraction",
              test_resume_wsd_decay_from);
-    run_test("recipes: bad --dropout, --minutes, --init-from: one line, nothing written",
+    run_test("recipes: bad --dropout, --minutes, --init-from, --repeats: one line, nothing written",
              test_bad_new_flags);
     run_test("recipes: --init-from with --resume is a usage error, nothing touched",
              test_init_from_with_resume);
     run_test("recipes: --init-from appends new characters, keeps the weights",
              test_fine_tune_new_characters);
     run_test("recipes: a vocabulary in id order (appended characters)", test_vocab_in_id_order);
+    run_test("recipes: --repeats said, saved, the same resumed and on 2 threads; 0 the plain run",
+             test_repeats_runs);
     run_test("recipes: --data with a folder or several files", test_several_files);
     run_test("recipes: --data with patterns (/usr/include/*.h), files not UTF-8 skipped",
              test_data_patterns);

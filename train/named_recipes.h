@@ -20,6 +20,7 @@ typedef struct {
     const char *data;      // --data when not given: patterns (corpus_load_files), with
                            // --skip-bad-files, so files that are not UTF-8 are skipped and counted
     const char *data_what; // what those files are, for the error when none exists
+    float repeats;         // --repeats (dataset.h's batch_random_repeats), 0: none
 } NamedRecipe;
 
 // The recipe called name, or NULL.

@@ -153,7 +153,8 @@ void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_
     const FloatSetting floats[] = {{"--lr", &o->lr, r->lr},
                                    {"--min-lr", &o->min_lr, r->min_lr},
                                    {"--weight-decay", &o->weight_decay, r->weight_decay},
-                                   {"--muon-lr", &o->muon_lr, r->muon_lr}};
+                                   {"--muon-lr", &o->muon_lr, r->muon_lr},
+                                   {"--repeats", &o->repeats, r->repeats}};
     const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer}};
     set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
     if (!option_given(table, NUM_TRAIN_OPTIONS, "--data")) {

@@ -187,6 +187,9 @@ static void check_new_flags(const TrainOptions *o, Option table[NUM_TRAIN_OPTION
     const char *minutes = options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--minutes"), given[2], 256);
     if (!(o->dropout >= 0.0f && o->dropout < 1.0f))
         usage_error("--dropout %s: must be in [0, 1)", dropout);
+    if (!(o->repeats >= 0.0f && o->repeats < 1.0f))
+        usage_error("--repeats %s: must be in [0, 1), the share of each batch's rows that repeat "
+                    "a span", options_value_text(option_named(table, NUM_TRAIN_OPTIONS, "--repeats"), given[0], 256));
     option_choice("--optimizer", o->optimizer, optimizer_names, 2);
     option_choice("--schedule", o->schedule, schedule_names, 2);
     if (!(o->muon_lr > 0.0f) || o->muon_lr > 10.0f)
@@ -249,6 +252,10 @@ static void refuse_ignored_flags(const TrainOptions *o, const Option table[NUM_T
         usage_error("--max-passes: give it with --minutes (it caps the steps a time budget's plan "
                     "makes; without a budget --iters decides them%s)",
                     o->resume ? ", and this resumed run is past its plan or had none" : "");
+    if (o->repeats > 0.0f && !(floor(o->batch * (double)o->repeats + 0.5) >= 1))
+        usage_error("--repeats %g: no row of a batch of %d would repeat (round(%d x %g) = 0); "
+                    "give at least %g", (double)o->repeats, o->batch, o->batch,
+                    (double)o->repeats, 0.5 / o->batch);
     if (option_given(table, NUM_TRAIN_OPTIONS, "--probe") && o->heatmaps_every <= 0)
         usage_error("--probe: give it with --heatmaps-every (the probe is the text its snapshots "
                     "show)");
@@ -550,6 +557,10 @@ static void print_summary(const Run *run, const Recipe *recipe, double recipe_pa
            files, loaded->chars, cfg->vocab_size, run->train.len, run->val.len);
     for (int i = 0; i < num_skipped; i++)
         printf("skipped %s: %s\n", loaded->skipped.paths[i], loaded->skipped.reasons[i]);
+    if (o->repeats > 0.0f)
+        printf("repeats: %g of each batch's %d rows (--repeats %g) a span of 1 to %d characters "
+               "repeated to the row's end\n", floor(run->B * (double)o->repeats + 0.5), run->B,
+               (double)o->repeats, (o->context + 2) / 2);
     int appended = loaded->appended;
     if (o->init_from && !o->resume)
         printf("fine-tuning %s: %d new character%s appended to its vocabulary of %d\n",
@@ -592,6 +603,7 @@ static void print_summary(const Run *run, const Recipe *recipe, double recipe_pa
                o->layers, o->heads, o->dim, o->context, o->batch, length, o->warmup,
                (double)o->lr, (double)o->min_lr, (double)o->weight_decay, o->optimizer);
         if (!strcmp(o->optimizer, "muon")) printf(" --muon-lr %g", (double)o->muon_lr);
+        if (o->repeats > 0.0f) printf(" --repeats %g", (double)o->repeats);
         printf(" --eval-every %d --heatmaps-every %d\n", o->eval_every, o->heatmaps_every);
     }
     printf("model: %d layers, %d heads, dim %d, context %d: %zu parameters; batch %d, %d threads\n",
@@ -830,7 +842,8 @@ float train_step(Run *run, float lr, int stop_signal) {
     int T = run->T, rows = run->micro_rows, micro_batches = run->procs * run->accum;
     // Every process draws the whole global batch, so the stream advances the
     // same everywhere, and takes its micro-batches' rows from it.
-    batch_random(run->train, run->B, T, &run->rng, run->batch.inputs, run->batch.targets);
+    batch_random_repeats(run->train, run->B, T, run->o.repeats, &run->rng, run->batch.inputs,
+                         run->batch.targets);
     float loss = 0.0f, *grad_sum = model->grads_memory;
     for (int m = 0; m < run->accum; m++) {
         // The micro-batch's first row in the global batch: dropout's masks

@@ -167,6 +167,10 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "keep a moving average of the weights, each step's weighing DECAY times the next's "
          "(0.999 looks back about 1000 steps; 0: none); each evaluation evaluates it too, and "
          "the model file keeps the best of both", 0, 0.999999, 0},
+        {"--repeats", "FRACTION", OPT_FLOAT, &o->repeats,
+         "the share of each training batch's rows, in [0, 1), that are a span of the text of 1 "
+         "to ceil((context+1)/2) characters repeated to the row's end, so that copying pays (an "
+         "induction head); evaluation stays on the text as it is (0: none)", -1e9, 1e9, 0}, // run.c refuses [1, ...)
     };
     _Static_assert(sizeof before / sizeof before[0] + NUM_BLOCK_CHOICES +
                            sizeof after / sizeof after[0] == NUM_TRAIN_OPTIONS,
@@ -179,7 +183,8 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
 
 // --help's headings, each flag under one (train_options_to_json keeps the
 // table's order, so the table is not reordered for them).
-static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fraction", NULL};
+static const char *const data_flags[] = {"--data", "--skip-bad-files", "--val-fraction", "--repeats",
+                                         NULL};
 static const char *const training_flags[] = {
     "--recipe", "--batch", "--accum", "--iters", "--lr", "--min-lr", "--warmup", "--optimizer",
     "--muon-lr", "--schedule", "--decay-fraction", "--decay-from", "--replans", "--beta1", "--beta2",
@@ -244,7 +249,7 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 // as the block's choices are (a FLAG: by its name alone, when set).
 static const char *const saved_when_set[] = {"--optimizer",      "--muon-lr",    "--schedule",
                                              "--decay-fraction", "--decay-from", "--max-passes",
-                                             "--ema"};
+                                             "--ema",            "--repeats"};
 // Flags saved by their name alone, when set.
 static const char *const saved_flags_when_set[] = {"--skip-bad-files", "--zero-init-proj"};
 

@@ -35,10 +35,11 @@ typedef struct {
     float max_passes;      // --minutes: the most passes over the training text the plan takes (0: any)
     const char *recipe;    // --recipe NAME (recipes.h's named recipes), or NULL
     float ema;             // the weights' moving average's decay (average.h; 0: none)
+    float repeats;         // the share of each batch's rows that repeat a span (dataset.h; 0: none)
 } TrainOptions;
 
 // the table: the program's own options and one per block choice
-#define NUM_TRAIN_OPTIONS (43 + NUM_BLOCK_CHOICES)
+#define NUM_TRAIN_OPTIONS (44 + NUM_BLOCK_CHOICES)
 
 TrainOptions train_default_options(void);
 // The option table, each entry pointing into *o.
@@ -52,7 +53,7 @@ void train_parse_options(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], int a
 // --resume, --force, --stop-at and --threads describe a call or the
 // machine, not the run, and are left out; so is --recipe, whose settings
 // are saved as the flags they set. The flags added with Muon and
-// the schedules, and --ema, are saved only when they differ from their defaults, so a
+// the schedules, --ema and --repeats, are saved only when they differ from their defaults, so a
 // run that does not use them saves the file it saved before them. --minutes is left out when 0: a
 // --minutes run saves the --iters it chose, and sets minutes to the budget
 // left (so it is saved) only when it stops before its plan. The caller frees it.
