@@ -119,7 +119,7 @@ VIZ_SRC = viz/heatmap.c viz/font.c viz/draw.c viz/unifont.c viz/scores.c viz/sco
           viz/circuits.c viz/atlas.c viz/explorer.c viz/plot.c
 VIZ_SRC += viz/patching_chart.c viz/snapshot.c viz/atlas_charts.c
 TRAIN_LIB_SRC = train/train_state.c train/train_options.c train/run_folder.c \
-                train/progress.c train/run.c train/average.c train/distributed.c \
+                train/progress.c train/run.c train/run_flags.c train/average.c train/distributed.c \
                 train/recipes.c train/named_recipes.c train/loss_plot.c
 LIB_SRC = $(BASE_SRC) $(KERNELS_SRC) $(MODEL_SRC) $(DATA_SRC) $(OPTIM_SRC) $(INFER_SRC) $(INTERPRET_SRC)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
