@@ -197,6 +197,63 @@ static void test_newton_schulz_bf16(void) {
     check_newton_schulz(120, 40, PRECISION_BF16);
 }
 
+// Newton-Schulz's Gram matrices (A = X X^T, A^2 = A A^T) are multiplied
+// from their upper triangle only and mirrored (muon.c): every bit must be
+// what the full products give. The reference here runs the iteration with
+// full products (linear_forward over all rows) and is compared byte by byte.
+static void newton_schulz_full_products(Products *pr, float *out, const float *g, int rows,
+                                        int cols) {
+    int tall = rows > cols, r = tall ? cols : rows, c = tall ? rows : cols;
+    size_t rc = (size_t)r * c, rr = (size_t)r * r;
+    float *x = xmalloc(rc * sizeof(float)), *next = xmalloc(rc * sizeof(float));
+    float *a = xmalloc(rr * sizeof(float)), *b = xmalloc(rr * sizeof(float));
+    float inv_norm = (float)(1.0 / ((double)grad_global_norm(g, rc) + 1e-7));
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float value = g[(size_t)i * cols + j] * inv_norm;
+            if (tall) x[(size_t)j * c + i] = value;
+            else x[(size_t)i * c + j] = value;
+        }
+    for (int step = 0; step < MUON_NS_STEPS; step++) {
+        linear_forward(pr, a, x, x, NULL, r, c, r);
+        linear_forward(pr, b, a, a, NULL, r, r, r);
+        for (size_t i = 0; i < rr; i++) b[i] = MUON_NS_B * a[i] + MUON_NS_C * b[i];
+        for (size_t i = 0; i < rc; i++) next[i] = MUON_NS_A * x[i];
+        linear_backward(pr, NULL, next, NULL, b, x, x, r, c, r);
+        float *swap = x;
+        x = next;
+        next = swap;
+    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            out[(size_t)i * cols + j] = tall ? x[(size_t)j * c + i] : x[(size_t)i * c + j];
+    free(x), free(next), free(a), free(b);
+}
+
+static void test_newton_schulz_symmetric_products_exact(void) {
+    const int shapes[][2] = {{100, 36}, {72, 200}, {128, 128}, {33, 65}};
+    for (int prec = 0; prec < 2; prec++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int rows = shapes[s][0], cols = shapes[s][1];
+            Precision precision = prec ? PRECISION_BF16 : PRECISION_FP32;
+            Rng rng;
+            rng_seed(&rng, 5 + (unsigned)s);
+            float *g = random_normal(&rng, (long)rows * cols, 1.0f, 0.0f);
+            float *fast = xmalloc((size_t)rows * cols * sizeof(float));
+            float *full = xmalloc((size_t)rows * cols * sizeof(float));
+            float *scratch = xmalloc(newton_schulz_scratch_floats(rows, cols) * sizeof(float));
+            Products pr;
+            products_init(&pr, precision, bf16_best_kernel(BF16_AMX));
+            newton_schulz(&pr, fast, g, rows, cols, MUON_NS_STEPS, scratch);
+            newton_schulz_full_products(&pr, full, g, rows, cols);
+            CHECK_MSG(!memcmp(fast, full, (size_t)rows * cols * sizeof(float)),
+                      "%dx%d %s: the upper-triangle Gram matrices change bits", rows, cols,
+                      precision_name(precision));
+            products_free(&pr);
+            free(g), free(fast), free(full), free(scratch);
+        }
+}
+
 // ---- one update
 
 // Two Muon updates of a small model's matrices, with clipping scales 1 and
@@ -441,6 +498,8 @@ void suite_muon(void) {
              test_newton_schulz_fp32);
     run_test("muon: Newton-Schulz in bf16 against the double polar factor and iteration",
              test_newton_schulz_bf16);
+    run_test("muon: Newton-Schulz's Gram matrices from their upper triangle, every bit the full "
+             "products'", test_newton_schulz_symmetric_products_exact);
     run_test("muon: two updates match double; AdamW skips Muon's matrices",
              test_muon_update_matches_double);
     run_test("muon: bin/train --optimizer muon lowers the loss, the same on 1 and 2 threads",
