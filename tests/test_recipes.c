@@ -1334,7 +1334,7 @@ static void test_recipe_induction(void) {
     CHECK_MSG(console && strstr(console, expect), "expected '%s' in:\n%s", expect,
               console ? console : "");
     char repeats[64] = "";
-    if (r->data_repeats > 0) snprintf(repeats, sizeof repeats, " --repeats %g", (double)r->data_repeats);
+    if (r->repeats > 0) snprintf(repeats, sizeof repeats, " --repeats %g", (double)r->repeats);
     snprintf(expect, sizeof expect,
              "--optimizer %s --muon-lr %g%s --eval-every %d --heatmaps-every %d\n", r->optimizer,
              (double)r->muon_lr, repeats, r->eval_every, r->heatmaps_every);
@@ -1345,9 +1345,9 @@ static void test_recipe_induction(void) {
     snprintf(expect, sizeof expect, "\"--heatmaps-every\",\"%d\"", r->heatmaps_every);
     CHECK_MSG(options && strstr(options, expect) && strstr(options, "\"--dim\",\"16\"") &&
                   !strstr(options, "--recipe"), "%s", options ? options : "(none)");
-    // the recipe's --repeats with --data saved with the run (so --resume keeps it)
-    snprintf(expect, sizeof expect, "\"--repeats\",\"%g\"", (double)r->data_repeats);
-    CHECK_MSG(options && (r->data_repeats > 0 ? strstr(options, expect) != NULL
+    // the recipe's --repeats saved with the run (so --resume keeps it)
+    snprintf(expect, sizeof expect, "\"--repeats\",\"%g\"", (double)r->repeats);
+    CHECK_MSG(options && (r->repeats > 0 ? strstr(options, expect) != NULL
                                          : strstr(options, "--repeats") == NULL),
               "%s", options ? options : "(none)");
     free(options);
@@ -1405,9 +1405,11 @@ static void test_recipe_induction_data(void) {
                     "--eval-batches 1 --sample-chars 0 --threads 1", dir, capture) == 0);
     char *console = read_text_file(capture);
     snprintf(expect, sizeof expect, "corpus %s (", r->data);
+    char repeats[64];
+    snprintf(repeats, sizeof repeats, " --repeats %g ", (double)r->repeats);
     CHECK_MSG(console && strstr(console, expect) && strstr(console, " --skip-bad-files ") &&
-                  !strstr(console, " --repeats"), // its own data repeats itself
-              "expected '%s' in:\n%s", expect, console ? console : "");
+                  strstr(console, repeats), // its rows repeat spans on its own data too
+              "expected '%s' and '%s' in:\n%s", expect, repeats, console ? console : "");
     free(console);
 }
 

@@ -20,8 +20,8 @@ typedef struct {
     const char *data;      // --data when not given: patterns (corpus_load_files), with
                            // --skip-bad-files, so files that are not UTF-8 are skipped and counted
     const char *data_what; // what those files are, for the error when none exists
-    float data_repeats;    // --repeats (dataset.h's batch_random_repeats) when --data is
-                           // given, a text that may not repeat itself; 0: none
+    float repeats;         // --repeats: the share of each batch's rows that repeat a span
+                           // (dataset.h's batch_random_repeats); 0: none
 } NamedRecipe;
 
 // The recipe called name, or NULL.

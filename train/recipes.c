@@ -154,8 +154,7 @@ void named_recipe_apply(const NamedRecipe *r, TrainOptions *o, Option table[NUM_
                                    {"--min-lr", &o->min_lr, r->min_lr},
                                    {"--weight-decay", &o->weight_decay, r->weight_decay},
                                    {"--muon-lr", &o->muon_lr, r->muon_lr},
-                                   {"--repeats", &o->repeats,
-                                    option_given(table, NUM_TRAIN_OPTIONS, "--data") ? r->data_repeats : 0.0f}};
+                                   {"--repeats", &o->repeats, r->repeats}};
     const StringSetting strings[] = {{"--optimizer", &o->optimizer, r->optimizer}};
     set_unless_given(table, ints, COUNT(ints), floats, COUNT(floats), strings, COUNT(strings));
     if (!option_given(table, NUM_TRAIN_OPTIONS, "--data")) {

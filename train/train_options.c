@@ -51,9 +51,13 @@ static const char *recipe_help(void) {
                      "(flags given win; docs/training.md):");
     for (int i = 0; named_recipe_at(i); i++) {
         const NamedRecipe *r = named_recipe_at(i);
+        char repeats[64] = "";
+        if (r->repeats > 0)
+            snprintf(repeats, sizeof repeats, ", --repeats %g", (double)r->repeats);
         n += snprintf(help + n, sizeof help - (size_t)n, "%s %s, %s (%d layers of %d heads, "
-                      "%d steps, snapshots every %d; without --data, %s)", i ? ";" : "", r->name,
-                      r->shows, r->layers, r->heads, r->iters, r->heatmaps_every, r->data_what);
+                      "%d steps%s, snapshots every %d; without --data, %s)", i ? ";" : "", r->name,
+                      r->shows, r->layers, r->heads, r->iters, repeats, r->heatmaps_every,
+                      r->data_what);
     }
     snprintf(help + n, sizeof help - (size_t)n, "; with --minutes, the budget sets --iters");
     return help;
