@@ -226,14 +226,14 @@ static void copy_window(Split split, size_t start, int T, int *inputs, int *targ
     }
 }
 
-// The window of T+1 tokens that repeats the span of L tokens at start:
-// window[t] = span[t mod L].
-static void copy_repeated_span(Split split, size_t start, size_t L, int T, int *inputs,
+// The window of T+1 tokens that repeats the span of span_len tokens at
+// start: window[t] = span[t mod span_len].
+static void copy_repeated_span(Split split, size_t start, size_t span_len, int T, int *inputs,
                                int *targets) {
     const uint16_t *span = split.tokens + start;
     for (int t = 0; t < T; t++) {
-        inputs[t] = span[(size_t)t % L];
-        targets[t] = span[(size_t)(t + 1) % L];
+        inputs[t] = span[(size_t)t % span_len];
+        targets[t] = span[(size_t)(t + 1) % span_len];
     }
 }
 
@@ -249,16 +249,16 @@ int batch_row_repeats(int b, float repeats) {
 void batch_random_repeats(Split split, int B, int T, float repeats, Rng *rng, int *inputs,
                           int *targets) {
     // inputs, targets (B,T); a start in [0, len - T - 1] keeps the window's
-    // last token, window[T], inside the split, and one in [0, len - L] the
-    // span's last.
+    // last token, window[T], inside the split, and one in [0, len -
+    // span_len] the span's last.
     uint64_t num_starts = (uint64_t)split.len - (uint64_t)T;
     uint64_t max_span = ((uint64_t)T + 2) / 2; // ceil((T+1)/2): two copies at least
     for (int b = 0; b < B; b++) {
         int *row_inputs = inputs + (size_t)b * T, *row_targets = targets + (size_t)b * T;
         if (batch_row_repeats(b, repeats)) {
-            uint64_t L = 1 + rng_below(rng, max_span);
-            size_t start = (size_t)rng_below(rng, (uint64_t)split.len - L + 1);
-            copy_repeated_span(split, start, (size_t)L, T, row_inputs, row_targets);
+            uint64_t span_len = 1 + rng_below(rng, max_span);
+            size_t start = (size_t)rng_below(rng, (uint64_t)split.len - span_len + 1);
+            copy_repeated_span(split, start, (size_t)span_len, T, row_inputs, row_targets);
         } else {
             size_t start = (size_t)rng_below(rng, num_starts);
             copy_window(split, start, T, row_inputs, row_targets);

@@ -7,7 +7,7 @@
 // model/gpt.h) over n new tokens of every sample at once (the prompt, or a
 // rebuilt window) at positions len..len+n-1, attending to the cached
 // positions and causally among themselves; a step is the case n = 1. The
-// block is gpt.c's; what the cache gives it (kv_cache.c, its Forward) are
+// block is model/transformer.c's; what the cache gives it (kv_cache.c, its Forward) are
 // these specialisations, each checked by a test (tests/test_sample.c):
 //   - the weights packed once per reset, and the B samples' rows through
 //     each weight as one (B*n, C) x (C, OC) product, so that a step reads

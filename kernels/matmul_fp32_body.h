@@ -65,8 +65,8 @@
 //
 // The accumulators start from `start` (row r at start + r * ld_start): C's
 // own block (ld_start = ldc) to add to it, a bias broadcast down the rows
-// (ld_start = 0), so that C = bias + A . B is written once; or from zero
-// (start NULL).
+// (ld_start = 0), so that C is not first filled with the bias and read
+// back; or from zero (start NULL).
 #define DEFINE_TILE(name, R, W)                                                                \
     static NOINLINE void name(float *c, const float *a, long a_row, long a_col, const float *b, \
                               int k, int ldb, int ldc, const float *start, int ld_start) {     \
@@ -225,9 +225,9 @@ static int panel_count(int n) { return (n + COLS - 1) / COLS; }
 // Rows [i0, i1) x panels [panel0, panel1) of the product. Every element
 // sums its products in the same order (k ascending, in KC passes), in one
 // register tile, whichever thread computes it, so results do not depend on
-// the thread count, nor on how the items are cut. With a bias, each tile's
-// accumulators start from it (tile's `start`): C is written once, not
-// first filled with the bias and then read back.
+// the thread count, nor on how the items are cut. With a bias, the first
+// pass's tiles start their accumulators from it (tile's `start`) rather
+// than from C filled with the bias beforehand; later passes add to C.
 static void gemm_item(const Product *pr, int i0, int i1, int panel0, int panel1) {
     if (pr->k == 0) { // an empty sum: C = bias, or 0, or C unchanged
         for (int panel = panel0; panel < panel1 && (pr->bias || !pr->accumulate); panel++) {

@@ -9,8 +9,8 @@
 // layout (matmul_pack_transposed), and its products run by blocks of PANEL
 // columns: the block at j0 starts at j0 * IC, and inside it each of the
 // kernel's panels (64 columns under AVX-512, 16 under AVX2) is one
-// contiguous stream. (Kept as row-major (IC, 64) blocks instead, an AVX2
-// tile read 64 bytes of every 256.) 64 columns are the matmul kernel's
+// contiguous stream (row-major (IC, 64) blocks would have an AVX2 tile
+// read a quarter of every row it touches). 64 columns are the matmul kernel's
 // tile width under AVX-512 and a multiple of it under AVX2 and SSE.
 //
 // The products are matmul_packed_columns', which runs on the calling thread
@@ -52,8 +52,8 @@ static int thread_takes_row_block(int rb, int row_blocks, int panels) {
 
 // In bf16 precision, the rows of inp (row stride inp_row) that the calling
 // thread's blocks read, converted to bf16 rows (KPAD apart) at their own
-// row, once for all the panels: converting them block by block, once per
-// panel, took 5-6% of an exact-mode token's time. NULL in fp32.
+// row, once for all the panels, rather than block by block, once per
+// panel. NULL in fp32.
 static const bf16 *thread_rows_converted(const PackedWeights *w, const float *inp, long inp_row,
                                          int rows, int ic, int row_blocks, int panels) {
     if (!w->bf16 || rows < 1) return NULL;
@@ -88,12 +88,13 @@ static void block_product(const PackedWeights *w, float *out, int oc, const floa
 // inp_row floats apart (IC, or a multiple to read every n-th row). The
 // (rows, panel) blocks are dealt round-robin to the threads of the
 // enclosing team; no barrier at the end. A block's sum is finished before
-// its bias is added (training's products start from the bias instead), as
-// the sampled text has always been computed.
+// its bias is added (training's products start from the bias instead): the
+// sampled text's bits depend on that order.
 //
 // Every loop here has a static schedule, which GCC computes inline: a
 // dynamic one calls into libgomp, which allocates a work share for every
-// loop run outside a parallel region (one thread), 9% of a single step.
+// loop run outside a parallel region (one thread), a cost felt at every
+// token.
 // Every element is summed in the same order whichever thread computes it,
 // in whichever block, so the results depend on neither the threads nor B.
 static void linear_blocks(const PackedWeights *w, float *out, const float *inp, long inp_row,

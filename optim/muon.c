@@ -35,9 +35,9 @@ size_t newton_schulz_scratch_floats(int rows, int cols) {
 
 // G (r,r) = X X^T, X (r,c), symmetric: only the blocks of GRAM_BLOCK rows
 // from the diagonal rightwards are multiplied (rows [i0, i1) times rows
-// [i0, r) of X, into `block`), each mirrored below the diagonal: about
-// 5/8 of the full product's multiply-adds at r = 128, 7/12 at 192. Each element is the
-// full product's, bit for bit: the products sum every element in the
+// [i0, r) of X, into `block`), each mirrored below the diagonal: about 5/8
+// of the full product's multiply-adds at r = 128, 7/12 at 192. Each element
+// is the full product's, bit for bit: the products sum every element in the
 // same order whatever the rows a call holds, and x_ik x_jk = x_jk x_ik.
 static void gram_matrix(Products *pr, float *g, const float *x, int r, int c, float *block) {
     for (int i0 = 0; i0 < r; i0 += GRAM_BLOCK) {
@@ -52,8 +52,10 @@ static void gram_matrix(Products *pr, float *g, const float *x, int r, int c, fl
     }
 }
 
-// Multiply-adds of 5 Newton-Schulz steps on a (rows,cols) matrix: X X^T,
-// A A^T and B X, for the order in which workers take the matrices.
+// Multiply-adds of 5 Newton-Schulz steps on a (rows,cols) matrix as full
+// products (X X^T, A A^T and B X; gram_matrix does about 5/8 of the first
+// two): a measure of its cost, for the order in which workers take the
+// matrices.
 static double newton_schulz_work(long rows, long cols) {
     double r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
     return 2.0 * r * r * c + r * r * r;
@@ -72,7 +74,8 @@ void muon_reserve(Muon *opt, GPT *model) {
         long r = rows < cols ? rows : cols, c = rows < cols ? cols : rows;
         size_t floats = (size_t)(rows * cols) + newton_schulz_scratch_floats((int)rows, (int)cols);
         if (floats > most) most = floats;
-        // A = X X^T and X B^T read (r,c) -> (r,r); A A^T reads (r,r) -> (r,r)
+        // the products' largest calls: X B^T (r,c) -> (r,r) and A A^T (r,r) ->
+        // (r,r) whole; gram_matrix's blocks of X X^T and A A^T are smaller
         size_t gram = linear_workspace_bytes(model->products.bf16, r, (int)c, (int)r);
         size_t square = linear_workspace_bytes(model->products.bf16, r, (int)r, (int)r);
         if (gram > bytes) bytes = gram;

@@ -1000,6 +1000,10 @@ static void test_bad_new_flags(void) {
         {TINY " --repeats 1e9", 2, "--repeats"},       {TINY " --repeats nan", 2, "--repeats"},
         {TINY " --repeats half", 2, "--repeats"},
         {TINY " --repeats 0.1", 2, "no row of a batch of 4 would repeat"},
+        {TINY " --repeats 0.9", 2, "every row of a batch of 4 would repeat"},
+        {TINY " --repeats 0.5 --batch 1", 2, "give --batch 2 or more"},
+        {"--recipe induction --batch 1 --layers 1 --dim 16 --context 16 --data data/tinyshakespeare.txt",
+         2, "--repeats 0.25 (recipe induction's; --repeats 0 turns it off)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int status = run_train(cases[i].args, dir, capture);

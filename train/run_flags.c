@@ -164,10 +164,6 @@ void refuse_ignored_flags(const TrainOptions *o, const Option table[NUM_TRAIN_OP
         usage_error("--max-passes: give it with --minutes (it caps the steps a time budget's plan "
                     "makes; without a budget --iters decides them%s)",
                     o->resume ? ", and this resumed run is past its plan or had none" : "");
-    if (o->repeats > 0.0f && !(floor(o->batch * (double)o->repeats + 0.5) >= 1))
-        usage_error("--repeats %g: no row of a batch of %d would repeat (round(%d x %g) = 0); "
-                    "give at least %g", (double)o->repeats, o->batch, o->batch,
-                    (double)o->repeats, 0.5 / o->batch);
     if (option_given(table, NUM_TRAIN_OPTIONS, "--probe") && o->heatmaps_every <= 0)
         usage_error("--probe: give it with --heatmaps-every (the probe is the text its snapshots "
                     "show)");
@@ -205,6 +201,30 @@ void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT *init,
                           "a model fine-tuned from a checkpoint keeps its architecture");
 }
 
+// --repeats against the batch it will shape (a recipe's, when it set one):
+// some rows must repeat and some stay plain text. A value the user did
+// not give is the named recipe's, and the error says so.
+static void check_repeats(const Run *run) {
+    const TrainOptions *o = &run->o;
+    if (!(o->repeats > 0.0f)) return;
+    long repeated = (long)floor(o->batch * (double)o->repeats + 0.5);
+    if (repeated >= 1 && repeated < o->batch) return;
+    char whose[160] = "";
+    if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--repeats") && o->recipe)
+        snprintf(whose, sizeof whose, " (recipe %s's; --repeats 0 turns it off)", o->recipe);
+    if (o->batch < 2)
+        usage_error("--repeats %g%s: a batch of %d row cannot hold both a repeated row and one of "
+                    "the text as it is; give --batch 2 or more", (double)o->repeats, whose,
+                    o->batch);
+    if (repeated < 1)
+        usage_error("--repeats %g%s: no row of a batch of %d would repeat (round(%d x %g) = 0); "
+                    "give at least %g", (double)o->repeats, whose, o->batch, o->batch,
+                    (double)o->repeats, 0.5 / o->batch);
+    usage_error("--repeats %g%s: every row of a batch of %d would repeat (round(%d x %g) = %d), "
+                "none of the text as it is; give less than %g", (double)o->repeats, whose,
+                o->batch, o->batch, (double)o->repeats, o->batch, (o->batch - 0.5) / o->batch);
+}
+
 // The flags as they stand after a resume, a recipe or --init-from (a
 // resumed run's schedule is its saved one); and the batch's split into
 // processes x micro-batches of micro_rows rows.
@@ -221,6 +241,7 @@ void check_flags_and_split_batch(Run *run) {
         usage_error("--decay-from %d: must be between --warmup %d and --iters %d", o->decay_from,
                     o->warmup, o->iters);
     if (o->dim % o->heads != 0) usage_error("--dim %d is not divisible by --heads %d", o->dim, o->heads);
+    check_repeats(run);
     run->accum = o->accum;
     if (o->batch % (run->procs * run->accum) != 0) {
         if (run->procs > 1)

@@ -105,7 +105,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--optimizer", "adamw|muon", OPT_STRING, &o->optimizer,
          "muon: Muon for the blocks' matrices, AdamW (--lr) for the rest; --minutes: the recipe's", 0, -1, 0},
         {"--muon-lr", "RATE", OPT_FLOAT, &o->muon_lr,
-         "Muon's peak learning rate (its final one: --min-lr/--lr of it)", -1e9, 1e9, 0}, // run.c refuses <= 0
+         "Muon's peak learning rate (its final one: --min-lr/--lr of it)", -1e9, 1e9, 0}, // run_flags.c refuses <= 0
         {"--schedule", "cosine|wsd", OPT_STRING, &o->schedule,
          "learning rate after the warmup: cosine down to --min-lr, or wsd: constant, then linear "
          "down to --min-lr over the last --decay-fraction", 0, -1, 0},
@@ -153,7 +153,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
          "per process)", 1, 65536, 0},
         {"--dropout", "P", OPT_FLOAT, &o->dropout,
          "dropout probability in training, in [0, 1) (embedding, attention, both projections)",
-         -1e9, 1e9, 0}, // run.c refuses 1 and beyond, saying so
+         -1e9, 1e9, 0}, // run_flags.c refuses what is outside [0, 1), saying so
         {"--minutes", "MINUTES", OPT_FLOAT, &o->minutes,
          "train for about this many minutes in all (0.1 to 10080, a week), choosing --iters "
          "(and, without shape flags, a recipe for the budget and the corpus's size); unset: --iters decides", -1e9, 1e9, 0}, // run.c says why a value is refused
@@ -174,7 +174,7 @@ void train_option_table(TrainOptions *o, Option t[NUM_TRAIN_OPTIONS]) {
         {"--repeats", "FRACTION", OPT_FLOAT, &o->repeats,
          "the share of each training batch's rows, in [0, 1), that are a span of the text of 1 "
          "to ceil((context+1)/2) characters repeated to the row's end, so that copying pays (an "
-         "induction head); evaluation stays on the text as it is (0: none)", -1e9, 1e9, 0}, // run.c refuses [1, ...)
+         "induction head); evaluation stays on the text as it is (0: none)", -1e9, 1e9, 0}, // run_flags.c refuses what is outside [0, 1)
     };
     _Static_assert(sizeof before / sizeof before[0] + NUM_BLOCK_CHOICES +
                            sizeof after / sizeof after[0] == NUM_TRAIN_OPTIONS,
