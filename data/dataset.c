@@ -241,9 +241,11 @@ void batch_random(Split split, int B, int T, Rng *rng, int *inputs, int *targets
     batch_random_repeats(split, B, T, 0.0f, rng, inputs, targets);
 }
 
+int batch_repeated_rows(int B, float repeats) { return (int)floor(B * (double)repeats + 0.5); }
+
 int batch_row_repeats(int b, float repeats) {
-    // the rows before b hold round(b * repeats) repeated ones
-    return floor((b + 1) * (double)repeats + 0.5) > floor(b * (double)repeats + 0.5);
+    // the rows before b hold batch_repeated_rows(b) repeated ones
+    return batch_repeated_rows(b + 1, repeats) > batch_repeated_rows(b, repeats);
 }
 
 void batch_random_repeats(Split split, int B, int T, float repeats, Rng *rng, int *inputs,

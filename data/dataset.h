@@ -85,6 +85,8 @@ void batch_random_repeats(Split split, int B, int T, float repeats, Rng *rng, in
                           int *targets);
 // Whether row b of a batch is one of batch_random_repeats's repeated rows.
 int batch_row_repeats(int b, float repeats);
+// How many of a batch's B rows repeat: round(B * repeats), halves up.
+int batch_repeated_rows(int B, float repeats);
 // Evaluation batch `index` of `count`: B*count windows spread evenly over
 // the split, the same every time.
 void batch_eval(Split split, int B, int T, int index, int count, int *inputs, int *targets);

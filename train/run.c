@@ -318,8 +318,8 @@ static void print_summary(const Run *run, const Recipe *recipe, double recipe_pa
     for (int i = 0; i < num_skipped; i++)
         printf("skipped %s: %s\n", loaded->skipped.paths[i], loaded->skipped.reasons[i]);
     if (o->repeats > 0.0f)
-        printf("repeats: %g of each batch's %d rows (--repeats %g) a span of 1 to %d characters "
-               "repeated to the row's end\n", floor(run->B * (double)o->repeats + 0.5), run->B,
+        printf("repeats: %d of each batch's %d rows (--repeats %g) a span of 1 to %d characters "
+               "repeated to the row's end\n", batch_repeated_rows(run->B, o->repeats), run->B,
                (double)o->repeats, (o->context + 2) / 2);
     int appended = loaded->appended;
     if (o->init_from && !o->resume)

@@ -2,7 +2,6 @@
 // run or checkpoint they continue (run_flags.h).
 #include "run_flags.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,7 +206,7 @@ void load_init_from(TrainOptions *o, Option table[NUM_TRAIN_OPTIONS], GPT *init,
 static void check_repeats(const Run *run) {
     const TrainOptions *o = &run->o;
     if (!(o->repeats > 0.0f)) return;
-    long repeated = (long)floor(o->batch * (double)o->repeats + 0.5);
+    int repeated = batch_repeated_rows(o->batch, o->repeats);
     if (repeated >= 1 && repeated < o->batch) return;
     char whose[160] = "";
     if (!option_given(run->table, NUM_TRAIN_OPTIONS, "--repeats") && o->recipe)
