@@ -338,14 +338,15 @@ static void batch_attend(const Forward *f, int l, const BlockBuffers *b) {
 static Forward batch_forward(GPT *model, const int *tokens) {
     Activations *a = &model->acts;
     int B = model->cur_B, T = model->cur_T, BT = B * T;
+    BlockBuffers buffers = batch_buffers(model);
     return (Forward){.model = model,
                      .rows = BT,
                      .samples = B,
                      .groups = {{.tokens = tokens, .token_stride = T, .pos = 0, .n = T}},
                      .group_count = 1,
-                     .buffers = batch_buffers(model),
+                     .buffers = buffers,
                      .layer_rows = BT,
-                     .last_queries = {BT, 0, 1, model->scratch.positions},
+                     .last_queries = buffers.queries, // every row's, as in every layer
                      .products = &model->products,
                      .embedded = a->encoded,
                      .lnf = a->lnf,
