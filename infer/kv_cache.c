@@ -15,7 +15,7 @@
 
 enum { CACHED, SCRATCH, WEIGHTS, NUM_KINDS };
 // the cache's own buffers, and one per tensor of the model for its packed weights
-enum { MAX_BUFFERS = 23 + NUM_PARAM_TENSORS };
+enum { MAX_BUFFERS = 24 + NUM_PARAM_TENSORS };
 typedef struct {
     float **view;
     size_t floats;
@@ -46,6 +46,7 @@ static int buffer_specs(KVCache *cache, const GPTConfig *cfg, int B, BufferSpec 
         {&cache->ln_rstd, R, SCRATCH},          {&cache->logits, B * V, SCRATCH},
         {&cache->q_raw, qk * R * C, SCRATCH},   {&cache->k_raw, qk * R * C, SCRATCH},
         {&cache->q_rstd, qk * R * NH, SCRATCH}, {&cache->k_rstd, qk * R * NH, SCRATCH},
+        {&cache->weights.layer0_qkv, (size_t)packed_layer0_floats(cfg), WEIGHTS},
     };
     int count = (int)(sizeof own / sizeof own[0]);
     memcpy(specs, own, sizeof own);
@@ -146,8 +147,15 @@ void kv_cache_free(KVCache *cache) {
 // The attention's products: fp32 in either precision (kv_cache.h).
 static const Products fp32_attention = {.precision = PRECISION_FP32};
 
+// The weights packed, then layer 0's table made from them in the forward's
+// scratch (x, ln and the norm's statistics; a forward's positions for the
+// tokens), which holds a whole window of rows or more.
 void kv_cache_reset(KVCache *cache) {
-    packed_weights_pack(&cache->weights, cache->model);
+    const GPT *model = cache->model;
+    packed_weights_pack(&cache->weights, model);
+    if (cache->weights.layer0_qkv)
+        transformer_layer0_table(model, &cache->weights, model->config.context, cache->positions,
+                                 cache->x, cache->ln, cache->ln_mean, cache->ln_rstd);
     cache->len = 0;
 }
 

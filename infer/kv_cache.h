@@ -13,6 +13,10 @@
 //     each weight as one (B*n, C) x (C, OC) product, so that a step reads
 //     the weights once for all B (samples together equal each alone, bit
 //     for bit); a product's sum is finished before its bias is added;
+//   - layer 0's queries, keys and values of every token at every position
+//     made once per reset, where the model allows and they are not too
+//     many (packed_weights.h: layer0_qkv), and each row's copied from
+//     there: no norm and no products in layer 0 (the same bits, test);
 //   - in the last layer, the queries and everything after them only for
 //     each sample's newest position;
 //   - attention over the cached keys: one query at a time through the keys

@@ -551,6 +551,13 @@ struct Forward {
 // Runs the forward; returns the rows whose logits it wrote (the last
 // layer's rows that went on).
 int transformer_forward(const Forward *f);
+// w's layer-0 table (packed_weights.h: layer0_qkv) from w's panels: every
+// token at every position through the embedding, layer 0's norm and its
+// three products as transformer_forward runs them. The caller's scratch of
+// rows_at_most rows (at least w->layer0_positions): tokens (rows), x and
+// ln (rows,C), mean and rstd (rows).
+void transformer_layer0_table(const GPT *model, const PackedWeights *w, int rows_at_most,
+                              int *tokens, float *x, float *ln, float *mean, float *rstd);
 
 // What a forward over a batch does, said by its caller in the call.
 typedef enum {

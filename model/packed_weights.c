@@ -131,10 +131,25 @@ long packed_weight_floats(long ic, long oc) {
     return (long)whole_cache_lines((size_t)most, sizeof(float));
 }
 
+// The layer-0 table's largest size: 4 M floats (16 MB; the default
+// model's, 65 characters at 64 positions, takes 1.6 M). Its rows cost 3 x
+// 2C flops a float to make, at every reset; a larger vocabulary with learned
+// positions (thousands of characters at hundreds of positions) would take
+// hundreds of megabytes, and keeps the three products.
+#define LAYER0_TABLE_MAX_FLOATS (4L << 20)
+
+long packed_layer0_floats(const GPTConfig *cfg) {
+    if (cfg->smear) return 0;
+    long positions = cfg->pos == POS_LEARNED ? cfg->context : 1;
+    long floats = 3L * cfg->vocab_size * positions * cfg->dim;
+    return floats > LAYER0_TABLE_MAX_FLOATS ? 0 : (long)whole_cache_lines((size_t)floats, sizeof(float));
+}
 
 void packed_weights_pack(PackedWeights *w, const GPT *model) {
     w->bf16 = model->products.precision == PRECISION_BF16;
     w->bf16_kernel = model->products.bf16;
+    if (!packed_layer0_floats(&model->config)) w->layer0_qkv = NULL;
+    w->layer0_positions = model->config.pos == POS_LEARNED ? model->config.context : 1;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         if (param_specs[i].bias == PARAM_NOT_A_WEIGHT) continue;
         int ic, oc, slices = param_specs[i].stacked ? model->config.layers : 1;

@@ -23,13 +23,30 @@ struct PackedWeights {
     Bf16Kernel bf16_kernel;
     float *panels[NUM_PARAM_TENSORS];
     long stride[NUM_PARAM_TENSORS];
+    // Layer 0's queries, keys and values (W_Q's, W_K's and W_V's outputs,
+    // before QK-norm, RoPE and the value embeddings) of every token at
+    // every position: (3, V * layer0_positions, C), row token *
+    // layer0_positions + position, computed by the forward's own embedding,
+    // norm and products (transformer_layer0_table). A forward reads layer
+    // 0's rows there instead of running its norm and three products: the
+    // same bits, as a row's products do not depend on the other rows. NULL
+    // where layer 0's input is not its row's token and position alone (the
+    // smear adds the previous token's) or the table would take more than
+    // packed_layer0_floats allows; the caller's buffer otherwise.
+    float *layer0_qkv;
+    int layer0_positions; // T with learned positions; 1 with RoPE (which rotates q and k after)
 };
 
 // Floats one slice of a weight (OC,IC) takes packed, fp32 or bf16 (whichever
 // is more, for any bf16 kernel), in whole cache lines.
 long packed_weight_floats(long ic, long oc);
+// Floats the layer-0 table of a model of shape cfg takes (above), in whole
+// cache lines; 0 where it has none.
+long packed_layer0_floats(const GPTConfig *cfg);
 // Pack the model's weights into w's panels in its precision and bf16
-// kernel as they are now (gpt_set_precision).
+// kernel as they are now (gpt_set_precision); layer0_qkv becomes NULL
+// where the model has no table (packed_layer0_floats 0), else the caller
+// makes it from the panels (gpt.h: transformer_layer0_table).
 void packed_weights_pack(PackedWeights *w, const GPT *model);
 
 // out (rows,OC) = rows of inp (inp_row floats apart) . W^T + b, W tensor

@@ -134,14 +134,51 @@ static void forward_linear(const Forward *f, int l, int weight, float *out, cons
                        param_bias(model, &model->params, weight, l), rows, ic, oc);
 }
 
-// q (queries,C), k, v (R,C) = ln . W_{Q,K,V}^T + b_{Q,K,V}, layer l's; with
-// value embeddings, v += layer l's embedding of each row's token.
+// Whether block l reads its q, k and v from the packed weights' layer-0
+// table (packed_weights.h) rather than running its norm and products.
+static int layer0_by_table(const Forward *f, int l) {
+    return l == 0 && f->packed && f->packed->layer0_qkv;
+}
+
+// The layer-0 table's row for the forward's row r: its token's, at its
+// position (its group's pos + i for row first_row + s*n + i).
+static long layer0_table_row(const Forward *f, int r) {
+    int gi = f->group_count - 1;
+    while (gi > 0 && r < f->groups[gi].first_row) gi--;
+    const RowGroup *g = &f->groups[gi];
+    int s = (r - g->first_row) / g->n, i = (r - g->first_row) % g->n;
+    int token = g->tokens[s * g->token_stride + g->pos + i], P = f->packed->layer0_positions;
+    return (long)token * P + (P > 1 ? g->pos + i : 0);
+}
+
+// q (queries,C), k, v (R,C) of layer 0, each row's copied from the table.
+static void layer0_qkv_from_table(const Forward *f, const BlockBuffers *b) {
+    const PackedWeights *w = f->packed;
+    const QueryRows *q = &b->queries;
+    long C = f->model->config.dim, third = (long)f->model->config.vocab_size * w->layer0_positions * C;
+    const float *q_table = w->layer0_qkv, *k_table = q_table + third, *v_table = k_table + third;
+    size_t row_bytes = (size_t)C * sizeof(float);
+    FOR_EACH(r, f->rows, (long)f->rows * 2 * C, {
+        long at = layer0_table_row(f, (int)r) * C;
+        memcpy(b->k_raw + r * C, k_table + at, row_bytes);
+        memcpy(b->v + r * C, v_table + at, row_bytes);
+    });
+    for (int i = 0; i < q->rows; i++)
+        memcpy(b->q_raw + (long)i * C, q_table + layer0_table_row(f, q->first + i * q->step) * C,
+               row_bytes);
+}
+
+// q (queries,C), k, v (R,C) = ln . W_{Q,K,V}^T + b_{Q,K,V}, layer l's (layer
+// 0's from the table, where the packed weights have one); with value
+// embeddings, v += layer l's embedding of each row's token.
 static void project_qkv(const Forward *f, int l, const BlockBuffers *b) {
     const GPT *model = f->model;
     const QueryRows *q = &b->queries;
     float *const qkv[3] = {b->q_raw, b->k_raw, b->v};
     int C = model->config.dim;
-    if (f->packed) {
+    if (layer0_by_table(f, l)) {
+        layer0_qkv_from_table(f, b);
+    } else if (f->packed) {
         packed_qkv(f->packed, model, l, qkv, b->ln, f->rows, q->first, q->step, q->rows);
     } else {
         if (q->rows != f->rows)
@@ -206,7 +243,8 @@ static int block_forward(const Forward *f, int l, const BlockBuffers *b) {
         drop ? block_masks(drop, l, cfg->heads, f->model->cur_T, C) : (BlockMasks){0};
 
     // x += Attn(norm1(x)) W_O^T + b_O
-    norm_forward(cfg, b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R);
+    if (!layer0_by_table(f, l)) // else the table holds the projections of norm1's rows
+        norm_forward(cfg, b->ln, b->ln1_mean, b->ln1_rstd, b->x_in, p.ln1_w, p.ln1_b, R);
     project_qkv(f, l, b);
     queries_keys_forward(f->model, &p, b, R);
     const QueryRows *q = &b->queries;
@@ -272,6 +310,30 @@ int transformer_forward(const Forward *f) {
     if (cfg->softcap > 0)
         softcap_forward(f->logits, f->logits, cfg->softcap, (long)rows * cfg->vocab_size);
     return rows;
+}
+
+// Every token at every position of the table (learned positions: T; with
+// RoPE one, its rotation coming after the products), as many whole tokens'
+// rows at a time as the scratch holds: embedded, normed and projected as
+// the forward does a row.
+void transformer_layer0_table(const GPT *model, const PackedWeights *w, int rows_at_most, int *tokens,
+                              float *x, float *ln, float *mean, float *rstd) {
+    const GPTConfig *cfg = &model->config;
+    const ParameterTensors *p = &model->params;
+    int V = cfg->vocab_size, C = cfg->dim, P = w->layer0_positions, tokens_at_once = rows_at_most / P;
+    long third = (long)V * P * C;
+    if (tokens_at_once < 1)
+        die("transformer_layer0_table: scratch of %d rows, %d positions", rows_at_most, P);
+    LayerParams layer0 = layer_params(model, p, 0);
+    for (int t0 = 0; t0 < V; t0 += tokens_at_once) {
+        int count = V - t0 < tokens_at_once ? V - t0 : tokens_at_once, rows = count * P;
+        for (int r = 0; r < rows; r++) tokens[r] = t0 + r / P;
+        embedding_forward(x, tokens, p->wte, position_embedding(model, p), count, P, C);
+        norm_forward(cfg, ln, mean, rstd, x, layer0.ln1_w, layer0.ln1_b, rows);
+        float *q = w->layer0_qkv + (long)t0 * P * C;
+        float *const qkv[3] = {q, q + third, q + 2 * third};
+        packed_qkv(w, model, 0, qkv, ln, rows, 0, 1, rows);
+    }
 }
 
 // ---- gpt_forward: the Forward over a batch of B x T positions, its

@@ -386,16 +386,28 @@ static void test_one_query_batch(void) {
     CHECK_MSG(worst <= 1e-4, "largest |batched - double precision| %g", worst);
 }
 
+// What a test leaves to the cache's own choice (1) or turns off (0), and
+// what the cache chose.
+typedef struct {
+    int keep_next;   // keep the next window, or rebuild
+    int layer0_table; // layer 0 from the packed weights' table, or its products
+} CacheChoices;
+
 // The logits of K samples generated from a prompt of `prompt_len` tokens,
 // then `steps` steps (sampled at temperature 1), into logits (steps,K,V);
-// keep_next as given (the cache's own choice, or 0: the rebuild).
-static void generate_keeping_next(GPT *model, int K, int slide, int keep_next, int prompt_len,
-                                  int steps, float *logits_seen, int *kept) {
+// each of the cache's choices as given (its own, or 0: turned off), and
+// into *chose what it chose.
+static void generate(GPT *model, int K, int slide, CacheChoices given, int prompt_len, int steps,
+                     float *logits_seen, CacheChoices *chose) {
     int V = model->config.vocab_size;
     KVCache cache;
     kv_cache_init_samples(&cache, model, K, slide);
-    if (!keep_next) cache.keep_next = 0;
-    *kept = cache.keep_next;
+    if (!given.keep_next) cache.keep_next = 0;
+    if (!given.layer0_table) {
+        cache.weights.layer0_qkv = NULL;
+        kv_cache_reset(&cache);
+    }
+    *chose = (CacheChoices){cache.keep_next, cache.weights.layer0_qkv != NULL};
     Sampler *samplers = xcalloc(K, sizeof(Sampler));
     sampler_init_samples(samplers, K, V, 1.0f, 0, 1.0f, 21);
     int *prompt = xcalloc((size_t)K * prompt_len, sizeof(int)), *next = xcalloc(K, sizeof(int));
@@ -435,13 +447,14 @@ static void test_next_window_equals_rebuild(void) {
         float *rebuilt = xcalloc(floats, sizeof(float)), *kept = xcalloc(floats, sizeof(float));
         for (int t = 1; t <= 2; t++) {
             omp_set_num_threads(t);
-            int kept_next, rebuild_kept;
-            generate_keeping_next(cases[c].model, K, cases[c].slide, 0, cases[c].prompt, steps,
-                                  rebuilt, &rebuild_kept);
-            generate_keeping_next(cases[c].model, K, cases[c].slide, 1, cases[c].prompt, steps,
-                                  kept, &kept_next);
-            CHECK_MSG(kept_next && !rebuild_kept, "slide %d, %d samples: keep_next %d, expected 1",
-                      cases[c].slide, K, kept_next);
+            CacheChoices kept_next, rebuild_kept;
+            generate(cases[c].model, K, cases[c].slide, (CacheChoices){0, 1}, cases[c].prompt,
+                     steps, rebuilt, &rebuild_kept);
+            generate(cases[c].model, K, cases[c].slide, (CacheChoices){1, 1}, cases[c].prompt,
+                     steps, kept, &kept_next);
+            CHECK_MSG(kept_next.keep_next && !rebuild_kept.keep_next,
+                      "slide %d, %d samples: keep_next %d, expected 1", cases[c].slide, K,
+                      kept_next.keep_next);
             CHECK_MSG(!memcmp(rebuilt, kept, floats * sizeof(float)),
                       "slide %d, %d samples, prompt %d, %d threads: logits differ from the "
                       "rebuild's", cases[c].slide, K, cases[c].prompt, t);
@@ -450,6 +463,67 @@ static void test_next_window_equals_rebuild(void) {
         free(kept);
     }
     omp_set_num_threads(threads);
+    gpt_free(&small);
+    gpt_free(&modern);
+    gpt_free(&model);
+}
+
+// Layer 0 by table (packed_weights.h: layer0_qkv) against its norm and
+// products: the same logits, bit for bit, in the exact mode and sliding
+// by half the context with three samples, on 1 and 2 threads, in fp32 and
+// bf16: GPT-2's block (learned positions: a row per token and position),
+// the modern block without the smear (RoPE: a row per token; QK-norm, the
+// key offset and value embeddings after the table), the default shape.
+// The smear and a table over the size limit keep the products.
+static void test_layer0_table_equals_products(void) {
+    GPT small, modern, model;
+    build_random_model(&small, 11, 8);
+    GPTConfig no_smear = {.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16};
+    no_smear.norm = NORM_RMSNORM, no_smear.pos = POS_ROPE, no_smear.rope_base = 10000.0f;
+    no_smear.mlp = MLP_RELU2, no_smear.qk_norm = 1, no_smear.untie = 1, no_smear.softcap = 5.0f;
+    no_smear.key_offset = 1, no_smear.value_embed = 1;
+    build_model(&modern, &no_smear, (RandomWeights){7, 0.3f, 99});
+    build_default_shape_model(&model, 0.2f, 9);
+    const struct { GPT *model; int slide, K, prompt, steps; } cases[] = {
+        {&small, 1, 1, 3, 20}, {&small, 4, 3, 6, 20}, {&modern, 1, 1, 3, 20},
+        {&modern, 4, 3, 6, 20}, {&model, 1, 1, 60, 12}, {&model, 32, 3, 50, 30}};
+    int threads = omp_get_max_threads();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int p = 0; p < 2; p++) {
+            GPT *m = cases[c].model;
+            gpt_set_precision(m, p ? PRECISION_BF16 : PRECISION_FP32, m->products.bf16);
+            int K = cases[c].K, steps = cases[c].steps;
+            size_t floats = (size_t)steps * K * m->config.vocab_size;
+            float *products = xcalloc(floats, sizeof(float)), *table = xcalloc(floats, sizeof(float));
+            for (int t = 1; t <= 2; t++) {
+                omp_set_num_threads(t);
+                CacheChoices by_products, by_table;
+                generate(m, K, cases[c].slide, (CacheChoices){1, 0}, cases[c].prompt, steps,
+                         products, &by_products);
+                generate(m, K, cases[c].slide, (CacheChoices){1, 1}, cases[c].prompt, steps, table,
+                         &by_table);
+                CHECK_MSG(by_table.layer0_table && !by_products.layer0_table,
+                          "case %zu: the cache chose table %d, expected 1", c, by_table.layer0_table);
+                CHECK_MSG(!memcmp(products, table, floats * sizeof(float)),
+                          "case %zu, %s, %d threads: the logits by table differ from the "
+                          "products'", c, precision_name(m->products.precision), t);
+            }
+            free(products), free(table);
+        }
+    omp_set_num_threads(threads);
+    GPTConfig smear = small.config, too_big = small.config;
+    smear.smear = 1;
+    too_big.vocab_size = 8192; // 3 x 8192 x 8 positions x 16 = 3.1 M floats: within
+    CHECK(packed_layer0_floats(&too_big) > 0);
+    too_big.context = 16; // 6.3 M: over the limit
+    CHECK(packed_layer0_floats(&too_big) == 0);
+    CHECK(packed_layer0_floats(&smear) == 0);
+    gpt_free(&small);
+    build_model(&small, &smear, (RandomWeights){7, 0.3f, 99});
+    KVCache cache;
+    kv_cache_init(&cache, &small);
+    CHECK_MSG(cache.weights.layer0_qkv == NULL, "a cache of a model with the smear has a layer-0 table");
+    kv_cache_free(&cache);
     gpt_free(&small);
     gpt_free(&modern);
     gpt_free(&model);
@@ -817,6 +891,8 @@ void suite_sample(void) {
              test_one_query_batch);
     run_test("sample: keeping the next window equals the rebuild, bit for bit",
              test_next_window_equals_rebuild);
+    run_test("sample: layer 0 by table equals its norm and products, bit for bit",
+             test_layer0_table_equals_products);
     run_test("sample: bf16 weights: near the bf16 forward, together = alone, kernels agree",
              test_bf16_weights);
     run_test("sample: the cache's memory estimate is what it allocates", test_cache_bytes_are_allocated);
