@@ -469,26 +469,16 @@ static void test_next_window_equals_rebuild(void) {
 }
 
 // Layer 0 by table (packed_weights.h: layer0_qkv) against its norm and
-// products: the same logits, bit for bit, in the exact mode and sliding
-// by half the context with three samples, on 1 and 2 threads, in fp32 and
-// bf16: GPT-2's block (learned positions: a row per token and position),
-// the modern block without the smear (RoPE: a row per token; QK-norm, the
-// key offset and value embeddings after the table), the default shape.
-// The smear and a table over the size limit keep the products.
-static void test_layer0_table_equals_products(void) {
-    GPT small, modern, model;
-    build_random_model(&small, 11, 8);
-    GPTConfig no_smear = {.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16};
-    no_smear.norm = NORM_RMSNORM, no_smear.pos = POS_ROPE, no_smear.rope_base = 10000.0f;
-    no_smear.mlp = MLP_RELU2, no_smear.qk_norm = 1, no_smear.untie = 1, no_smear.softcap = 5.0f;
-    no_smear.key_offset = 1, no_smear.value_embed = 1;
-    build_model(&modern, &no_smear, (RandomWeights){7, 0.3f, 99});
-    build_default_shape_model(&model, 0.2f, 9);
-    const struct { GPT *model; int slide, K, prompt, steps; } cases[] = {
-        {&small, 1, 1, 3, 20}, {&small, 4, 3, 6, 20}, {&modern, 1, 1, 3, 20},
-        {&modern, 4, 3, 6, 20}, {&model, 1, 1, 60, 12}, {&model, 32, 3, 50, 30}};
+// products: the same logits, bit for bit, for each case (a model, its
+// slide, samples, prompt and steps), on 1 and 2 threads, in fp32 and bf16.
+typedef struct {
+    GPT *model;
+    int slide, K, prompt, steps;
+} TableCase;
+
+static void check_layer0_table_equals_products(const TableCase *cases, int count) {
     int threads = omp_get_max_threads();
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int c = 0; c < count; c++)
         for (int p = 0; p < 2; p++) {
             GPT *m = cases[c].model;
             gpt_set_precision(m, p ? PRECISION_BF16 : PRECISION_FP32, m->products.bf16);
@@ -503,14 +493,32 @@ static void test_layer0_table_equals_products(void) {
                 generate(m, K, cases[c].slide, (CacheChoices){1, 1}, cases[c].prompt, steps, table,
                          &by_table);
                 CHECK_MSG(by_table.layer0_table && !by_products.layer0_table,
-                          "case %zu: the cache chose table %d, expected 1", c, by_table.layer0_table);
+                          "case %d: the cache chose table %d, expected 1", c, by_table.layer0_table);
                 CHECK_MSG(!memcmp(products, table, floats * sizeof(float)),
-                          "case %zu, %s, %d threads: the logits by table differ from the "
+                          "case %d, %s, %d threads: the logits by table differ from the "
                           "products'", c, precision_name(m->products.precision), t);
             }
             free(products), free(table);
         }
     omp_set_num_threads(threads);
+}
+
+// In the exact mode and sliding with three samples: GPT-2's block (learned
+// positions: a row per token and position) and the modern block without
+// the smear (RoPE: a row per token; QK-norm, the key offset and value
+// embeddings after the table). The smear and a table over the size limit
+// keep the products.
+static void test_layer0_table_equals_products(void) {
+    GPT small, modern;
+    build_random_model(&small, 11, 8);
+    GPTConfig no_smear = {.vocab_size = 11, .context = 8, .layers = 2, .heads = 2, .dim = 16};
+    no_smear.norm = NORM_RMSNORM, no_smear.pos = POS_ROPE, no_smear.rope_base = 10000.0f;
+    no_smear.mlp = MLP_RELU2, no_smear.qk_norm = 1, no_smear.untie = 1, no_smear.softcap = 5.0f;
+    no_smear.key_offset = 1, no_smear.value_embed = 1;
+    build_model(&modern, &no_smear, (RandomWeights){7, 0.3f, 99});
+    const TableCase cases[] = {{&small, 1, 1, 3, 20}, {&small, 4, 3, 6, 20},
+                               {&modern, 1, 1, 3, 20}, {&modern, 4, 3, 6, 20}};
+    check_layer0_table_equals_products(cases, 4);
     GPTConfig smear = small.config, too_big = small.config;
     smear.smear = 1;
     too_big.vocab_size = 8192; // 3 x 8192 x 8 positions x 16 = 3.1 M floats: within
@@ -526,6 +534,14 @@ static void test_layer0_table_equals_products(void) {
     kv_cache_free(&cache);
     gpt_free(&small);
     gpt_free(&modern);
+}
+
+// The same at the default shape (whole vector tiles, 64 positions).
+static void test_layer0_table_default_shape(void) {
+    GPT model;
+    build_default_shape_model(&model, 0.2f, 9);
+    const TableCase cases[] = {{&model, 1, 1, 60, 12}, {&model, 32, 3, 50, 30}};
+    check_layer0_table_equals_products(cases, 2);
     gpt_free(&model);
 }
 
@@ -893,6 +909,7 @@ void suite_sample(void) {
              test_next_window_equals_rebuild);
     run_test("sample: layer 0 by table equals its norm and products, bit for bit",
              test_layer0_table_equals_products);
+    run_test("sample: layer 0 by table at the default shape", test_layer0_table_default_shape);
     run_test("sample: bf16 weights: near the bf16 forward, together = alone, kernels agree",
              test_bf16_weights);
     run_test("sample: the cache's memory estimate is what it allocates", test_cache_bytes_are_allocated);
