@@ -39,13 +39,15 @@ void param_shape(const GPTConfig *cfg, int i, long *rows, long *cols) {
     long LEARNED = cfg->pos == POS_LEARNED, NORM_BIAS = cfg->norm == NORM_LAYERNORM;
     long QK_NORM = cfg->qk_norm != 0, UNTIED = cfg->untie != 0, SMEAR = cfg->smear != 0;
     long G = gpt_smear_width(cfg), L = cfg->layers, VALUE_EMBED = cfg->value_embed != 0;
-    const long shapes[NUM_PARAM_TENSORS][2] = {
-#define GPT_PARAM_SHAPE(view, name, rows, cols, ...) {rows, cols},
+    // a case per row, each computing only its own shape (the KV cache's
+    // single steps ask a few dozen times a token)
+    switch (i) {
+#define GPT_PARAM_SHAPE(view, name, r, c, ...)                                                     \
+    case PARAM_##view: *rows = (r), *cols = (c); return;
         GPT_PARAMETER_TENSORS(GPT_PARAM_SHAPE)
 #undef GPT_PARAM_SHAPE
-    };
-    *rows = shapes[i][0];
-    *cols = shapes[i][1];
+    }
+    die("param_shape: tensor %d of %d", i, NUM_PARAM_TENSORS);
 }
 
 void param_sizes(const GPTConfig *cfg, size_t sizes[NUM_PARAM_TENSORS]) {
@@ -72,12 +74,13 @@ void param_views(ParameterTensors *views, float *memory, const GPTConfig *cfg) {
 }
 
 float *param_tensor(const ParameterTensors *views, int i) {
-    float *const tensors[NUM_PARAM_TENSORS] = {
-#define GPT_PARAM_TENSOR(view, ...) views->view,
+    switch (i) {
+#define GPT_PARAM_TENSOR(view, ...)                                                                \
+    case PARAM_##view: return views->view;
         GPT_PARAMETER_TENSORS(GPT_PARAM_TENSOR)
 #undef GPT_PARAM_TENSOR
-    };
-    return tensors[i];
+    }
+    die("param_tensor: tensor %d of %d", i, NUM_PARAM_TENSORS);
 }
 
 int param_is_decayed(int i) { return param_specs[i].decayed; }
