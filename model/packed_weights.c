@@ -138,10 +138,15 @@ long packed_weight_floats(long ic, long oc) {
 // hundreds of megabytes, and keeps the three products.
 #define LAYER0_TABLE_MAX_FLOATS (4L << 20)
 
+// The table's positions: every one with learned positions; with RoPE one,
+// its rotation coming after the products.
+static int layer0_positions(const GPTConfig *cfg) {
+    return cfg->pos == POS_LEARNED ? cfg->context : 1;
+}
+
 long packed_layer0_floats(const GPTConfig *cfg) {
     if (cfg->smear) return 0;
-    long positions = cfg->pos == POS_LEARNED ? cfg->context : 1;
-    long floats = 3L * cfg->vocab_size * positions * cfg->dim;
+    long floats = 3L * cfg->vocab_size * layer0_positions(cfg) * cfg->dim;
     return floats > LAYER0_TABLE_MAX_FLOATS ? 0 : (long)whole_cache_lines((size_t)floats, sizeof(float));
 }
 
@@ -149,7 +154,7 @@ void packed_weights_pack(PackedWeights *w, const GPT *model) {
     w->bf16 = model->products.precision == PRECISION_BF16;
     w->bf16_kernel = model->products.bf16;
     if (!packed_layer0_floats(&model->config)) w->layer0_qkv = NULL;
-    w->layer0_positions = model->config.pos == POS_LEARNED ? model->config.context : 1;
+    w->layer0_positions = layer0_positions(&model->config);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         if (param_specs[i].bias == PARAM_NOT_A_WEIGHT) continue;
         int ic, oc, slices = param_specs[i].stacked ? model->config.layers : 1;
