@@ -156,8 +156,10 @@ void kv_cache_reset(KVCache *cache) {
     if (cache->weights.layer0_qkv)
         transformer_layer0_table(model, &cache->weights, model->config.context, cache->positions,
                                  cache->x, cache->ln, cache->ln_mean, cache->ln_rstd);
-    cache->len = 0;
+    kv_cache_empty(cache);
 }
+
+void kv_cache_empty(KVCache *cache) { cache->len = 0; }
 
 // ---- the rows of a forward: the window's new positions, and the next window's
 //

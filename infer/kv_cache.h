@@ -107,8 +107,13 @@ void kv_cache_free(KVCache *cache);
 // same layout: before anything is allocated, so that a program can refuse
 // what will not fit). In double: absurd shapes give a huge figure.
 double kv_cache_bytes(const GPTConfig *cfg, int samples, int slide);
-// Empty the cache and re-read the model's weights (after they changed).
+// Empty the cache and re-read the model's weights (after they changed):
+// their panels, and layer 0's table (about 16 ms for the default model on
+// the portable kernel, one thread).
 void kv_cache_reset(KVCache *cache);
+// Empty the cache, keeping the weights it read (a new sample from the same
+// model).
+void kv_cache_empty(KVCache *cache);
 
 // Append n tokens to every sample, tokens (B,n) (1 <= n <= T - len), and
 // return the logits (B,V) for the token after the last of each.

@@ -229,9 +229,11 @@ EXPORT(page_arithmetic) const float *page_arithmetic(Page *p) { return p->arithm
 // character's id; page_sample_next(previous id) each next one.
 EXPORT(page_sample_begin)
 int page_sample_begin(Page *p, int n, float temperature, int top_k, float top_p, double seed) {
-    if (!p->cache_ready) kv_cache_init(&p->cache, &p->model);
+    // the cache's weights are the model's (page_weights_changed re-reads
+    // them): emptied, not re-read, for each new sample
+    if (p->cache_ready) kv_cache_empty(&p->cache);
+    else kv_cache_init(&p->cache, &p->model);
     p->cache_ready = 1;
-    kv_cache_reset(&p->cache);
     if (p->sampling) sampler_free(&p->sampler);
     sampler_init(&p->sampler, p->model.config.vocab_size, temperature, top_k, top_p,
                  (uint64_t)seed);

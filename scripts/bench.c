@@ -643,7 +643,7 @@ static void bench_sampling(void) {
     int n = 20000;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        kv_cache_reset(&cache);
+        kv_cache_empty(&cache);
         double start = now_seconds();
         const float *logits = kv_cache_step(&cache, 0);
         for (int i = 0; i < n; i++) logits = kv_cache_step(&cache, sampler_sample(&sampler, logits));
